@@ -1,0 +1,1 @@
+//! Kubernetes API types: the `Runtime` custom resource.

@@ -1,0 +1,1 @@
+//! The Runtime CustomResourceDefinition, generated from the types and the status table.

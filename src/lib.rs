@@ -1,0 +1,11 @@
+//! `kim` — the Kyma Infrastructure Manager's runtime lifecycle in Rust.
+//!
+//! Data flows one way: bytes → protocol ([`admission`]) → model ([`status`]) → decision → bytes.
+//! [`status`] is pure (no I/O, no async) and holds the one table of states, transitions,
+//! condition types and reasons; everything else reads it from there.
+
+pub mod admission;
+pub mod api;
+pub mod crd;
+pub mod status;
+pub mod webhook;

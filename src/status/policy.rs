@@ -1,0 +1,579 @@
+//! [`Policy`]: the status model in force — the built-in table of [`super::table`], optionally
+//! extended by an operator's policy file and compatibility switches, plus the allowed writers.
+//!
+//! A policy file can only *add* (condition types, reasons, statuses of a reason, transitions)
+//! and name the allowed writers; it is validated completely when loaded, and any error stops
+//! the load with a message naming the file, the field and what was expected (spec §2, last
+//! paragraph: "an invalid file … never weakens the policy silently").
+
+use super::table::{self, CompatSwitch, CondStatus, Edge, Origin, Requirement, RuleId, State};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+use std::path::Path;
+
+/// One reason of a condition type, with the statuses it may carry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ReasonEntry {
+    pub reason: String,
+    pub statuses: Vec<CondStatus>,
+    /// Default message used when a condition arrives with an empty `message` (spec §5).
+    pub message: String,
+    /// Counts as a deletion reason for invariant 5.
+    pub deletion: bool,
+    pub origin: Origin,
+}
+
+/// A condition type and its reasons, in table order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TypeEntry {
+    #[serde(rename = "type")]
+    pub condition_type: String,
+    pub reasons: Vec<ReasonEntry>,
+}
+
+impl TypeEntry {
+    /// The entry for `reason`, if this type allows it.
+    pub fn reason(&self, reason: &str) -> Option<&ReasonEntry> {
+        self.reasons.iter().find(|r| r.reason == reason)
+    }
+}
+
+/// Who may write `runtimes/status` (spec §4, invariant 8). A request is allowed when its user
+/// is in `users` or one of its groups is in `groups`; `any: true` disables the check.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Writers {
+    #[serde(default)]
+    pub users: Vec<String>,
+    #[serde(default)]
+    pub groups: Vec<String>,
+    /// Anyone may write (the check is off). Only by explicit choice.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub any: bool,
+}
+
+impl Writers {
+    /// The defaults of spec §4.8: the reconciler's service account and `system:masters`.
+    pub fn defaults() -> Writers {
+        Writers {
+            users: table::DEFAULT_WRITER_USERS
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+            groups: table::DEFAULT_WRITER_GROUPS
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+            any: false,
+        }
+    }
+
+    /// Parses the `--allowed-writers` form: a comma-separated list where `group:NAME` names a
+    /// group, `*` allows anyone and anything else is a user name, e.g.
+    /// `system:serviceaccount:kim-system:kim-controller,group:system:masters`.
+    ///
+    /// Errors: an empty list or an empty entry.
+    pub fn parse_list(s: &str) -> Result<Writers, String> {
+        let mut w = Writers::default();
+        for raw in s.split(',') {
+            let entry = raw.trim();
+            if entry.is_empty() {
+                return Err(format!(
+                    "allowed writers {s:?}: empty entry (expected user, group:NAME or *)"
+                ));
+            }
+            if entry == "*" {
+                w.any = true;
+            } else if let Some(g) = entry.strip_prefix("group:") {
+                if g.is_empty() {
+                    return Err(format!("allowed writers {s:?}: \"group:\" without a name"));
+                }
+                w.groups.push(g.to_string());
+            } else {
+                w.users.push(entry.to_string());
+            }
+        }
+        Ok(w)
+    }
+
+    /// Whether `user` (with `groups`) may write.
+    pub fn allows(&self, user: &str, groups: &[String]) -> bool {
+        self.any
+            || self.users.iter().any(|u| u == user)
+            || groups.iter().any(|g| self.groups.contains(g))
+    }
+
+    /// Human form for messages: `users a, b; groups c`.
+    pub fn describe(&self) -> String {
+        if self.any {
+            return "anyone".to_string();
+        }
+        let users = if self.users.is_empty() {
+            "none".to_string()
+        } else {
+            self.users.join(", ")
+        };
+        let groups = if self.groups.is_empty() {
+            "none".to_string()
+        } else {
+            self.groups.join(", ")
+        };
+        format!("users {users}; groups {groups}")
+    }
+}
+
+/// The status model in force. Build it with [`Policy::builtin`], then optionally
+/// [`Policy::with_switch`], [`Policy::load_file`] / [`Policy::extend`] and [`Policy::writers`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Policy {
+    pub states: Vec<State>,
+    #[serde(rename = "conditionTypes")]
+    pub types: Vec<TypeEntry>,
+    #[serde(serialize_with = "ser_edges")]
+    pub transitions: Vec<Edge>,
+    #[serde(skip)]
+    pub requirements: Vec<(State, Requirement, RuleId)>,
+    pub switches: BTreeSet<CompatSwitchName>,
+    #[serde(rename = "allowedWriters")]
+    pub writers: Writers,
+}
+
+/// Serialisable wrapper so that `switches` prints as names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(transparent)]
+pub struct CompatSwitchName(pub &'static str);
+
+fn ser_edges<S: serde::Serializer>(edges: &[Edge], s: S) -> Result<S::Ok, S::Error> {
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct E {
+        from: &'static str,
+        to: &'static str,
+        only_while_deleting: bool,
+    }
+    s.collect_seq(edges.iter().map(|e| E {
+        from: e.from.map_or("none", State::as_str),
+        to: e.to.as_str(),
+        only_while_deleting: e.only_while_deleting,
+    }))
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Policy::builtin()
+    }
+}
+
+impl Policy {
+    /// The built-in model of spec §2–§4, with no compatibility switch on and the default writers.
+    pub fn builtin() -> Policy {
+        let mut p = Policy {
+            states: State::ALL.to_vec(),
+            types: Vec::new(),
+            transitions: table::EDGES.to_vec(),
+            requirements: table::STATE_REQUIREMENTS.to_vec(),
+            switches: BTreeSet::new(),
+            writers: Writers::defaults(),
+        };
+        for row in table::REASONS.iter().filter(|r| r.switch.is_none()) {
+            p.add_reason(
+                row.condition_type,
+                row.reason,
+                row.statuses,
+                row.message,
+                row.deletion,
+                row.origin,
+            );
+        }
+        p
+    }
+
+    /// Turns a compatibility switch on: its rows of the built-in table become allowed.
+    pub fn with_switch(mut self, switch: CompatSwitch) -> Policy {
+        if self.switches.insert(CompatSwitchName(switch.as_str())) {
+            for row in table::REASONS.iter().filter(|r| r.switch == Some(switch)) {
+                self.add_reason(
+                    row.condition_type,
+                    row.reason,
+                    row.statuses,
+                    row.message,
+                    row.deletion,
+                    row.origin,
+                );
+            }
+        }
+        self
+    }
+
+    /// Replaces the allowed writers.
+    pub fn with_writers(mut self, writers: Writers) -> Policy {
+        self.writers = writers;
+        self
+    }
+
+    fn add_reason(
+        &mut self,
+        ctype: &str,
+        reason: &str,
+        statuses: &[CondStatus],
+        message: &str,
+        deletion: bool,
+        origin: Origin,
+    ) {
+        let idx = match self.types.iter().position(|t| t.condition_type == ctype) {
+            Some(i) => i,
+            None => {
+                self.types.push(TypeEntry {
+                    condition_type: ctype.to_string(),
+                    reasons: Vec::new(),
+                });
+                self.types.len() - 1
+            }
+        };
+        let t = &mut self.types[idx];
+        if let Some(r) = t.reasons.iter_mut().find(|r| r.reason == reason) {
+            for s in statuses {
+                if !r.statuses.contains(s) {
+                    r.statuses.push(*s);
+                }
+            }
+            r.deletion |= deletion;
+        } else {
+            t.reasons.push(ReasonEntry {
+                reason: reason.to_string(),
+                statuses: statuses.to_vec(),
+                message: message.to_string(),
+                deletion,
+                origin,
+            });
+        }
+    }
+
+    /// The entry of a condition type, if known.
+    pub fn condition_type(&self, ctype: &str) -> Option<&TypeEntry> {
+        self.types.iter().find(|t| t.condition_type == ctype)
+    }
+
+    /// The entry of a (type, reason) pair, if allowed.
+    pub fn reason(&self, ctype: &str, reason: &str) -> Option<&ReasonEntry> {
+        self.condition_type(ctype)?.reason(reason)
+    }
+
+    /// The edge `from -> to`, if the table has it.
+    pub fn edge(&self, from: Option<State>, to: State) -> Option<&Edge> {
+        self.transitions
+            .iter()
+            .find(|e| e.from == from && e.to == to)
+    }
+
+    /// All edges out of `from`, in table order.
+    pub fn edges_from(&self, from: Option<State>) -> impl Iterator<Item = &Edge> {
+        self.transitions.iter().filter(move |e| e.from == from)
+    }
+
+    /// Loads a policy file (YAML or JSON) and adds it to this policy.
+    ///
+    /// Errors: unreadable file, YAML syntax or unknown field (with line and column), or a
+    /// semantic error naming the field path (e.g. `conditionTypes[1].reasons[0].statuses[2]`).
+    pub fn load_file(self, path: &Path) -> Result<Policy, PolicyError> {
+        let text = std::fs::read_to_string(path).map_err(|e| PolicyError {
+            file: path.display().to_string(),
+            message: format!("cannot read: {e}"),
+        })?;
+        let file: PolicyFile = serde_saphyr::from_str(&text).map_err(|e| PolicyError {
+            file: path.display().to_string(),
+            message: one_line(&e.to_string()),
+        })?;
+        self.extend(&file).map_err(|message| PolicyError {
+            file: path.display().to_string(),
+            message,
+        })
+    }
+
+    /// Adds a parsed policy file. Errors name the offending field path.
+    pub fn extend(mut self, file: &PolicyFile) -> Result<Policy, String> {
+        if let Some(kind) = file.kind.as_deref().filter(|k| *k != "StatusPolicy") {
+            return Err(format!("kind: {kind:?}; expected StatusPolicy"));
+        }
+        for (i, name) in file.compatibility.iter().enumerate() {
+            let sw = CompatSwitch::ALL
+                .into_iter()
+                .find(|s| s.as_str() == name)
+                .ok_or_else(|| {
+                    let known: Vec<_> = CompatSwitch::ALL.iter().map(|s| s.as_str()).collect();
+                    format!(
+                        "compatibility[{i}]: unknown switch {name:?}; known: {}",
+                        known.join(", ")
+                    )
+                })?;
+            self = self.with_switch(sw);
+        }
+        for (i, t) in file.condition_types.iter().enumerate() {
+            let at = format!("conditionTypes[{i}]");
+            check_type_name(&t.condition_type).map_err(|m| format!("{at}.type: {m}"))?;
+            if State::parse(&t.condition_type).is_some() {
+                return Err(format!(
+                    "{at}.type: {:?} is a state name, not a condition type (use a compatibility switch for KIM's Terminating condition)",
+                    t.condition_type
+                ));
+            }
+            if t.reasons.is_empty() {
+                return Err(format!("{at}.reasons: at least one reason is required"));
+            }
+            for (j, r) in t.reasons.iter().enumerate() {
+                let at = format!("{at}.reasons[{j}]");
+                check_reason_name(&r.reason).map_err(|m| format!("{at}.reason: {m}"))?;
+                if r.statuses.is_empty() {
+                    return Err(format!(
+                        "{at}.statuses: at least one of True, False, Unknown is required"
+                    ));
+                }
+                let mut statuses = Vec::new();
+                for (k, s) in r.statuses.iter().enumerate() {
+                    let st = CondStatus::parse(s).ok_or_else(|| {
+                        format!("{at}.statuses[{k}]: {s:?} is not one of True, False, Unknown")
+                    })?;
+                    statuses.push(st);
+                }
+                let message = r
+                    .message
+                    .clone()
+                    .unwrap_or_else(|| format!("{} {}", t.condition_type, r.reason));
+                if message.chars().count() > 32768 {
+                    return Err(format!("{at}.message: longer than 32768 characters"));
+                }
+                self.add_reason(
+                    &t.condition_type,
+                    &r.reason,
+                    &statuses,
+                    &message,
+                    r.deletion,
+                    Origin::PolicyFile,
+                );
+            }
+        }
+        for (i, tr) in file.transitions.iter().enumerate() {
+            let at = format!("transitions[{i}]");
+            let from = if tr.from == "none" {
+                None
+            } else {
+                Some(State::parse(&tr.from).ok_or_else(|| format!("{at}.from: {:?} is not a state (Pending, Ready, Failed, Terminating) or none", tr.from))?)
+            };
+            let to = State::parse(&tr.to).ok_or_else(|| {
+                format!("{at}.to: {:?} is not a state (Pending, Ready, Failed, Terminating); removing the status is never allowed", tr.to)
+            })?;
+            match self
+                .transitions
+                .iter_mut()
+                .find(|e| e.from == from && e.to == to)
+            {
+                Some(e) => {
+                    // Only widening: a footnote edge may become unconditional, never the reverse.
+                    if tr.only_while_deleting && !e.only_while_deleting {
+                        return Err(format!(
+                            "{at}: {} -> {} is already allowed unconditionally; a policy file can only add",
+                            tr.from, tr.to
+                        ));
+                    }
+                    e.only_while_deleting = tr.only_while_deleting;
+                }
+                None => self.transitions.push(Edge {
+                    from,
+                    to,
+                    only_while_deleting: tr.only_while_deleting,
+                }),
+            }
+        }
+        if let Some(w) = &file.allowed_writers {
+            if !w.any && w.users.is_empty() && w.groups.is_empty() {
+                return Err(
+                    "allowedWriters: names no user and no group (set any: true to allow everyone)"
+                        .into(),
+                );
+            }
+            self.writers = w.clone();
+        }
+        Ok(self)
+    }
+}
+
+/// A policy-file load error: the file and a one-line message naming the field or position.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("policy file {file}: {message}")]
+pub struct PolicyError {
+    pub file: String,
+    pub message: String,
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Condition `reason` syntax of the Kubernetes `metav1.Condition` type (CamelCase word).
+pub const REASON_PATTERN: &str = "^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$";
+/// Condition `type` syntax of the Kubernetes `metav1.Condition` type (optionally prefixed).
+pub const TYPE_PATTERN: &str = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$";
+
+fn check_reason_name(r: &str) -> Result<(), String> {
+    let b = r.as_bytes();
+    let ok = !b.is_empty()
+        && b.len() <= 1024
+        && b[0].is_ascii_alphabetic()
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b',' | b':'))
+        && (b.len() == 1 || b[b.len() - 1].is_ascii_alphanumeric() || b[b.len() - 1] == b'_');
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{r:?} does not match {REASON_PATTERN} (at most 1024 characters)"
+        ))
+    }
+}
+
+fn check_type_name(t: &str) -> Result<(), String> {
+    let name = t.rsplit_once('/').map_or(t, |(_, n)| n);
+    let b = name.as_bytes();
+    let ok = !b.is_empty()
+        && t.len() <= 316
+        && b[0].is_ascii_alphanumeric()
+        && b[b.len() - 1].is_ascii_alphanumeric()
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{t:?} does not match {TYPE_PATTERN} (at most 316 characters)"
+        ))
+    }
+}
+
+/// The policy file format (YAML or JSON). Unknown fields are errors.
+///
+/// ```yaml
+/// compatibility: [terminatingConditionType]
+/// allowedWriters: {users: ["system:serviceaccount:kim-system:kim-controller"], groups: ["system:masters"]}
+/// conditionTypes:
+///   - type: BackupConfigured
+///     reasons:
+///       - {reason: BackupReady, statuses: ["True"], message: "Backup configured"}
+/// transitions:
+///   - {from: Terminating, to: Pending, onlyWhileDeleting: true}
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PolicyFile {
+    /// Ignored except for documentation (e.g. `kim.kyma-project.io/v1alpha1`).
+    #[serde(default)]
+    pub api_version: Option<String>,
+    /// Must be `StatusPolicy` when present.
+    #[serde(default)]
+    pub kind: Option<String>,
+    #[serde(default)]
+    pub compatibility: Vec<String>,
+    #[serde(default)]
+    pub allowed_writers: Option<Writers>,
+    #[serde(default)]
+    pub condition_types: Vec<PolicyFileType>,
+    #[serde(default)]
+    pub transitions: Vec<PolicyFileTransition>,
+}
+
+/// A condition type added (or extended) by a policy file.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyFileType {
+    #[serde(rename = "type")]
+    pub condition_type: String,
+    pub reasons: Vec<PolicyFileReason>,
+}
+
+/// A reason added by a policy file.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyFileReason {
+    pub reason: String,
+    pub statuses: Vec<String>,
+    #[serde(default)]
+    pub message: Option<String>,
+    #[serde(default)]
+    pub deletion: bool,
+}
+
+/// A transition added by a policy file; `from: none` is ∅.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PolicyFileTransition {
+    pub from: String,
+    pub to: String,
+    #[serde(default)]
+    pub only_while_deleting: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_has_every_row_once() {
+        let p = Policy::builtin();
+        let n: usize = p.types.iter().map(|t| t.reasons.len()).sum();
+        assert_eq!(
+            n,
+            table::REASONS.iter().filter(|r| r.switch.is_none()).count()
+        );
+        assert!(p.reason("Terminating", "KubernetesErr").is_none());
+        let p = p.with_switch(CompatSwitch::TerminatingConditionType);
+        assert!(p.reason("Terminating", "KubernetesErr").unwrap().deletion);
+    }
+
+    #[test]
+    fn policy_file_adds_and_rejects() {
+        let f: PolicyFile = serde_saphyr::from_str(
+            "conditionTypes:\n  - type: BackupConfigured\n    reasons:\n      - {reason: BackupReady, statuses: [\"True\"]}\ntransitions:\n  - {from: Terminating, to: Pending, onlyWhileDeleting: true}\n",
+        )
+        .unwrap();
+        let p = Policy::builtin().extend(&f).unwrap();
+        assert_eq!(
+            p.reason("BackupConfigured", "BackupReady")
+                .unwrap()
+                .statuses,
+            vec![CondStatus::True]
+        );
+        assert!(
+            p.edge(Some(State::Terminating), State::Pending)
+                .unwrap()
+                .only_while_deleting
+        );
+
+        let bad: PolicyFile = serde_saphyr::from_str("conditionTypes:\n  - type: X\n    reasons:\n      - {reason: \"bad reason\", statuses: [\"True\"]}\n").unwrap();
+        let err = Policy::builtin().extend(&bad).unwrap_err();
+        assert!(
+            err.starts_with("conditionTypes[0].reasons[0].reason:"),
+            "{err}"
+        );
+
+        let bad: PolicyFile =
+            serde_saphyr::from_str("transitions:\n  - {from: Ready, to: none}\n").unwrap();
+        assert!(
+            Policy::builtin()
+                .extend(&bad)
+                .unwrap_err()
+                .starts_with("transitions[0].to:")
+        );
+
+        let unknown = serde_saphyr::from_str::<PolicyFile>("conditionType: []\n");
+        assert!(unknown.is_err());
+    }
+
+    #[test]
+    fn writers_list() {
+        let w = Writers::parse_list("alice, group:ops").unwrap();
+        assert!(w.allows("alice", &[]));
+        assert!(w.allows("bob", &["ops".into()]));
+        assert!(!w.allows("bob", &["dev".into()]));
+        assert!(Writers::parse_list("a,,b").is_err());
+        assert!(Writers::parse_list("*").unwrap().allows("x", &[]));
+    }
+}

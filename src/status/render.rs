@@ -1,0 +1,1 @@
+//! Renders the policy as Markdown, JSON or Graphviz dot (`kim policy`).

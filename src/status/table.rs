@@ -1,0 +1,770 @@
+//! The built-in Runtime status model as data: states, transitions, condition types, reasons,
+//! default messages and the per-state requirements.
+//!
+//! Source of every row: `shared/spec/status-model.md` (§2 condition types and reasons, §3 state
+//! transitions, §4 invariants). Nothing else in the crate spells out a state, a reason or an edge:
+//! the webhook, the reconciler, the CRD generator and `kim policy` all read these tables through
+//! [`crate::status::Policy`].
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// `status.state` of a Runtime (spec §1). Serialised as the bare name (`"Pending"`, …).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum State {
+    /// Being created or updated; steps in progress or retrying.
+    Pending,
+    /// Provisioned, kubeconfig stored, administrators configured.
+    Ready,
+    /// An error that automatic retries will not fix.
+    Failed,
+    /// Deletion in progress.
+    Terminating,
+}
+
+impl State {
+    /// All states, in the order the spec lists them (also the CRD enum order).
+    pub const ALL: [State; 4] = [
+        State::Pending,
+        State::Ready,
+        State::Failed,
+        State::Terminating,
+    ];
+
+    /// The wire name, e.g. `"Pending"`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            State::Pending => "Pending",
+            State::Ready => "Ready",
+            State::Failed => "Failed",
+            State::Terminating => "Terminating",
+        }
+    }
+
+    /// Parses a wire name; `None` for anything that is not exactly one of [`State::ALL`].
+    pub fn parse(s: &str) -> Option<State> {
+        State::ALL.into_iter().find(|st| st.as_str() == s)
+    }
+
+    /// Meaning of the state (spec §1, "Meaning of the states").
+    pub const fn meaning(self) -> &'static str {
+        match self {
+            State::Pending => {
+                "the runtime is being created or updated; steps in progress or retrying"
+            }
+            State::Ready => {
+                "provisioned, kubeconfig stored, administrators configured: ready to use"
+            }
+            State::Failed => {
+                "an error that automatic retries will not fix; needs a new spec or a person"
+            }
+            State::Terminating => "deletion in progress",
+        }
+    }
+}
+
+impl fmt::Display for State {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The `status` of a Kubernetes `Condition`: `True`, `False` or `Unknown`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum CondStatus {
+    True,
+    False,
+    Unknown,
+}
+
+impl CondStatus {
+    /// All condition statuses (the CRD enum).
+    pub const ALL: [CondStatus; 3] = [CondStatus::True, CondStatus::False, CondStatus::Unknown];
+
+    /// The wire name, e.g. `"True"`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            CondStatus::True => "True",
+            CondStatus::False => "False",
+            CondStatus::Unknown => "Unknown",
+        }
+    }
+
+    /// The one-letter form used in the spec's tables (T, F, U).
+    pub const fn letter(self) -> char {
+        match self {
+            CondStatus::True => 'T',
+            CondStatus::False => 'F',
+            CondStatus::Unknown => 'U',
+        }
+    }
+
+    /// Parses a wire name (exact, case-sensitive, as the apiserver's CRD enum does).
+    pub fn parse(s: &str) -> Option<CondStatus> {
+        CondStatus::ALL.into_iter().find(|st| st.as_str() == s)
+    }
+}
+
+impl fmt::Display for CondStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Where a reason comes from (spec §2); shown by `kim policy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Origin {
+    /// Written by this product's reconciler.
+    Kim,
+    /// From the original proposal; accepted although current KIM no longer writes it.
+    Seed,
+    /// Written by current KIM (not by this reconciler); accepted for compatibility.
+    KimCompatible,
+    /// Accepted only when a named compatibility switch is on (see [`CompatSwitch`]).
+    Switch,
+    /// Added by an operator's policy file.
+    PolicyFile,
+}
+
+/// Named compatibility switches (spec §2, last paragraph). Off by default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum CompatSwitch {
+    /// Current KIM writes, on one deletion error path, a condition of type `Terminating` with
+    /// reason `KubernetesErr` (a state name used as a condition type).
+    #[serde(rename = "terminatingConditionType")]
+    TerminatingConditionType,
+}
+
+impl CompatSwitch {
+    /// All switches.
+    pub const ALL: [CompatSwitch; 1] = [CompatSwitch::TerminatingConditionType];
+
+    /// The switch's name in policy files and on the command line.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            CompatSwitch::TerminatingConditionType => "terminatingConditionType",
+        }
+    }
+}
+
+/// One row of spec §2: a condition `type`, a `reason`, the statuses this pair may carry,
+/// the default message (used by defaulting, spec §5) and whether it is a deletion reason
+/// (counts for invariant 5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReasonRow {
+    pub condition_type: &'static str,
+    pub reason: &'static str,
+    pub statuses: &'static [CondStatus],
+    pub message: &'static str,
+    pub deletion: bool,
+    pub origin: Origin,
+    /// `Some(switch)` when the row only applies while that switch is on.
+    pub switch: Option<CompatSwitch>,
+}
+
+use CondStatus::{False as F, True as T, Unknown as U};
+
+const fn row(
+    condition_type: &'static str,
+    reason: &'static str,
+    statuses: &'static [CondStatus],
+    message: &'static str,
+    origin: Origin,
+) -> ReasonRow {
+    ReasonRow {
+        condition_type,
+        reason,
+        statuses,
+        message,
+        deletion: false,
+        origin,
+        switch: None,
+    }
+}
+
+const fn del(
+    condition_type: &'static str,
+    reason: &'static str,
+    statuses: &'static [CondStatus],
+    message: &'static str,
+    origin: Origin,
+) -> ReasonRow {
+    ReasonRow {
+        deletion: true,
+        ..row(condition_type, reason, statuses, message, origin)
+    }
+}
+
+use Origin::{Kim, KimCompatible as Compat, Seed};
+
+/// Condition type names used by the reconciler (spec §2).
+pub mod types {
+    pub const PROVISIONED: &str = "Provisioned";
+    pub const KUBECONFIG_READY: &str = "KubeconfigReady";
+    pub const CONFIGURED: &str = "Configured";
+    pub const DEPROVISIONED: &str = "Deprovisioned";
+}
+
+/// Every (type, reason) pair of spec §2, in the spec's order.
+pub const REASONS: &[ReasonRow] = &[
+    // Provisioned
+    row(
+        "Provisioned",
+        "Initialised",
+        &[U],
+        "Runtime accepted, nothing created yet",
+        Kim,
+    ),
+    row(
+        "Provisioned",
+        "Pending",
+        &[U],
+        "Shoot creation in progress",
+        Kim,
+    ),
+    row(
+        "Provisioned",
+        "ShootCreationCompleted",
+        &[T],
+        "Gardener finished creating the Shoot",
+        Kim,
+    ),
+    row(
+        "Provisioned",
+        "Processing",
+        &[U, T, F],
+        "Shoot update in progress",
+        Kim,
+    ),
+    row(
+        "Provisioned",
+        "ProcessingCompleted",
+        &[T],
+        "Shoot update finished",
+        Seed,
+    ),
+    row(
+        "Provisioned",
+        "ConfigurationCompleted",
+        &[T],
+        "Shoot update finished",
+        Kim,
+    ),
+    row(
+        "Provisioned",
+        "GardenerErr",
+        &[F],
+        "Gardener API call failed; retrying",
+        Kim,
+    ),
+    row(
+        "Provisioned",
+        "SeedNotFound",
+        &[F],
+        "No seed in the requested region",
+        Compat,
+    ),
+    row(
+        "Provisioned",
+        "CreationErr",
+        &[F],
+        "Gardener reports that Shoot creation failed",
+        Kim,
+    ),
+    row(
+        "Provisioned",
+        "ConversionErr",
+        &[F],
+        "The Runtime cannot be converted into a Shoot",
+        Kim,
+    ),
+    row(
+        "Provisioned",
+        "ProcessingErr",
+        &[F],
+        "Gardener reports that the Shoot update failed",
+        Kim,
+    ),
+    row(
+        "Provisioned",
+        "AuditLogErr",
+        &[F],
+        "Audit log configuration failed",
+        Compat,
+    ),
+    row(
+        "Provisioned",
+        "CustomAuditLogErr",
+        &[F],
+        "Custom audit log configuration failed",
+        Compat,
+    ),
+    row(
+        "Provisioned",
+        "OidcConfigurationErr",
+        &[F],
+        "OIDC configuration failed",
+        Compat,
+    ),
+    row(
+        "Provisioned",
+        "RegistryCacheConfigured",
+        &[F],
+        "Registry cache check failed",
+        Compat,
+    ),
+    // KubeconfigReady
+    row(
+        "KubeconfigReady",
+        "KubeconfigCreated",
+        &[T],
+        "Kubeconfig Secret written",
+        Kim,
+    ),
+    row(
+        "KubeconfigReady",
+        "GardenerClusterCRCreated",
+        &[U],
+        "GardenerCluster created, waiting for the kubeconfig",
+        Compat,
+    ),
+    row(
+        "KubeconfigReady",
+        "GardenerClusterCRReady",
+        &[T],
+        "Kubeconfig Secret ready",
+        Compat,
+    ),
+    row(
+        "KubeconfigReady",
+        "KubernetesErr",
+        &[F],
+        "Requesting or storing the kubeconfig failed",
+        Kim,
+    ),
+    // Configured
+    row(
+        "Configured",
+        "ConfigurationStarted",
+        &[U],
+        "Administrators' bindings being applied",
+        Seed,
+    ),
+    row(
+        "Configured",
+        "ConfigurationCompleted",
+        &[T],
+        "Administrators configured",
+        Seed,
+    ),
+    row(
+        "Configured",
+        "AdministratorsConfigured",
+        &[T],
+        "Administrators configured",
+        Kim,
+    ),
+    row(
+        "Configured",
+        "ConfigurationError",
+        &[F],
+        "Applying the administrators' bindings failed",
+        Kim,
+    ),
+    // Deprovisioned
+    del(
+        "Deprovisioned",
+        "GardenerClusterCRDeleted",
+        &[U, T],
+        "GardenerCluster deleted",
+        Compat,
+    ),
+    del(
+        "Deprovisioned",
+        "KubeconfigDeleted",
+        &[U, T],
+        "Kubeconfig Secret deleted",
+        Kim,
+    ),
+    del(
+        "Deprovisioned",
+        "GardenerShootDeleted",
+        &[U, F],
+        "Shoot deletion requested",
+        Kim,
+    ),
+    del(
+        "Deprovisioned",
+        "GardenerErr",
+        &[F],
+        "Gardener API delete call failed; retrying",
+        Kim,
+    ),
+    del(
+        "Deprovisioned",
+        "StructuredConfigDeleted",
+        &[F],
+        "Structured authentication config cleanup failed",
+        Compat,
+    ),
+    // KIM-compatible types that this reconciler does not write.
+    row(
+        "KymaSystemNSCreated",
+        "KymaSystemNSReady",
+        &[T],
+        "kyma-system namespace created",
+        Compat,
+    ),
+    row(
+        "KymaSystemNSCreated",
+        "KymaSystemNSError",
+        &[F],
+        "Creating the kyma-system namespace failed",
+        Compat,
+    ),
+    row(
+        "OidcAndConfigMapConfigured",
+        "OidcAndConfigMapsConfigured",
+        &[T],
+        "OIDC and ConfigMaps configured",
+        Compat,
+    ),
+    row(
+        "OidcAndConfigMapConfigured",
+        "ConfigMapErr",
+        &[U],
+        "ConfigMap configuration failed",
+        Compat,
+    ),
+    row(
+        "OidcAndConfigMapConfigured",
+        "OidcConfigurationErr",
+        &[U],
+        "OIDC configuration failed",
+        Compat,
+    ),
+    row(
+        "RuntimeBootstrapperReady",
+        "RuntimeBootstrapperConfigured",
+        &[T],
+        "Runtime bootstrapper configured",
+        Compat,
+    ),
+    row(
+        "RuntimeBootstrapperReady",
+        "RuntimeBootstrapperConfigurationFailed",
+        &[F],
+        "Runtime bootstrapper configuration failed",
+        Compat,
+    ),
+    row(
+        "RuntimeBootstrapperReady",
+        "RuntimeBootstrapperStatusUnknown",
+        &[F],
+        "Runtime bootstrapper status unknown",
+        Compat,
+    ),
+    row(
+        "RuntimeBootstrapperReady",
+        "RuntimeBootstrapperInstallationInProgress",
+        &[F],
+        "Runtime bootstrapper installation in progress",
+        Compat,
+    ),
+    row(
+        "RuntimeBootstrapperReady",
+        "RuntimeBootstrapperInstallationFailed",
+        &[F],
+        "Runtime bootstrapper installation failed",
+        Compat,
+    ),
+    row(
+        "RuntimeBootstrapperReady",
+        "RuntimeBootstrapperUpgradeInProgress",
+        &[F],
+        "Runtime bootstrapper upgrade in progress",
+        Compat,
+    ),
+    row(
+        "RuntimeBootstrapperReady",
+        "RuntimeBootstrapperUpgradeFailed",
+        &[F],
+        "Runtime bootstrapper upgrade failed",
+        Compat,
+    ),
+    row(
+        "RegistryCacheConfigured",
+        "RegistryCacheConfigured",
+        &[T],
+        "Registry cache configured",
+        Compat,
+    ),
+    row(
+        "RegistryCacheConfigured",
+        "RegistryCacheGardenClusterConfigurationFailed",
+        &[F],
+        "Registry cache configuration in the Garden cluster failed",
+        Compat,
+    ),
+    row(
+        "RegistryCacheConfigured",
+        "RegistryCacheGardenClusterCleanupFailed",
+        &[F],
+        "Registry cache cleanup in the Garden cluster failed",
+        Compat,
+    ),
+    row(
+        "CustomAuditLogConfigured",
+        "CustomAuditLogConfigured",
+        &[T, U, F],
+        "Custom audit log configured",
+        Compat,
+    ),
+    row(
+        "CustomAuditLogConfigured",
+        "CustomAuditLogErr",
+        &[F],
+        "Custom audit log configuration failed",
+        Compat,
+    ),
+    row(
+        "AuditLogCredentialsCopied",
+        "CredentialsCopied",
+        &[T],
+        "Audit log credentials copied",
+        Compat,
+    ),
+    row(
+        "AuditLogCredentialsCopied",
+        "CredentialsCopyErr",
+        &[F],
+        "Copying the audit log credentials failed",
+        Compat,
+    ),
+    // Behind a switch: current KIM's deletion error path (a state name used as a type).
+    ReasonRow {
+        switch: Some(CompatSwitch::TerminatingConditionType),
+        ..del(
+            "Terminating",
+            "KubernetesErr",
+            &[F],
+            "Deleting the runtime failed",
+            Origin::Switch,
+        )
+    },
+];
+
+/// One edge of spec §3. `from: None` is ∅ (no status yet).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Edge {
+    pub from: Option<State>,
+    pub to: State,
+    /// Footnote ¹: only while the Runtime is being deleted (`metadata.deletionTimestamp` set).
+    pub only_while_deleting: bool,
+}
+
+const fn e(from: Option<State>, to: State, only_while_deleting: bool) -> Edge {
+    Edge {
+        from,
+        to,
+        only_while_deleting,
+    }
+}
+
+use State::{Failed as Fd, Pending as Pd, Ready as Rd, Terminating as Tm};
+
+/// The transition table of spec §3. Edges not listed are illegal; no edge leads to ∅
+/// (removing the status is never allowed).
+pub const EDGES: &[Edge] = &[
+    e(None, Pd, false),
+    e(None, Fd, false),
+    e(None, Tm, true),
+    e(Some(Pd), Pd, false),
+    e(Some(Pd), Rd, false),
+    e(Some(Pd), Fd, false),
+    e(Some(Pd), Tm, true),
+    e(Some(Rd), Pd, false),
+    e(Some(Rd), Rd, false),
+    e(Some(Rd), Fd, false),
+    e(Some(Rd), Tm, true),
+    e(Some(Fd), Pd, false),
+    e(Some(Fd), Rd, false),
+    e(Some(Fd), Fd, false),
+    e(Some(Fd), Tm, true),
+    e(Some(Tm), Tm, true),
+    e(Some(Tm), Fd, true),
+];
+
+/// Why edges out of a state are restricted, quoted in denial messages (spec §3, footnote ¹).
+pub fn from_note(from: Option<State>) -> Option<&'static str> {
+    match from {
+        Some(State::Terminating) => Some("deletion is final"),
+        _ => None,
+    }
+}
+
+/// Stable identifiers of the rules a write can break; each names the spec section it enforces.
+/// They appear in denial details, `kim check --output json` and audit annotations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RuleId {
+    /// The object or its status is not shaped as the CRD says (wrong JSON types). Code 400.
+    Malformed,
+    /// `status` exists but `status.state` is missing (spec §1).
+    StateRequired,
+    /// `status.state` is not one of the states (spec §1). Code 400.
+    StateUnknown,
+    /// The state change is not an edge of the transition table (spec §3).
+    Transition,
+    /// The edge exists only while the Runtime is being deleted (spec §3, footnote ¹).
+    TransitionNeedsDeletion,
+    /// The status was removed (spec §3, no edge leads to ∅).
+    StatusRemoved,
+    /// A condition lacks `type`, `status` or `reason`, or has a malformed field. Code 400.
+    ConditionShape,
+    /// A condition type is not in the table (spec §4.1).
+    ConditionTypeUnknown,
+    /// Two conditions share a type (spec §4.1).
+    ConditionTypeDuplicate,
+    /// A reason is not allowed for its condition type (spec §4.2).
+    ReasonUnknown,
+    /// A (type, reason) pair carries a status it may not carry (spec §4.2).
+    ReasonStatus,
+    /// `Ready` without `Provisioned`, `KubeconfigReady`, `Configured` all `True` (spec §4.3).
+    ReadyRequires,
+    /// `Failed` without any `False` condition (spec §4.4).
+    FailedRequiresFalse,
+    /// `Terminating` without a `Deprovisioned` (or deletion-reason) condition (spec §4.5).
+    TerminatingRequiresDeprovisioned,
+    /// `provisioningCompleted` went from true to false (spec §4.6).
+    ProvisioningCompleted,
+    /// `lastTransitionTime` changed without a status change, or moved backwards (spec §4.7).
+    LastTransitionTime,
+    /// The writer is not an allowed principal (spec §4.8).
+    Writer,
+}
+
+impl RuleId {
+    /// Every rule, in spec order.
+    pub const ALL: [RuleId; 17] = [
+        RuleId::Malformed,
+        RuleId::StateRequired,
+        RuleId::StateUnknown,
+        RuleId::Transition,
+        RuleId::TransitionNeedsDeletion,
+        RuleId::StatusRemoved,
+        RuleId::ConditionShape,
+        RuleId::ConditionTypeUnknown,
+        RuleId::ConditionTypeDuplicate,
+        RuleId::ReasonUnknown,
+        RuleId::ReasonStatus,
+        RuleId::ReadyRequires,
+        RuleId::FailedRequiresFalse,
+        RuleId::TerminatingRequiresDeprovisioned,
+        RuleId::ProvisioningCompleted,
+        RuleId::LastTransitionTime,
+        RuleId::Writer,
+    ];
+
+    /// The stable id, e.g. `"transition"`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            RuleId::Malformed => "malformed",
+            RuleId::StateRequired => "state-required",
+            RuleId::StateUnknown => "state-unknown",
+            RuleId::Transition => "transition",
+            RuleId::TransitionNeedsDeletion => "transition-needs-deletion",
+            RuleId::StatusRemoved => "status-removed",
+            RuleId::ConditionShape => "condition-shape",
+            RuleId::ConditionTypeUnknown => "condition-type-unknown",
+            RuleId::ConditionTypeDuplicate => "condition-type-duplicate",
+            RuleId::ReasonUnknown => "reason-unknown",
+            RuleId::ReasonStatus => "reason-status",
+            RuleId::ReadyRequires => "ready-requires",
+            RuleId::FailedRequiresFalse => "failed-requires-false",
+            RuleId::TerminatingRequiresDeprovisioned => "terminating-requires-deprovisioned",
+            RuleId::ProvisioningCompleted => "provisioning-completed",
+            RuleId::LastTransitionTime => "last-transition-time",
+            RuleId::Writer => "writer",
+        }
+    }
+
+    /// The spec section the rule enforces (`shared/spec/status-model.md`).
+    pub const fn spec_section(self) -> &'static str {
+        match self {
+            RuleId::Malformed | RuleId::StateRequired | RuleId::StateUnknown => "§1",
+            RuleId::Transition | RuleId::TransitionNeedsDeletion | RuleId::StatusRemoved => "§3",
+            RuleId::ConditionShape
+            | RuleId::ConditionTypeUnknown
+            | RuleId::ConditionTypeDuplicate => "§4.1",
+            RuleId::ReasonUnknown | RuleId::ReasonStatus => "§4.2",
+            RuleId::ReadyRequires => "§4.3",
+            RuleId::FailedRequiresFalse => "§4.4",
+            RuleId::TerminatingRequiresDeprovisioned => "§4.5",
+            RuleId::ProvisioningCompleted => "§4.6",
+            RuleId::LastTransitionTime => "§4.7",
+            RuleId::Writer => "§4.8",
+        }
+    }
+
+    /// True for rules about the object's shape rather than the policy: these deny with
+    /// HTTP-style code 400 `BadRequest` instead of 403 `Forbidden` (spec §6).
+    pub const fn is_malformed(self) -> bool {
+        matches!(
+            self,
+            RuleId::Malformed | RuleId::StateUnknown | RuleId::ConditionShape
+        )
+    }
+}
+
+impl fmt::Display for RuleId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a state requires of the conditions (spec §4, invariants 3–5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Requirement {
+    /// Every listed condition type is present with status `True` (invariant 3).
+    AllTrue(&'static [&'static str]),
+    /// At least one condition has status `False` (invariant 4).
+    AnyFalse,
+    /// A condition of the given type is present, or any condition whose (type, reason) is a
+    /// deletion reason (invariant 5, KIM-compatible form).
+    TypeOrDeletionReason(&'static str),
+}
+
+/// Per-state requirements (spec §4) and the rule each one enforces.
+pub const STATE_REQUIREMENTS: &[(State, Requirement, RuleId)] = &[
+    (
+        State::Ready,
+        Requirement::AllTrue(&[
+            types::PROVISIONED,
+            types::KUBECONFIG_READY,
+            types::CONFIGURED,
+        ]),
+        RuleId::ReadyRequires,
+    ),
+    (
+        State::Failed,
+        Requirement::AnyFalse,
+        RuleId::FailedRequiresFalse,
+    ),
+    (
+        State::Terminating,
+        Requirement::TypeOrDeletionReason(types::DEPROVISIONED),
+        RuleId::TerminatingRequiresDeprovisioned,
+    ),
+];
+
+/// Principals allowed to write `runtimes/status` by default (spec §4, invariant 8): the
+/// reconciler's service account and the `system:masters` group.
+pub const DEFAULT_WRITER_USERS: &[&str] = &["system:serviceaccount:kim-system:kim-controller"];
+/// Groups allowed to write `runtimes/status` by default (spec §4, invariant 8).
+pub const DEFAULT_WRITER_GROUPS: &[&str] = &["system:masters"];
+
+/// Finalizer the reconciler puts on every Runtime (reconciler spec, step 1).
+pub const FINALIZER: &str =
+    "runtime-controller.infrastructure-manager.kyma-project.io/deletion-hook";

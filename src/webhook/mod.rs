@@ -1,0 +1,1 @@
+//! `kim webhook`: the HTTPS admission server (axum + rustls).
