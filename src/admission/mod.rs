@@ -1,47 +1,524 @@
-//! AdmissionReview v1 decoding and encoding for `runtimes/status` (spec: admission-protocol.md).
-//! Pure: bytes in, bytes out. Used by the webhook server and by `kim review`, so both answer
-//! identically.
+//! AdmissionReview v1 decoding and encoding for `runtimes/status` writes
+//! (`shared/spec/admission-protocol.md`). Pure: bytes in, bytes out, no I/O. The webhook server
+//! and `kim review` both call [`review`], so they answer identically.
+//!
+//! Every path — including malformed input — produces a well-formed AdmissionReview with
+//! `response.uid` echoed when it can be read (a missing or wrong uid is a *call failure* for
+//! the apiserver, which with `failurePolicy: Ignore` would let the write through unchecked).
+//!
+//! Decoding is lazy: only the request's routing fields, `userInfo`, and each object's
+//! `metadata.generation`, `metadata.deletionTimestamp` and `status` are materialised; `spec`
+//! and `managedFields` are skipped without allocation.
 
-use crate::status::Policy;
+use crate::status::{self, Facts, Policy, Snapshot};
+use base64::Engine as _;
 use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use serde_json::value::RawValue;
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
+/// API group of the Runtime CRD.
+pub const RUNTIME_GROUP: &str = "infrastructuremanager.kyma-project.io";
+/// Plural resource name of the Runtime CRD.
+pub const RUNTIME_RESOURCE: &str = "runtimes";
+/// The admission API version this webhook speaks (`admissionReviewVersions: ["v1"]`).
+pub const REVIEW_API_VERSION: &str = "admission.k8s.io/v1";
+/// `v1beta1` has the same shape; a review in it is answered in it.
+const REVIEW_API_VERSION_BETA: &str = "admission.k8s.io/v1beta1";
 
 /// Which webhook answers: the validating one (`/validate`) or the mutating one (`/mutate`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Hook {
+    /// Denies writes the status model forbids; never returns a patch.
     Validate,
+    /// Returns the defaulting JSONPatch of spec §5; never denies a well-formed review.
     Mutate,
 }
 
+impl Hook {
+    /// `"validate"` or `"mutate"` (also the URL path without the slash).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Hook::Validate => "validate",
+            Hook::Mutate => "mutate",
+        }
+    }
+}
+
 /// The answer to one review, ready to send: `body` is the AdmissionReview JSON to return with
-/// HTTP 200 and `Content-Type: application/json`; the other fields are for logs and metrics.
-#[derive(Debug, Clone)]
+/// HTTP 200 and `Content-Type: application/json`; the other fields are for logs and metrics
+/// (none of them holds object content, so all are safe to log).
+#[derive(Debug, Clone, Default)]
 pub struct Outcome {
     pub body: Vec<u8>,
     pub allowed: bool,
     /// `response.status.code` (200 when allowed; 400, 403 or 413 when denied).
     pub code: u16,
     pub uid: String,
+    /// `request.operation` (`UPDATE`, …), empty when unreadable.
     pub operation: String,
+    /// `request.userInfo.username`, empty when unreadable.
     pub user: String,
     pub dry_run: bool,
     /// True when a JSONPatch was returned.
     pub patched: bool,
     /// Rule ids of the violations, empty when allowed.
     pub rules: Vec<&'static str>,
-    /// One-line summary of why (denial message or warning), safe to log.
+    /// One-line summary (denial message or warning), safe to log.
     pub detail: String,
 }
 
-/// Answers one AdmissionReview request body.
-pub fn review(hook: Hook, policy: &Policy, body: &[u8], now: DateTime<Utc>) -> Outcome {
-    let _ = (hook, policy, body, now);
-    todo!()
+#[derive(Deserialize)]
+struct ReviewIn<'a> {
+    #[serde(rename = "apiVersion", borrow, default)]
+    api_version: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    kind: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    request: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize, Default)]
+struct GroupResource<'a> {
+    #[serde(borrow, default)]
+    group: Cow<'a, str>,
+    #[serde(borrow, default)]
+    resource: Cow<'a, str>,
+}
+
+#[derive(Deserialize, Default)]
+struct GroupKind<'a> {
+    #[serde(borrow, default)]
+    kind: Cow<'a, str>,
+}
+
+#[derive(Deserialize, Default)]
+struct UserInfoIn {
+    #[serde(default)]
+    username: Option<String>,
+    #[serde(default)]
+    groups: Option<Vec<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RequestIn<'a> {
+    #[serde(borrow, default)]
+    uid: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    kind: Option<GroupKind<'a>>,
+    #[serde(borrow, default)]
+    resource: Option<GroupResource<'a>>,
+    #[serde(borrow, default)]
+    sub_resource: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    operation: Option<Cow<'a, str>>,
+    #[serde(default)]
+    user_info: Option<UserInfoIn>,
+    #[serde(borrow, default)]
+    object: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    old_object: Option<&'a RawValue>,
+    #[serde(default)]
+    dry_run: Option<bool>,
+}
+
+/// Only the uid, for error paths where the full request does not decode.
+#[derive(Deserialize)]
+struct UidOnly<'a> {
+    #[serde(borrow)]
+    uid: Cow<'a, str>,
+}
+
+#[derive(Deserialize)]
+struct MetaIn<'a> {
+    #[serde(default)]
+    generation: Option<i64>,
+    #[serde(rename = "deletionTimestamp", borrow, default)]
+    deletion_timestamp: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct ObjectIn<'a> {
+    #[serde(borrow, default)]
+    metadata: Option<MetaIn<'a>>,
+    #[serde(default)]
+    status: Option<Value>,
+}
+
+impl ObjectIn<'_> {
+    fn snapshot(&self) -> Snapshot<'_> {
+        Snapshot {
+            generation: self.metadata.as_ref().and_then(|m| m.generation),
+            deleting: self
+                .metadata
+                .as_ref()
+                .and_then(|m| m.deletion_timestamp)
+                .is_some_and(|d| d.get() != "null"),
+            status: self.status.as_ref().filter(|s| !s.is_null()),
+        }
+    }
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct StatusOut<'a> {
+    status: &'static str,
+    code: u16,
+    reason: &'static str,
+    message: &'a str,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ResponseOut<'a> {
+    uid: &'a str,
+    allowed: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<StatusOut<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    patch: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    patch_type: Option<&'static str>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    warnings: &'a [String],
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    audit_annotations: BTreeMap<&'static str, String>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ReviewOut<'a> {
+    api_version: &'a str,
+    kind: &'static str,
+    response: ResponseOut<'a>,
+}
+
+/// `metav1.Status.reason` for a denial code.
+fn reason_for(code: u16) -> &'static str {
+    match code {
+        400 => "BadRequest",
+        403 => "Forbidden",
+        413 => "RequestEntityTooLarge",
+        415 => "UnsupportedMediaType",
+        _ => "BadRequest",
+    }
+}
+
+/// Keeps a warning within the 120 characters the apiserver passes on as a `Warning` header.
+fn warning(text: String) -> String {
+    if text.chars().count() <= 120 {
+        text
+    } else {
+        let mut s: String = text.chars().take(117).collect();
+        s.push_str("...");
+        s
+    }
+}
+
+struct Answer<'a> {
+    api_version: &'a str,
+    uid: &'a str,
+    allowed: bool,
+    code: u16,
+    message: &'a str,
+    patch: Option<&'a json_patch::Patch>,
+    warnings: &'a [String],
+    audit: BTreeMap<&'static str, String>,
+}
+
+fn encode(a: Answer<'_>) -> Vec<u8> {
+    let patch = a.patch.filter(|p| !p.0.is_empty()).map(|p| {
+        let json = serde_json::to_vec(p).unwrap_or_else(|_| b"[]".to_vec());
+        base64::engine::general_purpose::STANDARD.encode(json)
+    });
+    let out = ReviewOut {
+        api_version: a.api_version,
+        kind: "AdmissionReview",
+        response: ResponseOut {
+            uid: a.uid,
+            allowed: a.allowed,
+            status: (!a.allowed).then(|| StatusOut {
+                status: "Failure",
+                // The apiserver coerces codes below 400 to 400; never send one.
+                code: a.code.max(400),
+                reason: reason_for(a.code.max(400)),
+                message: a.message,
+            }),
+            patch_type: patch.as_ref().map(|_| "JSONPatch"),
+            patch,
+            warnings: a.warnings,
+            audit_annotations: a.audit,
+        },
+    };
+    // Serialising these plain structs cannot fail; fall back to a minimal literal anyway.
+    serde_json::to_vec(&out).unwrap_or_else(|_| {
+        format!(r#"{{"apiVersion":"{REVIEW_API_VERSION}","kind":"AdmissionReview","response":{{"uid":"","allowed":false}}}}"#).into_bytes()
+    })
+}
+
+/// A denied outcome for a request that could not be decoded or was refused.
+fn denied(api_version: &str, uid: &str, code: u16, message: &str) -> Outcome {
+    Outcome {
+        body: encode(Answer {
+            api_version,
+            uid,
+            allowed: false,
+            code,
+            message,
+            patch: None,
+            warnings: &[],
+            audit: BTreeMap::new(),
+        }),
+        allowed: false,
+        code: code.max(400),
+        uid: uid.to_string(),
+        detail: message.to_string(),
+        ..Outcome::default()
+    }
+}
+
+/// Best effort: the uid of a body that does not fully decode (e.g. `request.uid` readable but
+/// `request.object` malformed). Works on complete JSON only; a truncated body yields `None`.
+fn salvage_uid(body: &[u8]) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Env<'a> {
+        #[serde(borrow)]
+        request: UidOnly<'a>,
+    }
+    serde_json::from_slice::<Env<'_>>(body)
+        .ok()
+        .map(|e| e.request.uid.into_owned())
 }
 
 /// A denial for a request the HTTP layer refused before decoding (oversized body: 413, wrong
-/// content type: 400). `body` is whatever was read (may be a prefix or empty); the uid is
-/// echoed when it can be read from it.
+/// content type: 400/415, unreadable body: 400). `body` is whatever was read (possibly a
+/// prefix, possibly empty); the uid is echoed when it can be read from it.
 pub fn reject(code: u16, message: &str, body: &[u8]) -> Outcome {
-    let _ = (code, message, body);
-    todo!()
+    let uid = salvage_uid(body).unwrap_or_default();
+    denied(REVIEW_API_VERSION, &uid, code, message)
+}
+
+/// Answers one AdmissionReview request body (`admission.k8s.io/v1`, also `v1beta1`).
+///
+/// - Not JSON, not an AdmissionReview, no `request`, no `request.uid`: denied, code 400.
+/// - Not a `runtimes/status` UPDATE of `infrastructuremanager.kyma-project.io`: allowed, with a
+///   warning saying that nothing was checked.
+/// - `runtimes/status` UPDATE without `object`/`oldObject`, or with a malformed one: denied, 400.
+/// - Otherwise [`Hook::Mutate`] returns the defaulting patch of [`status::mutate`] and
+///   [`Hook::Validate`] the verdict of [`status::validate`] (messages per spec §6, rule ids in
+///   `auditAnnotations["violations"]`). `dryRun` is evaluated the same way.
+///
+/// `now` is the request time used by defaulting.
+pub fn review(hook: Hook, policy: &Policy, body: &[u8], now: DateTime<Utc>) -> Outcome {
+    let env: ReviewIn<'_> = match serde_json::from_slice(body) {
+        Ok(e) => e,
+        Err(e) => {
+            let msg = if body.iter().all(u8::is_ascii_whitespace) {
+                "request body is empty; expected an AdmissionReview (admission.k8s.io/v1)"
+                    .to_string()
+            } else {
+                format!("request body is not an AdmissionReview: {e}")
+            };
+            return reject(400, &msg, body);
+        }
+    };
+    let api_version = match env.api_version.as_deref() {
+        Some(v @ (REVIEW_API_VERSION | REVIEW_API_VERSION_BETA))
+            if env.kind.as_deref() == Some("AdmissionReview") =>
+        {
+            if v == REVIEW_API_VERSION {
+                REVIEW_API_VERSION
+            } else {
+                REVIEW_API_VERSION_BETA
+            }
+        }
+        _ => {
+            let msg = format!(
+                "expected apiVersion {REVIEW_API_VERSION} and kind AdmissionReview, got apiVersion {:?} kind {:?}",
+                env.api_version.as_deref().unwrap_or(""),
+                env.kind.as_deref().unwrap_or("")
+            );
+            return reject(400, &msg, body);
+        }
+    };
+    let Some(raw_req) = env.request.filter(|r| r.get() != "null") else {
+        return denied(api_version, "", 400, "AdmissionReview has no request");
+    };
+    let req: RequestIn<'_> = match serde_json::from_str(raw_req.get()) {
+        Ok(r) => r,
+        Err(e) => {
+            let uid = serde_json::from_str::<UidOnly<'_>>(raw_req.get())
+                .map(|u| u.uid.into_owned())
+                .unwrap_or_default();
+            return denied(
+                api_version,
+                &uid,
+                400,
+                &format!("request is malformed: {e}"),
+            );
+        }
+    };
+    let Some(uid) = req.uid.as_deref().filter(|u| !u.is_empty()) else {
+        return denied(api_version, "", 400, "request.uid is missing");
+    };
+    let user_info = req.user_info.unwrap_or_default();
+    let operation = req.operation.as_deref().unwrap_or("").to_string();
+    let facts = Facts {
+        user: user_info.username.unwrap_or_default(),
+        groups: user_info.groups.unwrap_or_default(),
+        dry_run: req.dry_run.unwrap_or(false),
+        now,
+    };
+    let base = |o: Outcome| Outcome {
+        uid: uid.to_string(),
+        operation: operation.clone(),
+        user: facts.user.clone(),
+        dry_run: facts.dry_run,
+        ..o
+    };
+
+    let resource = req.resource.unwrap_or_default();
+    let sub = req.sub_resource.as_deref().unwrap_or("");
+    let is_runtime = resource.group == RUNTIME_GROUP && resource.resource == RUNTIME_RESOURCE;
+    if !is_runtime || sub != "status" || operation != "UPDATE" {
+        let kind = req.kind.as_ref().map_or("", |k| k.kind.as_ref());
+        let what = if is_runtime {
+            format!(
+                "Runtime {operation}{}",
+                if sub.is_empty() {
+                    String::new()
+                } else {
+                    format!(" on /{sub}")
+                }
+            )
+        } else {
+            format!(
+                "{} {operation}",
+                if kind.is_empty() {
+                    "unknown kind"
+                } else {
+                    kind
+                }
+            )
+        };
+        let warnings = [warning(format!(
+            "kim: {what} is not a Runtime status UPDATE; nothing was checked"
+        ))];
+        let detail = warnings[0].clone();
+        return base(Outcome {
+            body: encode(Answer {
+                api_version,
+                uid,
+                allowed: true,
+                code: 200,
+                message: "",
+                patch: None,
+                warnings: &warnings,
+                audit: BTreeMap::new(),
+            }),
+            allowed: true,
+            code: 200,
+            detail,
+            ..Outcome::default()
+        });
+    }
+
+    let (new_obj, old_obj) = match (
+        decode_object(req.object, "object"),
+        decode_object(req.old_object, "oldObject"),
+    ) {
+        (Ok(n), Ok(o)) => (n, o),
+        (Err(e), _) | (_, Err(e)) => return base(denied(api_version, uid, 400, &e)),
+    };
+    let new = new_obj.snapshot();
+    let old = old_obj.snapshot();
+
+    match hook {
+        Hook::Mutate => {
+            let patch = status::mutate(policy, Some(&old), &new, &facts);
+            let patched = !patch.0.is_empty();
+            base(Outcome {
+                body: encode(Answer {
+                    api_version,
+                    uid,
+                    allowed: true,
+                    code: 200,
+                    message: "",
+                    patch: Some(&patch),
+                    warnings: &[],
+                    audit: BTreeMap::new(),
+                }),
+                allowed: true,
+                code: 200,
+                patched,
+                detail: if patched {
+                    format!("{} defaulting operation(s)", patch.0.len())
+                } else {
+                    String::new()
+                },
+                ..Outcome::default()
+            })
+        }
+        Hook::Validate => {
+            let violations = status::validate(policy, Some(&old), &new, &facts);
+            let allowed = violations.is_empty();
+            let code = status::denial_code(&violations);
+            let message = status::denial_message(&violations);
+            let mut rules: Vec<&'static str> = Vec::new();
+            for v in &violations {
+                if !rules.contains(&v.rule.as_str()) {
+                    rules.push(v.rule.as_str());
+                }
+            }
+            let mut audit = BTreeMap::new();
+            if !allowed {
+                audit.insert("violations", rules.join(","));
+            }
+            base(Outcome {
+                body: encode(Answer {
+                    api_version,
+                    uid,
+                    allowed,
+                    code,
+                    message: &message,
+                    patch: None,
+                    warnings: &[],
+                    audit,
+                }),
+                allowed,
+                code,
+                rules,
+                detail: message,
+                ..Outcome::default()
+            })
+        }
+    }
+}
+
+fn decode_object<'a>(raw: Option<&'a RawValue>, field: &str) -> Result<ObjectIn<'a>, String> {
+    match raw.filter(|r| r.get() != "null") {
+        None => Err(format!(
+            "request.{field} is required for a Runtime status UPDATE"
+        )),
+        Some(r) => serde_json::from_str::<ObjectIn<'a>>(r.get())
+            .map_err(|e| format!("request.{field} is not a valid Runtime: {e}")),
+    }
+}
+
+/// Wraps a bare `request` object (as some projects publish captures) into a v1 AdmissionReview
+/// envelope; returns `None` when `doc` already is an envelope or is not a request. Used by
+/// `kim review` only — the apiserver always sends the envelope.
+pub fn wrap_bare_request(doc: &Value) -> Option<Value> {
+    let obj = doc.as_object()?;
+    if obj.contains_key("request") || !obj.contains_key("uid") || !obj.contains_key("operation") {
+        return None;
+    }
+    Some(serde_json::json!({
+        "apiVersion": REVIEW_API_VERSION,
+        "kind": "AdmissionReview",
+        "request": doc,
+    }))
 }

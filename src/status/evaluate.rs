@@ -1,21 +1,37 @@
-//! Evaluation of one status write (spec §3–§6). Pure functions over JSON values.
+//! Evaluation of one status write: defaulting ([`mutate`], spec §5), validation ([`validate`],
+//! spec §3–§4, messages per §6) and both chained as the API server does ([`evaluate`]).
+//!
+//! Pure functions over JSON values: the mutating webhook sees objects *before* schema
+//! validation (admission-protocol.md), so nothing here assumes the CRD schema holds — a field
+//! of the wrong JSON type is a [`RuleId::Malformed`] / [`RuleId::ConditionShape`] violation,
+//! never a panic. Every rule is looked up in the [`Policy`] (the table); this file holds only
+//! the mechanics of applying it.
 
-use super::{Policy, RuleId};
-use chrono::{DateTime, Utc};
+use super::Policy;
+use super::table::{CondStatus, Requirement, RuleId, State};
+use chrono::{DateTime, SecondsFormat, Utc};
+use json_patch::{AddOperation, Patch, PatchOperation, ReplaceOperation};
+use jsonptr::PointerBuf;
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::{Map, Value};
+use std::fmt::Write as _;
 
 /// What the evaluation needs of one Runtime object: `metadata.generation`, whether
-/// `metadata.deletionTimestamp` is set, and `status` (`None` when absent or null).
-#[derive(Debug, Clone, Copy)]
+/// `metadata.deletionTimestamp` is set, and `status` (`None` when absent or `null`).
+#[derive(Debug, Clone, Copy, Default)]
 pub struct Snapshot<'a> {
+    /// `metadata.generation`; on a status write it equals the stored generation, which is the
+    /// value for `observedGeneration` (admission-protocol.md).
     pub generation: Option<i64>,
+    /// `metadata.deletionTimestamp` is set (the Runtime is being deleted; spec §3 footnote ¹).
     pub deleting: bool,
+    /// `status`, `None` when absent or `null` (∅ in spec §3).
     pub status: Option<&'a Value>,
 }
 
 impl<'a> Snapshot<'a> {
-    /// Reads a snapshot from a whole Runtime object (JSON).
+    /// Reads a snapshot from a whole Runtime object (JSON). Never fails: missing or mistyped
+    /// fields read as absent.
     pub fn of_object(obj: &'a Value) -> Snapshot<'a> {
         let meta = obj.get("metadata");
         Snapshot {
@@ -30,17 +46,34 @@ impl<'a> Snapshot<'a> {
     }
 }
 
-/// Facts of the request: who writes, whether it is a dry run, and the request time.
+/// Facts of the request (from the AdmissionReview's `userInfo`, `dryRun`) and the request time.
 #[derive(Debug, Clone)]
 pub struct Facts {
+    /// `userInfo.username`.
     pub user: String,
+    /// `userInfo.groups`.
     pub groups: Vec<String>,
+    /// `dryRun`: evaluated the same way; recorded for logs only (spec §6).
     pub dry_run: bool,
+    /// The request time; defaulting writes it as RFC 3339 with seconds (spec §5).
     pub now: DateTime<Utc>,
 }
 
-/// One broken rule: its id, the JSON path of the offending value, the value, what is allowed
-/// and the full human message (spec §6).
+impl Facts {
+    /// Facts for a write by `user` (no groups) at `now`, not a dry run.
+    pub fn by(user: &str, now: DateTime<Utc>) -> Facts {
+        Facts {
+            user: user.to_string(),
+            groups: Vec::new(),
+            dry_run: false,
+            now,
+        }
+    }
+}
+
+/// One broken rule (spec §6): its id, the JSON path of the offending value (e.g.
+/// `status.conditions[2].reason`), the value as written, what is allowed, and the full
+/// human-readable message.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Violation {
     pub rule: RuleId,
@@ -50,38 +83,756 @@ pub struct Violation {
     pub message: String,
 }
 
-/// The outcome of [`evaluate`]: violations (empty = allowed), the defaulting JSON Patch and warnings.
+/// The outcome of [`evaluate`]: violations (empty = allowed), the defaulting JSON Patch (empty
+/// when nothing needed defaulting) and warnings for the client.
 #[derive(Debug, Clone, Default)]
 pub struct Decision {
     pub violations: Vec<Violation>,
-    pub patch: json_patch::Patch,
+    pub patch: Patch,
     pub warnings: Vec<String>,
 }
 
-/// Defaulting (spec §5).
+impl Decision {
+    /// True when no rule is broken.
+    pub fn allowed(&self) -> bool {
+        self.violations.is_empty()
+    }
+
+    /// The denial's `status.code`: 400 when any violation is about the object's shape,
+    /// otherwise 403; 200 when allowed (spec §6).
+    pub fn code(&self) -> u16 {
+        denial_code(&self.violations)
+    }
+
+    /// All violation messages in one line, separated by `"; "` (spec §6: several violations
+    /// are all reported in one message).
+    pub fn message(&self) -> String {
+        denial_message(&self.violations)
+    }
+}
+
+/// `status.code` for a list of violations: 200 if empty, 400 if any is a shape problem, else 403.
+pub fn denial_code(violations: &[Violation]) -> u16 {
+    if violations.is_empty() {
+        200
+    } else if violations.iter().any(|v| v.rule.is_malformed()) {
+        400
+    } else {
+        403
+    }
+}
+
+/// All messages in one line, separated by `"; "`.
+pub fn denial_message(violations: &[Violation]) -> String {
+    let mut out = String::new();
+    for (i, v) in violations.iter().enumerate() {
+        if i > 0 {
+            out.push_str("; ");
+        }
+        out.push_str(&v.message);
+    }
+    out
+}
+
+/// RFC 3339 with seconds and `Z`, as Kubernetes writes `metav1.Time`.
+pub fn format_time(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+fn parse_time(s: &str) -> Option<DateTime<Utc>> {
+    DateTime::parse_from_rfc3339(s)
+        .ok()
+        .map(|t| t.with_timezone(&Utc))
+}
+
+fn pointer(tokens: &[&str]) -> PointerBuf {
+    PointerBuf::from_tokens(tokens.iter().copied())
+}
+
+/// Conditions as a list of `(index, object)`; non-object entries and a non-array `conditions`
+/// are skipped (validation reports them).
+fn condition_objects(status: Option<&Value>) -> impl Iterator<Item = (usize, &Map<String, Value>)> {
+    status
+        .and_then(|s| s.get("conditions"))
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .filter_map(|(i, c)| c.as_object().map(|o| (i, o)))
+}
+
+fn find_by_type<'v>(status: Option<&'v Value>, ctype: &str) -> Option<&'v Map<String, Value>> {
+    condition_objects(status)
+        .map(|(_, o)| o)
+        .find(|o| o.get("type").and_then(Value::as_str) == Some(ctype))
+}
+
+/// Defaulting of spec §5 as JSON Patch operations against the object `new` was read from.
+///
+/// For each condition (matched to the old one by `type`):
+/// - status changed (or new condition) and `lastTransitionTime` missing, unparsable, unchanged
+///   from the old value, or earlier than it → request time (one second after the old value if
+///   the clock is behind it, so the result is stable);
+/// - status unchanged but `lastTransitionTime` changed or missing → the old value;
+/// - `observedGeneration` missing or 0 → `metadata.generation`;
+/// - `message` missing or empty → the table's default message for (type, reason).
+///
+/// Paths only under `/status/conditions/<i>/`, built token by token (escaped). Applying the
+/// result and calling `mutate` again yields an empty patch.
 pub fn mutate(
     policy: &Policy,
     old: Option<&Snapshot<'_>>,
     new: &Snapshot<'_>,
     facts: &Facts,
-) -> json_patch::Patch {
-    let _ = (policy, old, new, facts);
-    todo!()
+) -> Patch {
+    let mut ops = Vec::new();
+    let old_status = old.and_then(|o| o.status);
+    let now = facts.now;
+    for (i, cond) in condition_objects(new.status) {
+        let idx = i.to_string();
+        let field = |name: &str| pointer(&["status", "conditions", &idx, name]);
+        let mut set = |name: &str, value: Value, present: bool| {
+            let path = field(name);
+            ops.push(if present {
+                PatchOperation::Replace(ReplaceOperation { path, value })
+            } else {
+                PatchOperation::Add(AddOperation { path, value })
+            });
+        };
+        let ctype = cond.get("type").and_then(Value::as_str);
+        let old_cond = ctype.and_then(|t| find_by_type(old_status, t));
+        let new_ltt = cond.get("lastTransitionTime");
+        let new_ltt_str = new_ltt.and_then(Value::as_str);
+        let old_ltt_str = old_cond
+            .and_then(|o| o.get("lastTransitionTime"))
+            .and_then(Value::as_str);
+        let status_changed = old_cond.is_none_or(|o| o.get("status") != cond.get("status"));
+
+        if status_changed {
+            let old_t = old_ltt_str.and_then(parse_time);
+            let new_t = new_ltt_str.and_then(parse_time);
+            let needs_now = match (new_t, old_t) {
+                (None, _) => true,
+                (Some(_), _) if new_ltt_str == old_ltt_str => true,
+                (Some(n), Some(o)) => n < o,
+                (Some(_), None) => false,
+            };
+            if needs_now {
+                let stamp = match old_t {
+                    Some(o) if now <= o => o + chrono::Duration::seconds(1),
+                    _ => now,
+                };
+                set(
+                    "lastTransitionTime",
+                    Value::String(format_time(stamp)),
+                    new_ltt.is_some(),
+                );
+            }
+        } else if let Some(old_ltt) = old_ltt_str
+            && new_ltt_str != Some(old_ltt)
+        {
+            set(
+                "lastTransitionTime",
+                Value::String(old_ltt.to_string()),
+                new_ltt.is_some(),
+            );
+        }
+
+        if let Some(generation) = new.generation {
+            let og = cond.get("observedGeneration");
+            if og.is_none_or(|v| v.is_null() || v.as_i64() == Some(0)) {
+                set("observedGeneration", Value::from(generation), og.is_some());
+            }
+        }
+
+        let message = cond.get("message");
+        if message.is_none_or(|m| m.is_null() || m.as_str() == Some(""))
+            && let (Some(t), Some(r)) = (ctype, cond.get("reason").and_then(Value::as_str))
+            && let Some(entry) = policy.reason(t, r)
+        {
+            set(
+                "message",
+                Value::String(entry.message.clone()),
+                message.is_some(),
+            );
+        }
+    }
+    Patch(ops)
 }
 
-/// Validation (spec §3, §4).
+fn violation(
+    rule: RuleId,
+    path: impl Into<String>,
+    value: impl Into<String>,
+    allowed: impl Into<String>,
+    message: String,
+) -> Violation {
+    Violation {
+        rule,
+        path: path.into(),
+        value: value.into(),
+        allowed: allowed.into(),
+        message,
+    }
+}
+
+/// Short display of a JSON value for messages (strings unquoted, others as JSON, long values cut).
+fn show(v: &Value) -> String {
+    let s = match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    if s.chars().count() > 80 {
+        let mut cut: String = s.chars().take(77).collect();
+        cut.push_str("...");
+        cut
+    } else {
+        s
+    }
+}
+
+fn state_of(status: Option<&Value>) -> Option<State> {
+    status
+        .and_then(|s| s.get("state"))
+        .and_then(Value::as_str)
+        .and_then(State::parse)
+}
+
+fn state_list(policy: &Policy) -> String {
+    policy
+        .states
+        .iter()
+        .map(|s| s.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Validation of spec §3 and §4 on the object as written (the validating webhook's view).
+/// Returns every violation, in the order: writer, shape and state, transition, conditions,
+/// state requirements, `provisioningCompleted`, `lastTransitionTime`.
 pub fn validate(
     policy: &Policy,
     old: Option<&Snapshot<'_>>,
     new: &Snapshot<'_>,
     facts: &Facts,
 ) -> Vec<Violation> {
-    let _ = (policy, old, new, facts);
-    todo!()
+    let mut out = Vec::new();
+    let old_status = old.and_then(|o| o.status);
+
+    // §4.8 — only when the write changes the status.
+    if old_status != new.status && !policy.writers.allows(&facts.user, &facts.groups) {
+        out.push(violation(
+            RuleId::Writer,
+            "request.userInfo.username",
+            facts.user.clone(),
+            policy.writers.describe(),
+            format!(
+                "user {:?} may not write Runtime status (spec §4.8); allowed writers: {}",
+                facts.user,
+                policy.writers.describe()
+            ),
+        ));
+    }
+
+    let old_state = state_of(old_status);
+    let Some(status) = new.status else {
+        // §3: nothing leads to ∅.
+        if old_status.is_some() {
+            let was = old_state.map_or("no state".to_string(), |s| format!("state {s}"));
+            out.push(violation(
+                RuleId::StatusRemoved,
+                "status",
+                "null",
+                "a status with a state",
+                format!("status: removing the status is not allowed (was {was}); a Runtime's status may change but never disappear"),
+            ));
+        }
+        return out;
+    };
+    let Some(status_obj) = status.as_object() else {
+        out.push(violation(
+            RuleId::Malformed,
+            "status",
+            show(status),
+            "an object",
+            format!("status: must be an object, got {}", show(status)),
+        ));
+        return out;
+    };
+
+    // §1 — state.
+    let new_state = match status_obj.get("state") {
+        None | Some(Value::Null) => {
+            out.push(violation(
+                RuleId::StateRequired,
+                "status.state",
+                "",
+                state_list(policy),
+                format!(
+                    "status.state: missing; required once status exists; allowed: {}",
+                    state_list(policy)
+                ),
+            ));
+            None
+        }
+        Some(v) => match v.as_str().and_then(State::parse) {
+            Some(s) => Some(s),
+            None => {
+                out.push(violation(
+                    RuleId::StateUnknown,
+                    "status.state",
+                    show(v),
+                    state_list(policy),
+                    format!(
+                        "status.state: unknown state {:?}; allowed: {}",
+                        show(v),
+                        state_list(policy)
+                    ),
+                ));
+                None
+            }
+        },
+    };
+
+    // §3 — transition.
+    if let Some(to) = new_state {
+        check_transition(policy, old_state, to, new.deleting, &mut out);
+    }
+
+    // §1, §4.1, §4.2 — conditions.
+    let conds = read_conditions(policy, status_obj, &mut out);
+
+    // §4.3–§4.5 — what the state requires.
+    if let Some(state) = new_state {
+        for (s, req, rule) in &policy.requirements {
+            if *s == state {
+                check_requirement(policy, state, *req, *rule, &conds, &mut out);
+            }
+        }
+    }
+
+    // §4.6 — provisioningCompleted never goes back.
+    match status_obj.get("provisioningCompleted") {
+        None | Some(Value::Null) | Some(Value::Bool(_)) => {}
+        Some(other) => out.push(violation(
+            RuleId::Malformed,
+            "status.provisioningCompleted",
+            show(other),
+            "true or false",
+            format!(
+                "status.provisioningCompleted: must be a boolean, got {}",
+                show(other)
+            ),
+        )),
+    }
+    let was_completed = old_status
+        .and_then(|s| s.get("provisioningCompleted"))
+        .and_then(Value::as_bool)
+        == Some(true);
+    let is_completed = status_obj
+        .get("provisioningCompleted")
+        .and_then(Value::as_bool)
+        == Some(true);
+    if was_completed && !is_completed {
+        let got = status_obj
+            .get("provisioningCompleted")
+            .map_or("absent".to_string(), show);
+        out.push(violation(
+            RuleId::ProvisioningCompleted,
+            "status.provisioningCompleted",
+            got.clone(),
+            "true",
+            format!("status.provisioningCompleted: may not go from true to {got} (spec §4.6: it never goes back)"),
+        ));
+    }
+
+    // §4.7 — lastTransitionTime.
+    for c in &conds {
+        let (Some(ctype), Some(ltt)) = (c.ctype, c.obj.get("lastTransitionTime")) else {
+            continue;
+        };
+        let path = format!("status.conditions[{}].lastTransitionTime", c.index);
+        let Some(new_t) = ltt.as_str().and_then(parse_time) else {
+            out.push(violation(
+                RuleId::ConditionShape,
+                path.clone(),
+                show(ltt),
+                "an RFC 3339 time",
+                format!("{path}: {:?} is not an RFC 3339 time", show(ltt)),
+            ));
+            continue;
+        };
+        let Some(old_c) = find_by_type(old_status, ctype) else {
+            continue;
+        };
+        let Some(old_ltt) = old_c.get("lastTransitionTime").and_then(Value::as_str) else {
+            continue;
+        };
+        let Some(old_t) = parse_time(old_ltt) else {
+            continue;
+        };
+        let same_status = old_c.get("status") == c.obj.get("status");
+        if same_status && new_t != old_t {
+            out.push(violation(
+                RuleId::LastTransitionTime,
+                path.clone(),
+                show(ltt),
+                old_ltt.to_string(),
+                format!(
+                    "{path}: changed from {old_ltt} to {} although {ctype} stayed {}; it changes only when the status changes",
+                    show(ltt),
+                    c.obj.get("status").map_or(String::new(), show)
+                ),
+            ));
+        } else if !same_status && new_t < old_t {
+            out.push(violation(
+                RuleId::LastTransitionTime,
+                path.clone(),
+                show(ltt),
+                format!("{old_ltt} or later"),
+                format!("{path}: moved backwards from {old_ltt} to {}", show(ltt)),
+            ));
+        }
+    }
+    out
 }
 
-/// Mutate, apply, validate: the API server's admission chain on whole objects.
+fn check_transition(
+    policy: &Policy,
+    from: Option<State>,
+    to: State,
+    deleting: bool,
+    out: &mut Vec<Violation>,
+) {
+    let from_name = from.map_or("none", State::as_str);
+    match policy.edge(from, to) {
+        Some(e) if e.only_while_deleting && !deleting => out.push(violation(
+            RuleId::TransitionNeedsDeletion,
+            "status.state",
+            to.as_str(),
+            "metadata.deletionTimestamp set",
+            format!(
+                "status.state: transition {from_name} -> {to} is allowed only while the Runtime is being deleted (metadata.deletionTimestamp is not set)"
+            ),
+        )),
+        Some(_) => {}
+        None => {
+            let mut allowed = Vec::new();
+            for e in policy.edges_from(from) {
+                if e.only_while_deleting && !deleting {
+                    allowed.push(format!("{} (while deleting)", e.to));
+                } else {
+                    allowed.push(e.to.to_string());
+                }
+            }
+            let allowed = if allowed.is_empty() { "none".to_string() } else { allowed.join(", ") };
+            let note = super::table::from_note(from).map_or(String::new(), |n| format!(" ({n})"));
+            out.push(violation(
+                RuleId::Transition,
+                "status.state",
+                to.as_str(),
+                allowed.clone(),
+                format!("status.state: transition {from_name} -> {to} is not allowed{note}; allowed from {from_name}: {allowed}"),
+            ));
+        }
+    }
+}
+
+/// A condition as read for validation.
+struct Cond<'v> {
+    index: usize,
+    obj: &'v Map<String, Value>,
+    /// `type`, when it is a string.
+    ctype: Option<&'v str>,
+    status: Option<CondStatus>,
+    reason: Option<&'v str>,
+    /// The (type, reason) pair is in the table with this status.
+    deletion: bool,
+}
+
+fn read_conditions<'v>(
+    policy: &Policy,
+    status: &'v Map<String, Value>,
+    out: &mut Vec<Violation>,
+) -> Vec<Cond<'v>> {
+    let list = match status.get("conditions") {
+        None | Some(Value::Null) => return Vec::new(),
+        Some(Value::Array(a)) => a,
+        Some(other) => {
+            out.push(violation(
+                RuleId::Malformed,
+                "status.conditions",
+                show(other),
+                "a list of conditions",
+                format!("status.conditions: must be a list, got {}", show(other)),
+            ));
+            return Vec::new();
+        }
+    };
+    let mut conds: Vec<Cond<'v>> = Vec::with_capacity(list.len());
+    for (index, item) in list.iter().enumerate() {
+        let at = format!("status.conditions[{index}]");
+        let Some(obj) = item.as_object() else {
+            out.push(violation(
+                RuleId::ConditionShape,
+                at.clone(),
+                show(item),
+                "an object",
+                format!(
+                    "{at}: must be an object with type, status and reason, got {}",
+                    show(item)
+                ),
+            ));
+            continue;
+        };
+        let field = |name: &str, out: &mut Vec<Violation>| -> Option<&'v str> {
+            match obj.get(name) {
+                Some(Value::String(s)) if !s.is_empty() => Some(s.as_str()),
+                Some(v) => {
+                    out.push(violation(
+                        RuleId::ConditionShape,
+                        format!("{at}.{name}"),
+                        show(v),
+                        "a non-empty string",
+                        format!("{at}.{name}: must be a non-empty string, got {}", show(v)),
+                    ));
+                    None
+                }
+                None => {
+                    out.push(violation(
+                        RuleId::ConditionShape,
+                        format!("{at}.{name}"),
+                        "",
+                        "a non-empty string",
+                        format!(
+                            "{at}.{name}: missing; every condition needs type, status and reason"
+                        ),
+                    ));
+                    None
+                }
+            }
+        };
+        let ctype = field("type", out);
+        let status_raw = field("status", out);
+        let reason = field("reason", out);
+        let status = status_raw.and_then(|s| {
+            let parsed = CondStatus::parse(s);
+            if parsed.is_none() {
+                out.push(violation(
+                    RuleId::ConditionShape,
+                    format!("{at}.status"),
+                    s,
+                    "True, False, Unknown",
+                    format!("{at}.status: {s:?} is not one of True, False, Unknown"),
+                ));
+            }
+            parsed
+        });
+        let mut deletion = false;
+        if let Some(t) = ctype {
+            if let Some(first) = conds.iter().find(|c| c.ctype == Some(t)) {
+                out.push(violation(
+                    RuleId::ConditionTypeDuplicate,
+                    format!("{at}.type"),
+                    t,
+                    "at most one condition per type",
+                    format!("{at}.type: duplicate condition type {t:?} (also at status.conditions[{}]); at most one condition per type", first.index),
+                ));
+            }
+            match policy.condition_type(t) {
+                None => {
+                    let known: Vec<_> = policy
+                        .types
+                        .iter()
+                        .map(|t| t.condition_type.as_str())
+                        .collect();
+                    out.push(violation(
+                        RuleId::ConditionTypeUnknown,
+                        format!("{at}.type"),
+                        t,
+                        known.join(", "),
+                        format!(
+                            "{at}.type: unknown condition type {t:?}; allowed: {}",
+                            known.join(", ")
+                        ),
+                    ));
+                }
+                Some(entry) => {
+                    if let Some(r) = reason {
+                        match entry.reason(r) {
+                            None => {
+                                let allowed: Vec<_> =
+                                    entry.reasons.iter().map(|r| r.reason.as_str()).collect();
+                                let mut msg = format!(
+                                    "{at}.reason: reason {r:?} is not allowed for type {t}; allowed: {}",
+                                    allowed.join(", ")
+                                );
+                                let elsewhere: Vec<_> = policy
+                                    .types
+                                    .iter()
+                                    .filter(|o| o.reason(r).is_some())
+                                    .map(|o| o.condition_type.as_str())
+                                    .collect();
+                                if !elsewhere.is_empty() {
+                                    let _ = write!(
+                                        msg,
+                                        " ({r:?} is a reason of type {})",
+                                        elsewhere.join(", ")
+                                    );
+                                }
+                                out.push(violation(
+                                    RuleId::ReasonUnknown,
+                                    format!("{at}.reason"),
+                                    r,
+                                    allowed.join(", "),
+                                    msg,
+                                ));
+                            }
+                            Some(re) => {
+                                deletion = re.deletion;
+                                if let Some(s) = status
+                                    && !re.statuses.contains(&s)
+                                {
+                                    let allowed: Vec<_> =
+                                        re.statuses.iter().map(|s| s.as_str()).collect();
+                                    out.push(violation(
+                                        RuleId::ReasonStatus,
+                                        format!("{at}.status"),
+                                        s.as_str(),
+                                        allowed.join(", "),
+                                        format!(
+                                            "{at}.status: {t}/{r} may only be {}, got {s}",
+                                            allowed.join(" or ")
+                                        ),
+                                    ));
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        conds.push(Cond {
+            index,
+            obj,
+            ctype,
+            status,
+            reason,
+            deletion,
+        });
+    }
+    conds
+}
+
+fn check_requirement(
+    policy: &Policy,
+    state: State,
+    req: Requirement,
+    rule: RuleId,
+    conds: &[Cond<'_>],
+    out: &mut Vec<Violation>,
+) {
+    match req {
+        Requirement::AllTrue(types) => {
+            for t in types {
+                match conds.iter().find(|c| c.ctype == Some(*t)) {
+                    Some(c) if c.status == Some(CondStatus::True) => {}
+                    Some(c) => {
+                        let got = c.status.map_or("an invalid status", CondStatus::as_str);
+                        let reason = c.reason.map_or(String::new(), |r| format!(" ({r})"));
+                        out.push(violation(
+                            rule,
+                            format!("status.conditions[{}].status", c.index),
+                            got,
+                            "True",
+                            format!("status.state: {state} requires condition {t} with status True, found {got}{reason}"),
+                        ));
+                    }
+                    None => out.push(violation(
+                        rule,
+                        "status.conditions",
+                        "",
+                        format!("{t}=True"),
+                        format!("status.state: {state} requires condition {t} with status True, but it is missing"),
+                    )),
+                }
+            }
+        }
+        Requirement::AnyFalse => {
+            if !conds.iter().any(|c| c.status == Some(CondStatus::False)) {
+                out.push(violation(
+                    rule,
+                    "status.conditions",
+                    "",
+                    "a condition with status False",
+                    format!("status.state: {state} requires at least one condition with status False (the error that stopped the runtime); found none"),
+                ));
+            }
+        }
+        Requirement::TypeOrDeletionReason(t) => {
+            if !conds.iter().any(|c| c.ctype == Some(t) || c.deletion) {
+                let deletion_reasons: Vec<String> = policy
+                    .types
+                    .iter()
+                    .flat_map(|ty| {
+                        ty.reasons
+                            .iter()
+                            .filter(|r| r.deletion)
+                            .map(move |r| format!("{}/{}", ty.condition_type, r.reason))
+                    })
+                    .filter(|s| !s.starts_with(&format!("{t}/")))
+                    .collect();
+                let alt = if deletion_reasons.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        " or a condition with a deletion reason ({})",
+                        deletion_reasons.join(", ")
+                    )
+                };
+                out.push(violation(
+                    rule,
+                    "status.conditions",
+                    "",
+                    format!("a {t} condition"),
+                    format!("status.state: {state} requires a {t} condition{alt}; found none"),
+                ));
+            }
+        }
+    }
+}
+
+/// The API server's chain on whole objects: [`mutate`], apply the patch, [`validate`] the result.
+/// `old` is `None` for a Runtime that had no status yet (or, in `kim check`, `--old none`).
+/// Warnings: none from the model today; the field is there for callers to add to.
 pub fn evaluate(policy: &Policy, old: Option<&Value>, new: &Value, facts: &Facts) -> Decision {
-    let _ = (policy, old, new, facts);
-    todo!()
+    let old_snap = old.map(Snapshot::of_object);
+    let new_snap = Snapshot::of_object(new);
+    let patch = mutate(policy, old_snap.as_ref(), &new_snap, facts);
+    let violations = if patch.0.is_empty() {
+        validate(policy, old_snap.as_ref(), &new_snap, facts)
+    } else {
+        let mut patched = new.clone();
+        match json_patch::patch(&mut patched, &patch) {
+            Ok(()) => validate(
+                policy,
+                old_snap.as_ref(),
+                &Snapshot::of_object(&patched),
+                facts,
+            ),
+            // Unreachable by construction (paths point at existing entries); report, never panic.
+            Err(e) => vec![violation(
+                RuleId::Malformed,
+                "status",
+                "",
+                "",
+                format!("status: defaulting patch does not apply: {e}"),
+            )],
+        }
+    };
+    Decision {
+        violations,
+        patch,
+        warnings: Vec::new(),
+    }
 }

@@ -708,6 +708,41 @@ impl RuleId {
         }
     }
 
+    /// One-line description of the rule, for `kim policy` and the docs.
+    pub const fn description(self) -> &'static str {
+        match self {
+            RuleId::Malformed => {
+                "status, conditions or provisioningCompleted has the wrong JSON type"
+            }
+            RuleId::StateRequired => "status.state is required once status exists",
+            RuleId::StateUnknown => "status.state is one of the states",
+            RuleId::Transition => "the state change is an edge of the transition table",
+            RuleId::TransitionNeedsDeletion => {
+                "edges marked ¹ only while metadata.deletionTimestamp is set"
+            }
+            RuleId::StatusRemoved => "the status is never removed",
+            RuleId::ConditionShape => {
+                "each condition has type, status (True/False/Unknown), reason and a valid lastTransitionTime"
+            }
+            RuleId::ConditionTypeUnknown => "every condition type is known",
+            RuleId::ConditionTypeDuplicate => "at most one condition per type",
+            RuleId::ReasonUnknown => "every reason is allowed for its type",
+            RuleId::ReasonStatus => "a (type, reason) pair carries only its listed statuses",
+            RuleId::ReadyRequires => {
+                "Ready needs Provisioned, KubeconfigReady and Configured all True"
+            }
+            RuleId::FailedRequiresFalse => "Failed needs at least one condition with status False",
+            RuleId::TerminatingRequiresDeprovisioned => {
+                "Terminating needs a Deprovisioned condition (or one with a deletion reason)"
+            }
+            RuleId::ProvisioningCompleted => "provisioningCompleted never goes from true to false",
+            RuleId::LastTransitionTime => {
+                "lastTransitionTime changes only with the status, never backwards"
+            }
+            RuleId::Writer => "only the allowed principals write status",
+        }
+    }
+
     /// True for rules about the object's shape rather than the policy: these deny with
     /// HTTP-style code 400 `BadRequest` instead of 403 `Forbidden` (spec §6).
     pub const fn is_malformed(self) -> bool {

@@ -1,0 +1,318 @@
+//! The offline subcommands of `kim` (`review`, `check`, `policy`, `crd`): files in, verdicts
+//! out. Each returns the process exit code — 0 allowed, 1 denied, 2 unreadable input — and
+//! writes errors as one line (`file: position: what was expected`), never a backtrace.
+
+use crate::admission::{self, Hook};
+use crate::status::render::{self, Format};
+use crate::status::{self, CompatSwitch, Facts, Policy, Writers};
+use chrono::{DateTime, Utc};
+use clap::{Args, ValueEnum};
+use serde_json::Value;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+/// Exit code: allowed / success.
+pub const EXIT_ALLOWED: u8 = 0;
+/// Exit code: denied.
+pub const EXIT_DENIED: u8 = 1;
+/// Exit code: unreadable input (missing file, YAML/JSON syntax error, invalid policy file).
+pub const EXIT_INPUT: u8 = 2;
+
+/// Flags that choose the policy in force; shared by `webhook`, `review`, `check` and `policy`.
+#[derive(Debug, Clone, Default, Args)]
+pub struct PolicyArgs {
+    /// Extra policy file (YAML/JSON) adding condition types, reasons or transitions.
+    #[arg(long, env = "KIM_POLICY_FILE")]
+    pub policy_file: Option<PathBuf>,
+    /// Who may write status: comma list of users, `group:NAME` for groups, `*` for anyone.
+    /// Default: system:serviceaccount:kim-system:kim-controller,group:system:masters.
+    #[arg(long, env = "KIM_ALLOWED_WRITERS")]
+    pub allowed_writers: Option<String>,
+    /// Compatibility switch to turn on (repeatable), e.g. `terminatingConditionType`.
+    #[arg(long = "compat", env = "KIM_COMPAT", value_delimiter = ',', value_parser = parse_switch)]
+    pub compat: Vec<CompatSwitch>,
+}
+
+fn parse_switch(s: &str) -> Result<CompatSwitch, String> {
+    CompatSwitch::ALL
+        .into_iter()
+        .find(|c| c.as_str() == s)
+        .ok_or_else(|| {
+            let known: Vec<_> = CompatSwitch::ALL.iter().map(|c| c.as_str()).collect();
+            format!(
+                "unknown compatibility switch {s:?}; known: {}",
+                known.join(", ")
+            )
+        })
+}
+
+impl PolicyArgs {
+    /// Builds the policy: built-in table, then switches, then the policy file, then
+    /// `--allowed-writers` (which wins over the file's `allowedWriters`).
+    ///
+    /// Errors: an invalid policy file or writers list, as one line.
+    pub fn load(&self) -> Result<Policy, String> {
+        let mut p = Policy::builtin();
+        for s in &self.compat {
+            p = p.with_switch(*s);
+        }
+        if let Some(f) = &self.policy_file {
+            p = p.load_file(f).map_err(|e| e.to_string())?;
+        }
+        if let Some(w) = &self.allowed_writers {
+            p = p.with_writers(Writers::parse_list(w)?);
+        }
+        Ok(p)
+    }
+}
+
+/// `kim review`: an AdmissionReview file in, the webhook's answer out.
+#[derive(Debug, Clone, Args)]
+pub struct ReviewArgs {
+    /// AdmissionReview (YAML or JSON; `-` for stdin). A bare `request` object is wrapped.
+    pub file: String,
+    /// Which webhook answers.
+    #[arg(long, value_enum, default_value_t = HookArg::Validate)]
+    pub hook: HookArg,
+    /// Request time for defaulting (RFC 3339); default: now.
+    #[arg(long)]
+    pub now: Option<DateTime<Utc>>,
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+}
+
+/// `--hook` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum HookArg {
+    Validate,
+    Mutate,
+}
+
+/// `kim check`: one status change of a Runtime, old → new.
+#[derive(Debug, Clone, Args)]
+pub struct CheckArgs {
+    /// The Runtime before the write (YAML/JSON, `-` for stdin), or `none` for the first status write.
+    #[arg(long)]
+    pub old: String,
+    /// The Runtime as written. `metadata.deletionTimestamp` set means it is being deleted.
+    #[arg(long)]
+    pub new: String,
+    /// The writer's user name; without it the writer rule (spec §4.8) is not checked.
+    #[arg(long)]
+    pub user: Option<String>,
+    /// The writer's groups (repeatable).
+    #[arg(long = "group")]
+    pub groups: Vec<String>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Output::Text)]
+    pub output: Output,
+    /// Request time for defaulting (RFC 3339); default: now.
+    #[arg(long)]
+    pub now: Option<DateTime<Utc>>,
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+}
+
+/// `--output` values of `kim check`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    Text,
+    Json,
+}
+
+/// `kim policy`: print the model.
+#[derive(Debug, Clone, Args)]
+pub struct PolicyCmdArgs {
+    #[arg(long, value_enum, default_value_t = Format::Markdown)]
+    pub format: Format,
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+}
+
+/// Reads a file (or stdin for `-`) and parses it as JSON, or YAML when it is not JSON.
+///
+/// Errors: one line, `FILE: line L column C: what was expected` where the parser says so.
+pub fn read_document(path: &str) -> Result<Value, String> {
+    let mut text = String::new();
+    if path == "-" {
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .map_err(|e| format!("stdin: cannot read: {e}"))?;
+    } else {
+        text = std::fs::read_to_string(Path::new(path))
+            .map_err(|e| format!("{path}: cannot read: {e}"))?;
+    }
+    let name = if path == "-" { "stdin" } else { path };
+    let trimmed = text.trim_start();
+    if trimmed.is_empty() {
+        return Err(format!(
+            "{name}: empty file; expected a YAML or JSON document"
+        ));
+    }
+    if trimmed.starts_with('{') || trimmed.starts_with('[') {
+        return serde_json::from_str(&text).map_err(|e| format!("{name}: invalid JSON: {e}"));
+    }
+    serde_saphyr::from_str::<Value>(&text).map_err(|e| {
+        let msg = e.to_string();
+        let first = msg.lines().next().unwrap_or("").trim();
+        format!("{name}: invalid YAML: {first}")
+    })
+}
+
+fn now_or(t: Option<DateTime<Utc>>) -> DateTime<Utc> {
+    t.unwrap_or_else(Utc::now)
+}
+
+/// Runs `kim review`; writes the answer (pretty JSON) to `out`, errors to `err`.
+pub fn review(args: &ReviewArgs, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
+    let policy = match args.policy.load() {
+        Ok(p) => p,
+        Err(e) => return fail(err, &e),
+    };
+    let doc = match read_document(&args.file) {
+        Ok(d) => d,
+        Err(e) => return fail(err, &e),
+    };
+    let doc = admission::wrap_bare_request(&doc).unwrap_or(doc);
+    let body = serde_json::to_vec(&doc).unwrap_or_default();
+    let hook = match args.hook {
+        HookArg::Validate => Hook::Validate,
+        HookArg::Mutate => Hook::Mutate,
+    };
+    let outcome = admission::review(hook, &policy, &body, now_or(args.now));
+    let pretty = serde_json::from_slice::<Value>(&outcome.body)
+        .and_then(|v| serde_json::to_string_pretty(&v))
+        .unwrap_or_else(|_| String::from_utf8_lossy(&outcome.body).into_owned());
+    let _ = writeln!(out, "{pretty}");
+    if outcome.allowed {
+        EXIT_ALLOWED
+    } else {
+        EXIT_DENIED
+    }
+}
+
+/// Runs `kim check`; writes the verdict to `out`, errors to `err`.
+pub fn check(args: &CheckArgs, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
+    let mut policy = match args.policy.load() {
+        Ok(p) => p,
+        Err(e) => return fail(err, &e),
+    };
+    let old = if args.old == "none" {
+        None
+    } else {
+        match read_document(&args.old) {
+            Ok(d) => Some(d),
+            Err(e) => return fail(err, &e),
+        }
+    };
+    let new = match read_document(&args.new) {
+        Ok(d) => d,
+        Err(e) => return fail(err, &e),
+    };
+    if !new.is_object() || old.as_ref().is_some_and(|o| !o.is_object()) {
+        return fail(
+            err,
+            "--old and --new must each be one Runtime object (a YAML/JSON mapping)",
+        );
+    }
+    let writer_checked = args.user.is_some();
+    if !writer_checked {
+        policy = policy.with_writers(Writers {
+            any: true,
+            ..Writers::default()
+        });
+    }
+    let facts = Facts {
+        user: args.user.clone().unwrap_or_default(),
+        groups: args.groups.clone(),
+        dry_run: false,
+        now: now_or(args.now),
+    };
+    let decision = status::evaluate(&policy, old.as_ref(), &new, &facts);
+    let state = |v: Option<&Value>| -> String {
+        v.and_then(|o| o.get("status"))
+            .and_then(|s| s.get("state"))
+            .and_then(Value::as_str)
+            .unwrap_or("none")
+            .to_string()
+    };
+    let (from, to) = (state(old.as_ref()), state(Some(&new)));
+    let deleting = status::Snapshot::of_object(&new).deleting;
+    match args.output {
+        Output::Json => {
+            let v = serde_json::json!({
+                "allowed": decision.allowed(),
+                "code": decision.code(),
+                "from": from,
+                "to": to,
+                "deleting": deleting,
+                "writerChecked": writer_checked,
+                "violations": decision.violations,
+                "patch": decision.patch,
+                "warnings": decision.warnings,
+            });
+            let _ = writeln!(
+                out,
+                "{}",
+                serde_json::to_string_pretty(&v).unwrap_or_default()
+            );
+        }
+        Output::Text => {
+            let verdict = if decision.allowed() {
+                "ALLOWED".to_string()
+            } else {
+                format!(
+                    "DENIED ({} {})",
+                    decision.code(),
+                    if decision.code() == 400 {
+                        "BadRequest"
+                    } else {
+                        "Forbidden"
+                    }
+                )
+            };
+            let _ = writeln!(
+                out,
+                "{verdict}: {from} -> {to}{}",
+                if deleting { " (deleting)" } else { "" }
+            );
+            for v in &decision.violations {
+                let _ = writeln!(out, "  [{}] {}", v.rule, v.message);
+            }
+            if !decision.patch.0.is_empty() {
+                let _ = writeln!(
+                    out,
+                    "defaulting (JSONPatch, {} operation(s)):",
+                    decision.patch.0.len()
+                );
+                for op in &decision.patch.0 {
+                    let _ = writeln!(out, "  {}", serde_json::to_string(op).unwrap_or_default());
+                }
+            }
+            if !writer_checked {
+                let _ = writeln!(out, "note: writer not checked (no --user)");
+            }
+        }
+    }
+    if decision.allowed() {
+        EXIT_ALLOWED
+    } else {
+        EXIT_DENIED
+    }
+}
+
+/// Runs `kim policy`.
+pub fn policy(args: &PolicyCmdArgs, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
+    match args.policy.load() {
+        Ok(p) => {
+            let _ = write!(out, "{}", render::render(&p, args.format));
+            EXIT_ALLOWED
+        }
+        Err(e) => fail(err, &e),
+    }
+}
+
+fn fail(err: &mut dyn Write, msg: &str) -> u8 {
+    let _ = writeln!(err, "kim: {msg}");
+    EXIT_INPUT
+}

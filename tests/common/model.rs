@@ -1,0 +1,189 @@
+//! Helpers to build Runtime objects with statuses the way the reconciler writes them
+//! (`shared/spec/reconciler.md`), from the real samples in `shared/samples/runtimes/`.
+#![allow(dead_code)]
+
+use chrono::{DateTime, Duration, TimeZone, Utc};
+use serde_json::{Value, json};
+use std::path::PathBuf;
+
+/// `shared/` beside the repo (CI clones the repo with `shared/` next to it).
+pub fn shared_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared")
+}
+
+/// Every sample Runtime as (file name, JSON object).
+pub fn sample_runtimes() -> Vec<(String, Value)> {
+    let dir = shared_dir().join("samples/runtimes");
+    let mut out = Vec::new();
+    let mut entries: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+        .collect();
+    entries.sort();
+    for p in entries {
+        let text = std::fs::read_to_string(&p).unwrap();
+        let v: Value = serde_saphyr::from_str(&text).unwrap();
+        out.push((p.file_name().unwrap().to_string_lossy().into_owned(), v));
+    }
+    assert!(out.len() >= 6, "expected the six sample runtimes");
+    out
+}
+
+/// The reconciler's service account (default allowed writer).
+pub const RECONCILER: &str = "system:serviceaccount:kim-system:kim-controller";
+
+pub fn t0() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 11, 1, 10, 0, 0).unwrap()
+}
+
+/// A Runtime as stored: generation, uid, and optionally a status and a deletionTimestamp.
+#[derive(Clone, Debug)]
+pub struct Rt {
+    pub obj: Value,
+    pub clock: DateTime<Utc>,
+}
+
+impl Rt {
+    pub fn new(mut obj: Value) -> Rt {
+        obj["metadata"]["generation"] = json!(1);
+        obj["metadata"]["uid"] = json!("0b7b6a8c-1111-2222-3333-444455556666");
+        obj["metadata"]["resourceVersion"] = json!("1000");
+        Rt { obj, clock: t0() }
+    }
+
+    pub fn status(&self) -> Option<&Value> {
+        self.obj.get("status")
+    }
+
+    /// Advances the clock by `secs` and returns the next Runtime with `state` and the condition
+    /// (type, status, reason) set the way `meta.SetStatusCondition` does: lastTransitionTime
+    /// changes only when status changes.
+    pub fn write(&self, state: &str, conds: &[(&str, &str, &str)]) -> Rt {
+        let mut next = self.clone();
+        next.clock = self.clock + Duration::seconds(10);
+        let now = next
+            .clock
+            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        let generation = next.obj["metadata"]["generation"].clone();
+        let status = next
+            .obj
+            .as_object_mut()
+            .unwrap()
+            .entry("status")
+            .or_insert_with(|| json!({}));
+        status["state"] = json!(state);
+        let list = status
+            .as_object_mut()
+            .unwrap()
+            .entry("conditions")
+            .or_insert_with(|| json!([]));
+        for (ctype, cstatus, reason) in conds {
+            let arr = list.as_array_mut().unwrap();
+            let msg = format!("{ctype} {reason}");
+            match arr.iter_mut().find(|c| c["type"] == json!(ctype)) {
+                Some(c) => {
+                    if c["status"] != json!(cstatus) {
+                        c["lastTransitionTime"] = json!(now);
+                    }
+                    c["status"] = json!(cstatus);
+                    c["reason"] = json!(reason);
+                    c["message"] = json!(msg);
+                    c["observedGeneration"] = generation.clone();
+                }
+                None => arr.push(json!({
+                    "type": ctype, "status": cstatus, "reason": reason, "message": msg,
+                    "lastTransitionTime": now, "observedGeneration": generation,
+                })),
+            }
+        }
+        next
+    }
+
+    pub fn with(&self, f: impl FnOnce(&mut Value)) -> Rt {
+        let mut next = self.clone();
+        f(&mut next.obj);
+        next
+    }
+
+    pub fn completed(&self) -> Rt {
+        self.with(|o| o["status"]["provisioningCompleted"] = json!(true))
+    }
+
+    pub fn deleting(&self) -> Rt {
+        self.with(|o| o["metadata"]["deletionTimestamp"] = json!("2026-11-02T00:00:00Z"))
+    }
+
+    pub fn bump_generation(&self) -> Rt {
+        self.with(|o| {
+            let g = o["metadata"]["generation"].as_i64().unwrap();
+            o["metadata"]["generation"] = json!(g + 1);
+        })
+    }
+}
+
+/// The full create → update → delete status sequence of `reconciler.md` for one Runtime.
+/// Returns the successive objects, starting with the Runtime without status.
+pub fn lifecycle(sample: Value) -> Vec<Rt> {
+    let mut seq = vec![Rt::new(sample)];
+    let mut push = |f: &dyn Fn(&Rt) -> Rt| {
+        let next = f(seq.last().unwrap());
+        seq.push(next);
+    };
+    // Create (steps 2–6).
+    push(&|r| r.write("Pending", &[("Provisioned", "Unknown", "Initialised")]));
+    push(&|r| r.write("Pending", &[("Provisioned", "Unknown", "Pending")]));
+    push(&|r| {
+        r.write(
+            "Pending",
+            &[("Provisioned", "True", "ShootCreationCompleted")],
+        )
+    });
+    push(&|r| {
+        r.write(
+            "Pending",
+            &[("KubeconfigReady", "True", "KubeconfigCreated")],
+        )
+    });
+    push(&|r| {
+        r.write(
+            "Ready",
+            &[("Configured", "True", "AdministratorsConfigured")],
+        )
+        .completed()
+    });
+    // Update (generation bumped by the spec change).
+    push(&|r| {
+        r.bump_generation()
+            .write("Pending", &[("Provisioned", "Unknown", "Processing")])
+    });
+    push(&|r| {
+        r.write(
+            "Pending",
+            &[("Provisioned", "True", "ConfigurationCompleted")],
+        )
+    });
+    push(&|r| {
+        r.write(
+            "Ready",
+            &[
+                ("KubeconfigReady", "True", "KubeconfigCreated"),
+                ("Configured", "True", "AdministratorsConfigured"),
+            ],
+        )
+    });
+    // Delete.
+    push(&|r| {
+        r.deleting().write(
+            "Terminating",
+            &[("Deprovisioned", "Unknown", "GardenerShootDeleted")],
+        )
+    });
+    push(&|r| {
+        r.write(
+            "Terminating",
+            &[("Deprovisioned", "True", "KubeconfigDeleted")],
+        )
+    });
+    seq
+}
