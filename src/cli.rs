@@ -155,6 +155,7 @@ pub fn read_document(path: &str) -> Result<Value, String> {
     serde_saphyr::from_str::<Value>(&text).map_err(|e| {
         let msg = e.to_string();
         let first = msg.lines().next().unwrap_or("").trim();
+        let first = first.strip_prefix("error: ").unwrap_or(first);
         format!("{name}: invalid YAML: {first}")
     })
 }

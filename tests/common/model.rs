@@ -187,3 +187,96 @@ pub fn lifecycle(sample: Value) -> Vec<Rt> {
     });
     seq
 }
+
+/// An AdmissionReview v1 for a `runtimes/status` UPDATE shaped like a real apiserver's: fresh
+/// uid, kind/resource/requestKind/subResource, userInfo, object and oldObject with
+/// managedFields, options (UpdateOptions with fieldManager), dryRun.
+pub fn status_review(
+    uid: &str,
+    old: &Rt,
+    new: &Rt,
+    user: &str,
+    groups: &[&str],
+    dry_run: bool,
+) -> Value {
+    let with_fields = |o: &Value, manager: &str| -> Value {
+        let mut o = o.clone();
+        o["metadata"]["managedFields"] = json!([
+            {"apiVersion": "infrastructuremanager.kyma-project.io/v1", "fieldsType": "FieldsV1",
+             "fieldsV1": {"f:metadata": {"f:labels": {".": {}, "f:kyma-project.io/runtime-id": {}, "f:kyma-project.io/shoot-name": {}}}, "f:spec": {".": {}, "f:shoot": {".": {}, "f:name": {}, "f:provider": {".": {}, "f:type": {}}}}},
+             "manager": "kyma-environment-broker", "operation": "Update", "time": "2026-11-01T09:59:00Z"},
+            {"apiVersion": "infrastructuremanager.kyma-project.io/v1", "fieldsType": "FieldsV1",
+             "fieldsV1": {"f:status": {".": {}, "f:conditions": {}, "f:state": {}}},
+             "manager": manager, "operation": "Update", "subresource": "status", "time": "2026-11-01T10:00:00Z"}
+        ]);
+        o["metadata"]["creationTimestamp"] = json!("2026-11-01T09:59:00Z");
+        o
+    };
+    let name = new.obj["metadata"]["name"].clone();
+    let namespace = new.obj["metadata"]["namespace"].clone();
+    json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": uid,
+            "kind": {"group": "infrastructuremanager.kyma-project.io", "version": "v1", "kind": "Runtime"},
+            "resource": {"group": "infrastructuremanager.kyma-project.io", "version": "v1", "resource": "runtimes"},
+            "subResource": "status",
+            "requestKind": {"group": "infrastructuremanager.kyma-project.io", "version": "v1", "kind": "Runtime"},
+            "requestResource": {"group": "infrastructuremanager.kyma-project.io", "version": "v1", "resource": "runtimes"},
+            "requestSubResource": "status",
+            "name": name,
+            "namespace": namespace,
+            "operation": "UPDATE",
+            "userInfo": {"username": user, "uid": "4a0f6a4e-7d8c-4c6e-9d8e-000000000001", "groups": groups},
+            "object": with_fields(&new.obj, "kim"),
+            "oldObject": with_fields(&old.obj, "kim"),
+            "dryRun": dry_run,
+            "options": {"kind": "UpdateOptions", "apiVersion": "meta.k8s.io/v1", "fieldManager": "kim"}
+        }
+    })
+}
+
+/// Every file of `shared/samples/admission/` as (file name, bytes).
+pub fn sample_reviews() -> Vec<(String, Vec<u8>)> {
+    let dir = shared_dir().join("samples/admission");
+    let mut out: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .map(|p| {
+            (
+                p.file_name().unwrap().to_string_lossy().into_owned(),
+                std::fs::read(&p).unwrap(),
+            )
+        })
+        .collect();
+    out.sort();
+    assert_eq!(out.len(), 5);
+    out
+}
+
+/// Decodes a response review; asserts the envelope and returns `response`.
+pub fn response_of(body: &[u8], uid: &str) -> Value {
+    let v: Value = serde_json::from_slice(body).expect("response is JSON");
+    assert_eq!(v["apiVersion"], "admission.k8s.io/v1", "{v}");
+    assert_eq!(v["kind"], "AdmissionReview", "{v}");
+    let r = v["response"].clone();
+    assert_eq!(r["uid"], json!(uid), "{v}");
+    assert!(r["allowed"].is_boolean(), "{v}");
+    r
+}
+
+/// Decodes `response.patch` (standard base64 of a JSON Patch array).
+pub fn patch_of(response: &Value) -> Option<json_patch::Patch> {
+    use base64::Engine as _;
+    let p = response
+        .get("patch")?
+        .as_str()
+        .expect("patch is a base64 string");
+    assert_eq!(response["patchType"], "JSONPatch");
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(p)
+        .expect("standard base64 with padding");
+    Some(serde_json::from_slice(&bytes).expect("patch is a JSON Patch array"))
+}
