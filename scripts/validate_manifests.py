@@ -1,0 +1,1167 @@
+#!/usr/bin/env python3
+"""Offline checks of kim's deployment files. Run through scripts/validate-manifests.sh,
+which sets up the virtualenv (kubernetes-validate, jsonschema, pyyaml, dockerfile-parse)
+and finds a kustomize.
+
+What is checked (one line per checked file or build; details under a FAIL):
+  kustomize   every kustomization under manifests/ (and certs/out/ if present) builds, with
+              `kubectl kustomize`, `kustomize build` or, failing both, the built-in loader
+              below; when a real kustomize is there the built-in loader must agree with it.
+  schemas     every document of every build: built-in kinds with kubernetes-validate in strict
+              mode (unknown fields are errors) for each KIM_K8S_VERSIONS; cert-manager.io/v1
+              Issuer/Certificate with the hand-written JSON schemas below; any other kind fails.
+  conformance the facts kim's webhook depends on (names, rules, failurePolicy, ports, probes,
+              security context, RBAC, cert wiring, image tag); see check_conformance().
+  crd         manifests/crd.yaml with kubernetes-validate (CustomResourceDefinition, strict),
+              its structure (group, names, v1, status subresource, structural schema) and its
+              openAPIV3Schema translated to JSON Schema (meta-validated).
+  samples     ../shared/samples/runtimes/*.yaml against that schema with jsonschema: unknown
+              fields are errors (as with the API server's strict field validation),
+              x-kubernetes-int-or-string, nullable, formats date-time/int32/int64/byte;
+              metadata against the ObjectMeta schema shipped by kubernetes-validate.
+              x-kubernetes-validations (CEL) rules are NOT evaluated: counted and reported.
+  dockerfile  Dockerfile parsed with dockerfile-parse; stages, base images, USER, ENTRYPOINT,
+              the cargo build line; .dockerignore entries.
+  shell       bash -n and (if installed) shellcheck on the two shell scripts.
+  gen-certs   certs/gen-certs.sh run against a scratch copy of the static-ca overlay: chain,
+              SANs, Secret, caBundle patch, the generated kustomization builds and validates.
+"""
+from __future__ import annotations
+
+import argparse
+import base64
+import copy
+import datetime as dt
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import jsonschema
+import yaml
+
+try:
+    import kubernetes_validate
+    from kubernetes_validate import utils as kv_utils
+except ImportError:  # pragma: no cover - the wrapper installs it
+    kubernetes_validate = None
+
+# --------------------------------------------------------------------------------------
+# reporting
+
+RESULTS = {"PASS": 0, "FAIL": 0, "SKIP": 0}
+
+
+def report(status: str, what: str, detail: str = "", errors: list[str] | None = None) -> None:
+    RESULTS[status] = RESULTS.get(status, 0) + 1
+    line = f"{status:4}  {what}"
+    if detail:
+        line += f"  ({detail})"
+    print(line, flush=True)
+    for e in errors or []:
+        print(f"        - {e}", flush=True)
+
+
+def note(msg: str) -> None:
+    print(f"      {msg}", flush=True)
+
+
+# --------------------------------------------------------------------------------------
+# YAML
+
+def load_yaml_docs(text: str) -> list[dict]:
+    return [d for d in yaml.safe_load_all(text) if d is not None]
+
+
+def doc_id(d: dict) -> str:
+    md = d.get("metadata") or {}
+    ns = md.get("namespace")
+    return f"{d.get('kind')}/{(ns + '/') if ns else ''}{md.get('name')}"
+
+
+def doc_key(d: dict) -> tuple:
+    md = d.get("metadata") or {}
+    return (d.get("apiVersion", ""), d.get("kind", ""), md.get("namespace") or "", md.get("name") or "")
+
+
+# --------------------------------------------------------------------------------------
+# the built-in kustomize subset: resources (files, directories), patches (JSON 6902 with a
+# target; strategic merge of maps, with or without a target), kustomize's load restrictor
+# and cycle rule. Anything else is reported as unsupported, never silently ignored.
+
+KUSTOMIZATION_NAMES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
+SUPPORTED_KEYS = {"apiVersion", "kind", "resources", "patches"}
+
+
+class Unsupported(Exception):
+    pass
+
+
+def find_kustomization(d: Path) -> Path | None:
+    for n in KUSTOMIZATION_NAMES:
+        if (d / n).is_file():
+            return d / n
+    return None
+
+
+def _within(child: Path, root: Path) -> bool:
+    try:
+        child.relative_to(root)
+        return True
+    except ValueError:
+        return False
+
+
+def py_kustomize(d: Path, visited: tuple[Path, ...] = ()) -> list[dict]:
+    d = d.resolve()
+    for v in visited:
+        if _within(v, d):
+            raise ValueError(f"cycle detected: candidate root {d} contains visited root {v}")
+    kfile = find_kustomization(d)
+    if kfile is None:
+        raise ValueError(f"no kustomization file in {d}")
+    k = yaml.safe_load(kfile.read_text()) or {}
+    extra = set(k) - SUPPORTED_KEYS
+    if extra:
+        raise Unsupported(f"{kfile}: fields {sorted(extra)} are not supported by the built-in loader")
+    docs: list[dict] = []
+    for r in k.get("resources") or []:
+        p = (d / r)
+        if p.is_dir():
+            docs.extend(py_kustomize(p, visited + (d,)))
+        else:
+            rp = p.resolve()
+            if not _within(rp, d):
+                raise ValueError(f"security; file '{rp}' is not in or below '{d}'")
+            docs.extend(load_yaml_docs(rp.read_text()))
+    for i, patch in enumerate(k.get("patches") or []):
+        if "path" in patch:
+            pp = (d / patch["path"]).resolve()
+            if not _within(pp, d):
+                raise ValueError(f"security; file '{pp}' is not in or below '{d}'")
+            body = yaml.safe_load(pp.read_text())
+        elif "patch" in patch:
+            body = yaml.safe_load(patch["patch"])
+        else:
+            raise ValueError(f"{kfile}: patches[{i}] has neither path nor patch")
+        extra = set(patch) - {"path", "patch", "target"}
+        if extra:
+            raise Unsupported(f"{kfile}: patches[{i}] fields {sorted(extra)} are not supported")
+        target = patch.get("target")
+        if isinstance(body, list):
+            if not target:
+                raise ValueError(f"{kfile}: patches[{i}]: a JSON 6902 patch needs a target")
+            hits = [x for x in docs if _selects(target, x)]
+            for x in hits:
+                _json6902(x, body)
+        elif isinstance(body, dict):
+            if target:
+                hits = [x for x in docs if _selects(target, x)]
+            else:
+                hits = [x for x in docs if x.get("kind") == body.get("kind")
+                        and (x.get("metadata") or {}).get("name") == (body.get("metadata") or {}).get("name")
+                        and _group(x.get("apiVersion", "")) == _group(body.get("apiVersion", ""))]
+                if not hits:
+                    raise ValueError(f"{kfile}: patches[{i}]: no matches for {doc_id(body)}")
+            for x in hits:
+                merged = _smp(x, body, keep_identity=bool(target))
+                x.clear()
+                x.update(merged)
+        else:
+            raise ValueError(f"{kfile}: patches[{i}]: not a patch")
+    seen = set()
+    for x in docs:
+        key = doc_key(x)[1:]
+        if key in seen:
+            raise ValueError(f"may not add resource with an already registered id: {doc_id(x)}")
+        seen.add(key)
+    return docs
+
+
+def _group(api_version: str) -> str:
+    return api_version.split("/")[0] if "/" in api_version else ""
+
+
+def _selects(t: dict, x: dict) -> bool:
+    av = x.get("apiVersion", "")
+    md = x.get("metadata") or {}
+    checks = {
+        "group": _group(av),
+        "version": av.split("/")[-1],
+        "kind": x.get("kind", ""),
+        "name": md.get("name", ""),
+        "namespace": md.get("namespace", ""),
+    }
+    for f, v in checks.items():
+        if f in t and not re.fullmatch(str(t[f]), v or ""):
+            return False
+    unknown = set(t) - set(checks)
+    if unknown:
+        raise Unsupported(f"patch target fields {sorted(unknown)} are not supported")
+    return True
+
+
+def _smp(base, patch, keep_identity=False):
+    """Strategic merge limited to maps: lists in a patch are not supported (they need the
+    schema's merge keys); `null` deletes."""
+    if isinstance(base, dict) and isinstance(patch, dict):
+        out = dict(base)
+        for k, v in patch.items():
+            if keep_identity and k in ("apiVersion", "kind"):
+                continue
+            if v is None:
+                out.pop(k, None)
+            elif k in out and isinstance(out[k], dict) and isinstance(v, dict):
+                out[k] = _smp(out[k], v, keep_identity and k == "metadata")
+            elif isinstance(v, list):
+                raise Unsupported("strategic merge of lists is not supported by the built-in loader")
+            elif keep_identity and k == "name":
+                continue
+            else:
+                out[k] = copy.deepcopy(v)
+        return out
+    return copy.deepcopy(patch)
+
+
+def _ptr(path: str) -> list[str]:
+    if path == "":
+        return []
+    if not path.startswith("/"):
+        raise ValueError(f"bad JSON pointer {path!r}")
+    return [t.replace("~1", "/").replace("~0", "~") for t in path[1:].split("/")]
+
+
+def _json6902(doc: dict, ops: list[dict]) -> None:
+    for op in ops:
+        toks = _ptr(op["path"])
+        parent = doc
+        for t in toks[:-1]:
+            parent = parent[int(t)] if isinstance(parent, list) else parent[t]
+        last = toks[-1] if toks else None
+        kind = op["op"]
+        if kind in ("add", "replace"):
+            val = copy.deepcopy(op["value"])
+            if isinstance(parent, list):
+                if last == "-":
+                    parent.append(val)
+                elif kind == "add":
+                    parent.insert(int(last), val)
+                else:
+                    parent[int(last)] = val
+            else:
+                if kind == "replace" and last not in parent:
+                    raise ValueError(f"replace: {op['path']} does not exist")
+                parent[last] = val
+        elif kind == "remove":
+            del parent[int(last) if isinstance(parent, list) else last]
+        elif kind == "test":
+            cur = parent[int(last)] if isinstance(parent, list) else parent[last]
+            if cur != op["value"]:
+                raise ValueError(f"test failed at {op['path']}")
+        else:
+            raise Unsupported(f"JSON 6902 op {kind!r} is not supported by the built-in loader")
+
+
+def real_kustomize(tool: list[str], d: Path) -> list[dict]:
+    p = subprocess.run(tool + [str(d)], capture_output=True, text=True)
+    if p.returncode != 0:
+        raise ValueError((p.stderr or p.stdout).strip().splitlines()[-1] if (p.stderr or p.stdout).strip()
+                         else f"exit code {p.returncode}")
+    return load_yaml_docs(p.stdout)
+
+
+def build(d: Path, tool: list[str] | None) -> tuple[list[dict], list[str]]:
+    """Build a kustomization; returns (docs, notes). Raises on failure."""
+    notes = []
+    if tool:
+        docs = real_kustomize(tool, d)
+        try:
+            mine = py_kustomize(d)
+        except Unsupported as e:
+            notes.append(f"built-in loader not compared: {e}")
+        else:
+            # compared as data (kustomize writes 0.0 as 0; Python's == agrees, json.dumps not)
+            a = {doc_key(x): x for x in docs}
+            b = {doc_key(x): x for x in mine}
+            if a != b:
+                one_side = sorted(set(a) ^ set(b))
+                differ = sorted(k for k in set(a) & set(b) if a[k] != b[k])
+                raise ValueError("the built-in loader disagrees with kustomize (fix "
+                                 "scripts/validate_manifests.py): "
+                                 f"ids only on one side {one_side}, differing {differ}")
+        return docs, notes
+    return py_kustomize(d), notes
+
+
+# --------------------------------------------------------------------------------------
+# schemas
+
+K8S_GROUPS = {
+    "", "admissionregistration.k8s.io", "apiextensions.k8s.io", "apps", "autoscaling", "batch",
+    "coordination.k8s.io", "discovery.k8s.io", "events.k8s.io", "networking.k8s.io",
+    "policy", "rbac.authorization.k8s.io", "scheduling.k8s.io", "storage.k8s.io",
+    "certificates.k8s.io", "node.k8s.io", "flowcontrol.apiserver.k8s.io",
+}
+
+GO_DURATION = r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$"
+DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+KEY_USAGES = [
+    "signing", "digital signature", "content commitment", "key encipherment", "key agreement",
+    "data encipherment", "cert sign", "crl sign", "encipher only", "decipher only", "any",
+    "server auth", "client auth", "code signing", "email protection", "s/mime",
+    "ipsec end system", "ipsec tunnel", "ipsec user", "timestamping", "ocsp signing",
+    "microsoft sgc", "netscape sgc",
+]
+
+# Hand-written from cert-manager's v1 API reference: the fields kim's overlay uses are typed;
+# the other documented top-level spec fields are accepted as they are (`True`); anything else
+# is an error. Metadata is checked against ObjectMeta separately.
+_CM_META = {"type": "object", "required": ["name", "namespace"],
+            "properties": {"name": {"type": "string", "pattern": DNS_SUBDOMAIN, "maxLength": 253},
+                           "namespace": {"type": "string"}}}
+_ISSUER_REF = {"type": "object", "required": ["name"], "additionalProperties": False,
+               "properties": {"name": {"type": "string", "minLength": 1},
+                              "kind": {"enum": ["Issuer", "ClusterIssuer"]},
+                              "group": {"type": "string"}}}
+CERT_MANAGER_SCHEMAS = {
+    "Issuer": {
+        "type": "object", "required": ["apiVersion", "kind", "metadata", "spec"],
+        "additionalProperties": False,
+        "properties": {
+            "apiVersion": {"const": "cert-manager.io/v1"}, "kind": {"const": "Issuer"},
+            "metadata": _CM_META,
+            "spec": {
+                "type": "object", "minProperties": 1, "maxProperties": 1,
+                "additionalProperties": False,
+                "properties": {
+                    "selfSigned": {"type": "object", "additionalProperties": False,
+                                   "properties": {"crlDistributionPoints": {"type": "array", "items": {"type": "string"}}}},
+                    "ca": {"type": "object", "required": ["secretName"], "additionalProperties": False,
+                           "properties": {"secretName": {"type": "string", "pattern": DNS_SUBDOMAIN},
+                                          "crlDistributionPoints": {"type": "array", "items": {"type": "string"}},
+                                          "ocspServers": {"type": "array", "items": {"type": "string"}},
+                                          "issuingCertificateURLs": {"type": "array", "items": {"type": "string"}}}},
+                    "acme": True, "vault": True, "venafi": True,
+                },
+            },
+        },
+    },
+    "Certificate": {
+        "type": "object", "required": ["apiVersion", "kind", "metadata", "spec"],
+        "additionalProperties": False,
+        "properties": {
+            "apiVersion": {"const": "cert-manager.io/v1"}, "kind": {"const": "Certificate"},
+            "metadata": _CM_META,
+            "spec": {
+                "type": "object", "required": ["secretName", "issuerRef"],
+                "additionalProperties": False,
+                "properties": {
+                    "secretName": {"type": "string", "pattern": DNS_SUBDOMAIN},
+                    "issuerRef": _ISSUER_REF,
+                    "commonName": {"type": "string", "maxLength": 64},
+                    "dnsNames": {"type": "array", "minItems": 1, "uniqueItems": True,
+                                 "items": {"type": "string", "pattern": DNS_SUBDOMAIN}},
+                    "isCA": {"type": "boolean"},
+                    "duration": {"type": "string", "pattern": GO_DURATION},
+                    "renewBefore": {"type": "string", "pattern": GO_DURATION},
+                    "usages": {"type": "array", "uniqueItems": True, "items": {"enum": KEY_USAGES}},
+                    "privateKey": {"type": "object", "additionalProperties": False, "properties": {
+                        "algorithm": {"enum": ["RSA", "ECDSA", "Ed25519"]},
+                        "size": {"type": "integer"},
+                        "rotationPolicy": {"enum": ["Never", "Always"]},
+                        "encoding": {"enum": ["PKCS1", "PKCS8"]}}},
+                    "secretTemplate": {"type": "object", "additionalProperties": False, "properties": {
+                        "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+                        "annotations": {"type": "object", "additionalProperties": {"type": "string"}}}},
+                    # documented, unused here:
+                    "subject": True, "literalSubject": True, "renewBeforePercentage": True,
+                    "ipAddresses": True, "uris": True, "otherNames": True, "emailAddresses": True,
+                    "keystores": True, "signatureAlgorithm": True, "encodeUsagesInRequest": True,
+                    "revisionHistoryLimit": True, "additionalOutputFormats": True, "nameConstraints": True,
+                },
+            },
+        },
+    },
+}
+
+
+def go_duration_seconds(s: str) -> float:
+    units = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "h": 3600}
+    return sum(float(n) * units[u] for n, _, u in re.findall(r"([0-9]+(\.[0-9]+)?)(ns|us|µs|ms|s|m|h)", s))
+
+
+LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+
+
+def metadata_errors(d: dict) -> list[str]:
+    """What ObjectMeta's JSON schema cannot say: name syntax, label syntax/lengths."""
+    errs = []
+    md = d.get("metadata") or {}
+    name = md.get("name")
+    if not isinstance(name, str) or not re.match(DNS_SUBDOMAIN, name) or len(name) > 253:
+        errs.append(f"metadata.name {name!r} is not a DNS-1123 subdomain")
+    for k, v in (md.get("labels") or {}).items():
+        prefix, _, nm = k.rpartition("/")
+        if (prefix and (len(prefix) > 253 or not re.match(DNS_SUBDOMAIN, prefix))) \
+                or len(nm) > 63 or not LABEL_NAME.match(nm):
+            errs.append(f"label key {k!r} is invalid")
+        if not isinstance(v, str) or len(v) > 63 or not LABEL_VALUE.match(v):
+            errs.append(f"label {k}={v!r}: value is invalid")
+    return errs
+
+
+class Validators:
+    def __init__(self, versions: list[str]):
+        self.versions = versions
+
+    def builtin(self, d: dict) -> list[str]:
+        errs = []
+        for v in self.versions:
+            try:
+                kubernetes_validate.validate(d, v, strict=True)
+            except kv_utils.ValidationError as e:
+                path = ".".join(str(p) for p in e.path)
+                errs.append(f"{doc_id(d)} [k8s {v}]: {path}: {e.message}")
+            except kv_utils.SchemaNotFoundError as e:
+                errs.append(f"{doc_id(d)}: {e.message}")
+        return errs
+
+    def cert_manager(self, d: dict) -> list[str]:
+        schema = CERT_MANAGER_SCHEMAS.get(d.get("kind"))
+        if schema is None or d.get("apiVersion") != "cert-manager.io/v1":
+            return [f"{doc_id(d)}: no schema for {d.get('apiVersion')} {d.get('kind')}"]
+        v = jsonschema.Draft202012Validator(schema)
+        return [f"{doc_id(d)} [cert-manager schema]: {'.'.join(map(str, e.path))}: {e.message}"
+                for e in sorted(v.iter_errors(d), key=lambda e: list(map(str, e.path)))]
+
+    def any_doc(self, d: dict) -> tuple[str, list[str]]:
+        if not isinstance(d, dict) or not d.get("apiVersion") or not d.get("kind"):
+            return "?", ["document without apiVersion/kind"]
+        errs = metadata_errors(d)
+        g = _group(d["apiVersion"])
+        if g in K8S_GROUPS:
+            return "k8s", errs + self.builtin(d)
+        if g == "cert-manager.io":
+            return "cert-manager", errs + self.cert_manager(d)
+        return "?", errs + [f"{doc_id(d)}: unexpected kind {d['apiVersion']} {d['kind']} (no schema)"]
+
+
+# --------------------------------------------------------------------------------------
+# CRD schema -> JSON Schema
+
+OBJECT_META_REF = "https://kubernetes.io/api/_definitions.json#/$defs/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
+
+
+def k8s_schema_to_jsonschema(s: dict, stats: dict, root: bool = False) -> dict:
+    out: dict = {}
+    for k, v in s.items():
+        if k == "x-kubernetes-validations":
+            stats["cel_rules"] = stats.get("cel_rules", 0) + len(v)
+            continue
+        if k.startswith("x-kubernetes-") or k in ("nullable", "description", "example", "externalDocs"):
+            continue
+        if k in ("properties", "patternProperties"):
+            out[k] = {n: k8s_schema_to_jsonschema(c, stats) for n, c in v.items()}
+        elif k == "items":
+            out[k] = (k8s_schema_to_jsonschema(v, stats) if isinstance(v, dict)
+                      else [k8s_schema_to_jsonschema(i, stats) for i in v])
+        elif k == "additionalProperties":
+            out[k] = k8s_schema_to_jsonschema(v, stats) if isinstance(v, dict) else v
+        elif k in ("allOf", "anyOf", "oneOf"):
+            out[k] = [k8s_schema_to_jsonschema(i, stats) for i in v]
+        elif k == "not":
+            out[k] = k8s_schema_to_jsonschema(v, stats)
+        else:
+            out[k] = v
+    if s.get("x-kubernetes-int-or-string"):
+        out.pop("type", None)
+        out.setdefault("anyOf", [{"type": "integer"}, {"type": "string"}])
+    preserve = s.get("x-kubernetes-preserve-unknown-fields") is True
+    if out.get("type") == "object" and "additionalProperties" not in out and not preserve \
+            and not s.get("x-kubernetes-embedded-resource"):
+        # the API server prunes unknown fields, and rejects them with strict field validation
+        out["additionalProperties"] = False
+    if s.get("nullable") and "type" in out:
+        out["type"] = [out["type"], "null"]
+    if root:
+        props = out.setdefault("properties", {})
+        props["metadata"] = {"$ref": OBJECT_META_REF}
+    return out
+
+
+def format_checker() -> jsonschema.FormatChecker:
+    fc = jsonschema.FormatChecker()
+
+    @fc.checks("date-time", raises=ValueError)
+    def _dt(v):
+        if not isinstance(v, str):
+            return True
+        if not re.fullmatch(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})", v):
+            raise ValueError("not RFC 3339")
+        dt.datetime.fromisoformat(re.sub(r"[Zz]$", "+00:00", re.sub(r"\.(\d{6})\d+", r".\1", v)))
+        return True
+
+    @fc.checks("int32")
+    def _i32(v):
+        return not isinstance(v, int) or -2**31 <= v < 2**31
+
+    @fc.checks("int64")
+    def _i64(v):
+        return not isinstance(v, int) or -2**63 <= v < 2**63
+
+    @fc.checks("byte", raises=ValueError)
+    def _byte(v):
+        if isinstance(v, str):
+            base64.b64decode(v, validate=True)
+        return True
+
+    return fc
+
+
+def crd_checks(crd: dict, vals: Validators) -> tuple[list[str], dict, dict]:
+    """Returns (errors, {version: jsonschema}, stats)."""
+    errs = list(vals.builtin(crd)) + metadata_errors(crd)
+    spec = crd.get("spec") or {}
+    want = {"group": "infrastructuremanager.kyma-project.io", "scope": "Namespaced"}
+    for f, v in want.items():
+        if spec.get(f) != v:
+            errs.append(f"spec.{f} is {spec.get(f)!r}, want {v!r}")
+    names = spec.get("names") or {}
+    if names.get("plural") != "runtimes" or names.get("kind") != "Runtime":
+        errs.append(f"spec.names {names} (want plural runtimes, kind Runtime)")
+    if (crd.get("metadata") or {}).get("name") != "runtimes.infrastructuremanager.kyma-project.io":
+        errs.append("metadata.name is not runtimes.infrastructuremanager.kyma-project.io")
+    schemas, stats = {}, {}
+    versions = {v.get("name"): v for v in spec.get("versions") or []}
+    v1 = versions.get("v1")
+    if not v1:
+        errs.append("no version v1")
+    else:
+        if not v1.get("served") or not v1.get("storage"):
+            errs.append("v1 is not served and stored")
+        if "status" not in ((v1.get("subresources") or {})):
+            errs.append("v1 has no status subresource: the webhook's runtimes/status rule would never fire")
+    for name, v in versions.items():
+        s = ((v.get("schema") or {}).get("openAPIV3Schema"))
+        if not isinstance(s, dict):
+            errs.append(f"{name}: no openAPIV3Schema")
+            continue
+        if s.get("type") != "object":
+            errs.append(f"{name}: root schema type is not object (not structural)")
+        for part in ("spec", "status"):
+            if part not in (s.get("properties") or {}):
+                errs.append(f"{name}: schema has no {part}")
+        js = k8s_schema_to_jsonschema(s, stats, root=True)
+        try:
+            jsonschema.Draft202012Validator.check_schema(js)
+        except jsonschema.SchemaError as e:
+            errs.append(f"{name}: translated schema is not valid JSON Schema: {e.message}")
+            continue
+        schemas[name] = js
+    return errs, schemas, stats
+
+
+def sample_validator(schema: dict, k8s_version: str) -> jsonschema.Draft202012Validator:
+    from referencing import Registry, Resource
+    defs_dir = [v for v in kv_utils.all_versions() if kv_utils.major_minor(v) <= k8s_version][-1]
+    defs = kv_utils.schema_contents(f"kubernetes-json-schema/v{defs_dir}-local-strict/_definitions.json", defs_dir)
+    registry = Resource.from_contents(defs) @ Registry()
+    return jsonschema.Draft202012Validator(schema, registry=registry, format_checker=format_checker())
+
+
+# --------------------------------------------------------------------------------------
+# conformance: what the webhook and controller rely on
+
+EXPECTED_RULE = {"apiGroups": ["infrastructuremanager.kyma-project.io"], "apiVersions": ["v1"],
+                 "resources": ["runtimes/status"], "operations": ["UPDATE"], "scope": "Namespaced"}
+WEBHOOKS = {
+    "ValidatingWebhookConfiguration": ("runtime-status.validate.kim.kyma-project.io", "/validate"),
+    "MutatingWebhookConfiguration": ("runtime-status.mutate.kim.kyma-project.io", "/mutate"),
+}
+CONTROLLER_RULES = {
+    "kcp-system": {
+        ("infrastructuremanager.kyma-project.io", "runtimes"): {"get", "list", "watch", "update", "patch"},
+        ("infrastructuremanager.kyma-project.io", "runtimes/status"): {"get", "update", "patch"},
+        ("infrastructuremanager.kyma-project.io", "runtimes/finalizers"): {"update"},
+        ("", "secrets"): {"get", "list", "watch", "create", "update", "patch", "delete"},
+        ("", "events"): {"create", "patch"},
+        ("events.k8s.io", "events"): {"create", "patch"},
+    },
+    "kim-system": {("coordination.k8s.io", "leases"): {"get", "create", "update"}},
+}
+PLACEHOLDER_CA = "REPLACE-ME"
+
+
+def find(docs, kind, name=None, ns=None):
+    return [d for d in docs if d.get("kind") == kind
+            and (name is None or d["metadata"].get("name") == name)
+            and (ns is None or d["metadata"].get("namespace") == ns)]
+
+
+def one(docs, errs, kind, name, ns=None):
+    hits = find(docs, kind, name, ns)
+    if len(hits) != 1:
+        errs.append(f"expected one {kind} {ns + '/' if ns else ''}{name}, found {len(hits)}")
+        return None
+    return hits[0]
+
+
+def check_conformance(docs: list[dict], variant: str, crate_version: str | None, crd: dict | None) -> tuple[list[str], list[str]]:
+    """variant: base | cert-manager | static-ca | static-ca-generated. Returns (errors, warnings)."""
+    errs: list[str] = []
+    warns: list[str] = []
+    one(docs, errs, "Namespace", "kim-system")
+    if find(docs, "Namespace", "kcp-system"):
+        errs.append("Namespace kcp-system must not be managed by kim (kubectl delete -k would remove it)")
+    for cluster_kind in ("ClusterRole", "ClusterRoleBinding"):
+        if find(docs, cluster_kind):
+            errs.append(f"{cluster_kind} present: kim's RBAC is namespaced only")
+
+    # --- service accounts and RBAC
+    wsa = one(docs, errs, "ServiceAccount", "kim-webhook", "kim-system")
+    if wsa and wsa.get("automountServiceAccountToken") is not False:
+        errs.append("ServiceAccount kim-webhook must set automountServiceAccountToken: false")
+    one(docs, errs, "ServiceAccount", "kim-controller", "kim-system")
+    granted: dict = {}
+    for rb in find(docs, "RoleBinding") + find(docs, "ClusterRoleBinding"):
+        for s in rb.get("subjects") or []:
+            if s.get("name") == "kim-webhook":
+                errs.append(f"{doc_id(rb)} binds kim-webhook: the webhook needs no API access")
+            if not (s.get("kind") == "ServiceAccount" and s.get("name") == "kim-controller"
+                    and s.get("namespace") == "kim-system"):
+                errs.append(f"{doc_id(rb)}: unexpected subject {s}")
+        ref = rb.get("roleRef") or {}
+        ns = rb["metadata"].get("namespace")
+        role = one(docs, errs, ref.get("kind"), ref.get("name"), ns)
+        if not role:
+            continue
+        for r in role.get("rules") or []:
+            if r.get("resourceNames") or r.get("nonResourceURLs"):
+                continue
+            for g in r.get("apiGroups") or []:
+                for res in r.get("resources") or []:
+                    granted.setdefault(ns, {}).setdefault((g, res), set()).update(r.get("verbs") or [])
+    for ns in set(granted) | set(CONTROLLER_RULES):
+        got, want = granted.get(ns, {}), CONTROLLER_RULES.get(ns, {})
+        for key in set(got) | set(want):
+            if got.get(key, set()) != want.get(key, set()):
+                errs.append(f"kim-controller in {ns}: {key[0] or 'core'}/{key[1]} verbs "
+                            f"{sorted(got.get(key, set()))}, want {sorted(want.get(key, set()))}")
+        if any("*" in v for v in got.values()) or any("*" in k for k in got):
+            errs.append(f"wildcard in kim-controller's rules in {ns}")
+
+    # --- deployment
+    dep = one(docs, errs, "Deployment", "kim-webhook", "kim-system")
+    tls_secret = None
+    pod_labels: dict = {}
+    container_ports: dict = {}
+    if dep:
+        spec = dep["spec"]
+        pod = spec["template"]["spec"]
+        pod_labels = spec["template"]["metadata"].get("labels") or {}
+        if (spec.get("replicas") or 1) < 2:
+            errs.append("webhook Deployment: replicas < 2 with failurePolicy Fail")
+        if spec.get("strategy", {}).get("rollingUpdate", {}).get("maxUnavailable") not in (0, "0", "0%"):
+            warns.append("webhook Deployment: rolling update may take a replica away before a new one is ready")
+        sel = (spec.get("selector") or {}).get("matchLabels") or {}
+        if not sel or any(pod_labels.get(k) != v for k, v in sel.items()):
+            errs.append("webhook Deployment selector does not match its pod labels")
+        if pod.get("serviceAccountName") != "kim-webhook":
+            errs.append("webhook pods must run as ServiceAccount kim-webhook")
+        if pod.get("automountServiceAccountToken") is not False:
+            errs.append("webhook pods must set automountServiceAccountToken: false")
+        if not (pod.get("affinity", {}).get("podAntiAffinity") or pod.get("topologySpreadConstraints")):
+            errs.append("webhook pods are not spread (no anti-affinity/topology spread)")
+        if pod.get("terminationGracePeriodSeconds") != 30:
+            errs.append("terminationGracePeriodSeconds must be 30")
+        psc = pod.get("securityContext") or {}
+        if psc.get("runAsNonRoot") is not True or psc.get("runAsUser") != 65532:
+            errs.append("pod securityContext: runAsNonRoot true and runAsUser 65532 required")
+        if (psc.get("seccompProfile") or {}).get("type") != "RuntimeDefault":
+            errs.append("pod securityContext: seccompProfile RuntimeDefault required")
+        cs = pod.get("containers") or []
+        if len(cs) != 1:
+            errs.append(f"webhook pod has {len(cs)} containers, want 1")
+        for c in cs:
+            want_image = f"ghcr.io/kyma-project/kim:{crate_version}" if crate_version else None
+            if want_image and c.get("image") != want_image:
+                errs.append(f"image {c.get('image')} != {want_image} (Cargo.toml version)")
+            args = c.get("args") or []
+            if not args or args[0] != "webhook":
+                errs.append("container args must start with the `webhook` subcommand")
+            flags = dict(a[2:].split("=", 1) for a in args[1:] if a.startswith("--") and "=" in a)
+            for f, v in {"addr": "0.0.0.0:9443", "cert-dir": "/etc/kim/certs",
+                         "metrics-addr": "0.0.0.0:8080", "log-format": "json"}.items():
+                if flags.get(f) != v:
+                    errs.append(f"container flag --{f}={flags.get(f)!r}, want {v!r}")
+            for p in c.get("ports") or []:
+                container_ports[p.get("name")] = p.get("containerPort")
+            if container_ports.get("https") != 9443 or container_ports.get("metrics") != 8080:
+                errs.append(f"container ports {container_ports}, want https 9443, metrics 8080")
+            for probe, path in (("startupProbe", None), ("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")):
+                pr = (c.get(probe) or {}).get("httpGet") or {}
+                if pr.get("scheme") != "HTTPS" or pr.get("port") not in ("https", 9443) \
+                        or (path and pr.get("path") != path):
+                    errs.append(f"{probe}: want HTTPS GET {path or '/healthz'} on 9443, got {pr}")
+            res = c.get("resources") or {}
+            for part in ("requests", "limits"):
+                for r in ("cpu", "memory"):
+                    if r not in (res.get(part) or {}):
+                        errs.append(f"resources.{part}.{r} missing")
+            sc = c.get("securityContext") or {}
+            if sc.get("readOnlyRootFilesystem") is not True or sc.get("allowPrivilegeEscalation") is not False:
+                errs.append("container: readOnlyRootFilesystem true, allowPrivilegeEscalation false required")
+            if "ALL" not in ((sc.get("capabilities") or {}).get("drop") or []):
+                errs.append("container: capabilities.drop must contain ALL")
+            if sc.get("runAsUser", 65532) != 65532 or sc.get("runAsNonRoot", True) is not True:
+                errs.append("container securityContext overrides the non-root user")
+            mounts = {m["name"]: m for m in c.get("volumeMounts") or []}
+            vols = {v["name"]: v for v in pod.get("volumes") or []}
+            certs = [m for m in mounts.values() if m.get("mountPath") == "/etc/kim/certs"]
+            if len(certs) != 1 or certs[0].get("readOnly") is not True:
+                errs.append("the TLS Secret must be mounted read-only at /etc/kim/certs")
+            else:
+                tls_secret = (vols.get(certs[0]["name"], {}).get("secret") or {}).get("secretName")
+                if tls_secret != "kim-webhook-tls":
+                    errs.append(f"/etc/kim/certs comes from {tls_secret!r}, want Secret kim-webhook-tls")
+
+    # --- PDB, Service, NetworkPolicy
+    pdb = one(docs, errs, "PodDisruptionBudget", "kim-webhook", "kim-system")
+    if pdb:
+        if pdb["spec"].get("minAvailable") != 1:
+            errs.append("PodDisruptionBudget: minAvailable 1 expected")
+        sel = (pdb["spec"].get("selector") or {}).get("matchLabels") or {}
+        if not sel or any(pod_labels.get(k) != v for k, v in sel.items()):
+            errs.append("PodDisruptionBudget does not select the webhook pods")
+    svc = one(docs, errs, "Service", "kim-webhook", "kim-system")
+    svc_ports = {}
+    if svc:
+        sel = svc["spec"].get("selector") or {}
+        if not sel or any(pod_labels.get(k) != v for k, v in sel.items()):
+            errs.append("Service kim-webhook does not select the webhook pods")
+        for p in svc["spec"].get("ports") or []:
+            tp = p.get("targetPort")
+            tp = container_ports.get(tp, tp) if isinstance(tp, str) else tp
+            svc_ports[p.get("port")] = tp
+        if svc_ports.get(443) != 9443:
+            errs.append(f"Service port 443 must reach container port 9443 (got {svc_ports.get(443)})")
+        if svc_ports.get(8080) != 8080:
+            errs.append("Service port 8080 must reach the metrics port 8080")
+    for np in find(docs, "NetworkPolicy", ns="kim-system"):
+        ports = {p.get("port") for r in np["spec"].get("ingress") or [] for p in r.get("ports") or []}
+        if "Ingress" in (np["spec"].get("policyTypes") or []) and not {9443, "https"} & ports:
+            errs.append(f"{doc_id(np)} does not admit port 9443: the API server could not call the webhook")
+
+    # --- webhook configurations
+    crd_names = None
+    if crd:
+        cs = crd.get("spec") or {}
+        crd_names = (cs.get("group"), [v["name"] for v in cs.get("versions") or []],
+                     (cs.get("names") or {}).get("plural"))
+    ca_bundles = []
+    for kind, (wname, path) in WEBHOOKS.items():
+        cfg = one(docs, errs, kind, "kim-runtime-status")
+        if not cfg:
+            continue
+        hooks = cfg.get("webhooks") or []
+        if [h.get("name") for h in hooks] != [wname]:
+            errs.append(f"{kind}: webhooks {[h.get('name') for h in hooks]}, want [{wname}]")
+            continue
+        h = hooks[0]
+        svcref = (h.get("clientConfig") or {}).get("service") or {}
+        if svcref != {"name": "kim-webhook", "namespace": "kim-system", "path": path, "port": 443}:
+            errs.append(f"{kind}: clientConfig.service {svcref}")
+        if svc and svcref.get("port") not in svc_ports:
+            errs.append(f"{kind}: Service kim-webhook has no port {svcref.get('port')}")
+        if (h.get("clientConfig") or {}).get("url"):
+            errs.append(f"{kind}: clientConfig.url must not be set")
+        if h.get("rules") != [EXPECTED_RULE]:
+            errs.append(f"{kind}: rules {h.get('rules')}, want [{EXPECTED_RULE}]")
+        for f, v in {"sideEffects": "None", "failurePolicy": "Fail", "timeoutSeconds": 5,
+                     "admissionReviewVersions": ["v1"], "matchPolicy": "Equivalent",
+                     "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kcp-system"}}}.items():
+            if h.get(f) != v:
+                errs.append(f"{kind}: {f} is {h.get(f)!r}, want {v!r}")
+        if kind.startswith("Mutating") and h.get("reinvocationPolicy") != "IfNeeded":
+            errs.append(f"{kind}: reinvocationPolicy must be IfNeeded")
+        if crd_names:
+            g, vs, plural = crd_names
+            if g not in EXPECTED_RULE["apiGroups"] or plural + "/status" not in EXPECTED_RULE["resources"] \
+                    or "v1" not in vs:
+                errs.append(f"{kind}: rules do not name the CRD's group/version/plural {crd_names}")
+        ann = (cfg["metadata"].get("annotations") or {}).get("cert-manager.io/inject-ca-from")
+        cab = (h.get("clientConfig") or {}).get("caBundle")
+        if variant == "base":
+            if cab or ann:
+                errs.append(f"{kind}: base must carry neither caBundle nor inject-ca-from")
+        elif variant == "cert-manager":
+            if ann != "kim-system/kim-webhook-serving":
+                errs.append(f"{kind}: annotation cert-manager.io/inject-ca-from is {ann!r}")
+            if cab:
+                errs.append(f"{kind}: caBundle set although cert-manager injects it")
+        else:
+            if not cab:
+                errs.append(f"{kind}: no caBundle")
+            else:
+                ca_bundles.append(cab)
+                try:
+                    pem = base64.b64decode(cab, validate=True).decode()
+                except Exception:
+                    errs.append(f"{kind}: caBundle is not standard base64")
+                    continue
+                if pem.startswith(PLACEHOLDER_CA):
+                    (errs if variant == "static-ca-generated" else warns).append(
+                        f"{kind}: caBundle is the committed placeholder (run certs/gen-certs.sh before deploying)")
+                elif "-----BEGIN CERTIFICATE-----" not in pem:
+                    errs.append(f"{kind}: caBundle is not a PEM certificate")
+    if len(set(ca_bundles)) > 1:
+        errs.append("the two webhook configurations carry different caBundles")
+
+    # --- certificates
+    if variant == "cert-manager":
+        cert = one(docs, errs, "Certificate", "kim-webhook-serving", "kim-system")
+        if cert:
+            cs = cert["spec"]
+            if cs.get("secretName") != (tls_secret or "kim-webhook-tls"):
+                errs.append(f"serving Certificate writes {cs.get('secretName')}, the pods mount {tls_secret}")
+            want_dns = {"kim-webhook.kim-system.svc", "kim-webhook.kim-system.svc.cluster.local"}
+            if not want_dns <= set(cs.get("dnsNames") or []):
+                errs.append(f"serving Certificate dnsNames {cs.get('dnsNames')} lack {sorted(want_dns)}")
+            if cs.get("isCA"):
+                errs.append("serving Certificate must not be a CA")
+            if "server auth" not in (cs.get("usages") or ["server auth"]):
+                errs.append("serving Certificate lacks usage 'server auth'")
+        for c in find(docs, "Certificate"):
+            cs = c["spec"]
+            if "duration" in cs and "renewBefore" in cs and \
+                    go_duration_seconds(cs["renewBefore"]) >= go_duration_seconds(cs["duration"]):
+                errs.append(f"{doc_id(c)}: renewBefore >= duration")
+            if "duration" in cs and go_duration_seconds(cs["duration"]) < 3600:
+                errs.append(f"{doc_id(c)}: duration below cert-manager's minimum of 1h")
+            ref = cs.get("issuerRef") or {}
+            issuer = one(docs, errs, ref.get("kind", "Issuer"), ref.get("name"), c["metadata"]["namespace"])
+            if issuer and "ca" in issuer["spec"]:
+                cas = [x for x in find(docs, "Certificate") if x["spec"].get("secretName") == issuer["spec"]["ca"]["secretName"]]
+                if len(cas) != 1 or not cas[0]["spec"].get("isCA"):
+                    errs.append(f"Issuer {issuer['metadata']['name']}: its CA Secret is not written by an isCA Certificate")
+    return errs, warns
+
+
+# --------------------------------------------------------------------------------------
+# Dockerfile
+
+def check_dockerfile(repo: Path) -> list[str]:
+    from dockerfile_parse import DockerfileParser
+    errs = []
+    path = repo / "Dockerfile"
+    dfp = DockerfileParser(path=str(path))
+    instr = dfp.structure
+    known = {"FROM", "RUN", "CMD", "LABEL", "EXPOSE", "ENV", "ADD", "COPY", "ENTRYPOINT", "VOLUME",
+             "USER", "WORKDIR", "ARG", "ONBUILD", "STOPSIGNAL", "HEALTHCHECK", "SHELL", "COMMENT"}
+    for i in instr:
+        if i["instruction"] not in known:
+            errs.append(f"line {i['startline'] + 1}: unknown instruction {i['instruction']}")
+    stages: list[list[dict]] = []
+    for i in instr:
+        if i["instruction"] == "FROM":
+            stages.append([])
+        if stages:
+            stages[-1].append(i)
+        elif i["instruction"] not in ("ARG", "COMMENT"):
+            errs.append(f"line {i['startline'] + 1}: {i['instruction']} before the first FROM")
+    if len(stages) < 2:
+        errs.append("not a multi-stage build")
+        return errs
+    names = set()
+    for s in stages:
+        parts = s[0]["value"].split()
+        if len(parts) == 3 and parts[1].upper() == "AS":
+            names.add(parts[2])
+    build_img = stages[0][0]["value"].split()[0]
+    if not re.match(r"^(docker\.io/(library/)?)?rust:\d+\.\d+", build_img):
+        errs.append(f"builder image {build_img} is not an official rust image")
+    runs = " ".join(i["value"] for s in stages[:-1] for i in s if i["instruction"] == "RUN")
+    if not re.search(r"cargo build --release --locked --bin kim", runs):
+        errs.append("no `cargo build --release --locked --bin kim` in the builder")
+    final = stages[-1]
+    if final[0]["value"].split()[0] != "gcr.io/distroless/cc-debian12:nonroot":
+        errs.append(f"runtime image {final[0]['value']} (want gcr.io/distroless/cc-debian12:nonroot)")
+    users = [i["value"].strip() for i in final if i["instruction"] == "USER"]
+    if users[-1:] != ["65532:65532"]:
+        errs.append(f"final stage USER {users[-1:] or None}, want 65532:65532")
+    eps = [i["value"] for i in final if i["instruction"] == "ENTRYPOINT"]
+    try:
+        if not eps or json.loads(eps[-1]) != ["/kim"]:
+            errs.append(f"ENTRYPOINT {eps[-1:]} (want exec form [\"/kim\"])")
+    except json.JSONDecodeError:
+        errs.append(f"ENTRYPOINT {eps[-1]} is not exec (JSON) form")
+    for s in stages:
+        for i in s:
+            if i["instruction"] == "COPY" and "--from=" in i["value"]:
+                src = re.search(r"--from=(\S+)", i["value"]).group(1)
+                if src not in names and not re.match(r"^\d+$", src):
+                    errs.append(f"COPY --from={src}: no such stage")
+            if i["instruction"] == "ADD" and re.search(r"https?://", i["value"]):
+                errs.append("ADD of a URL: not reproducible")
+    di = repo / ".dockerignore"
+    if not di.is_file():
+        errs.append("no .dockerignore")
+    else:
+        entries = {ln.strip().rstrip("/") for ln in di.read_text().splitlines() if ln.strip() and not ln.startswith("#")}
+        for need in ("target", "certs/out", ".git"):
+            if need not in entries:
+                errs.append(f".dockerignore does not exclude {need}")
+    return errs
+
+
+# --------------------------------------------------------------------------------------
+# gen-certs.sh
+
+def check_gen_certs(repo: Path, tool, vals: Validators, crate_version) -> tuple[list[str], str]:
+    errs: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="kim-gen-certs-") as tmp:
+        t = Path(tmp)
+        shutil.copytree(repo / "manifests" / "base", t / "manifests" / "base")
+        shutil.copytree(repo / "manifests" / "overlays" / "static-ca", t / "manifests" / "overlays" / "static-ca")
+        out = t / "out"
+        p = subprocess.run(["bash", str(repo / "certs" / "gen-certs.sh"), "--out", str(out), "--overlay",
+                            str(t / "manifests" / "overlays" / "static-ca"), "--days", "30"],
+                           capture_output=True, text=True, cwd=tmp)
+        if p.returncode != 0:
+            return [f"gen-certs.sh exited {p.returncode}: {(p.stderr or p.stdout).strip()}"], ""
+        for f in ("ca.crt", "ca.key", "tls.crt", "tls.key", "secret.yaml", "kustomization.yaml"):
+            if not (out / f).is_file():
+                errs.append(f"{f} not written")
+        for f in ("ca.key", "tls.key", "secret.yaml"):
+            if (out / f).is_file() and (out / f).stat().st_mode & 0o077:
+                errs.append(f"{f} is readable by others")
+        if errs:
+            return errs, ""
+
+        def ossl(*a):
+            return subprocess.run(["openssl", *a], capture_output=True, text=True)
+        v = ossl("verify", "-CAfile", str(out / "ca.crt"), "-purpose", "sslserver", str(out / "tls.crt"))
+        if v.returncode != 0:
+            errs.append(f"openssl verify: {v.stdout.strip()} {v.stderr.strip()}")
+        text = ossl("x509", "-in", str(out / "tls.crt"), "-noout", "-text").stdout
+        for san in ("kim-webhook.kim-system.svc", "kim-webhook.kim-system.svc.cluster.local", "kim-webhook"):
+            if f"DNS:{san}," not in text + "," and f"DNS:{san}\n" not in text + "\n":
+                errs.append(f"serving cert lacks SAN DNS:{san}")
+        if "TLS Web Server Authentication" not in text:
+            errs.append("serving cert lacks extendedKeyUsage serverAuth")
+        m = ossl("pkey", "-in", str(out / "tls.key"), "-pubout").stdout
+        if m != ossl("x509", "-in", str(out / "tls.crt"), "-noout", "-pubkey").stdout:
+            errs.append("tls.key does not match tls.crt")
+        ca_pem = (out / "ca.crt").read_text()
+        try:
+            docs, _ = build(out, tool)
+        except (ValueError, Unsupported) as e:
+            return errs + [f"the generated kustomization does not build: {e}"], ""
+        for d in docs:
+            _, e = vals.any_doc(d)
+            errs += e
+        e, w = check_conformance(docs, "static-ca-generated", crate_version, None)
+        errs += e
+        sec = find(docs, "Secret", "kim-webhook-tls", "kim-system")
+        if len(sec) != 1 or sec[0].get("type") != "kubernetes.io/tls":
+            errs.append("no Secret kim-system/kim-webhook-tls of type kubernetes.io/tls in the generated build")
+        else:
+            data = sec[0].get("data") or {}
+            if base64.b64decode(data.get("tls.crt", "")) != (out / "tls.crt").read_bytes() or \
+                    base64.b64decode(data.get("tls.key", "")) != (out / "tls.key").read_bytes():
+                errs.append("Secret data differs from tls.crt/tls.key")
+        for cfg in find(docs, "ValidatingWebhookConfiguration") + find(docs, "MutatingWebhookConfiguration"):
+            cab = cfg["webhooks"][0]["clientConfig"].get("caBundle", "")
+            if base64.b64decode(cab).decode() != ca_pem:
+                errs.append(f"{doc_id(cfg)}: caBundle is not certs/out/ca.crt")
+        # a second run reuses the CA: the caBundle must not change
+        before = (t / "manifests/overlays/static-ca/cabundle-patch.yaml").read_text()
+        p2 = subprocess.run(["bash", str(repo / "certs" / "gen-certs.sh"), "--out", str(out), "--overlay",
+                             str(t / "manifests" / "overlays" / "static-ca")], capture_output=True, text=True, cwd=tmp)
+        if p2.returncode != 0 or (t / "manifests/overlays/static-ca/cabundle-patch.yaml").read_text() != before:
+            errs.append("a second run did not keep the CA (caBundle changed or the run failed)")
+        return errs, f"{len(docs)} objects, chain + SANs verified, CA reused on re-run"
+
+
+# --------------------------------------------------------------------------------------
+
+def crate_version(repo: Path) -> str | None:
+    try:
+        import tomllib
+        return tomllib.loads((repo / "Cargo.toml").read_text())["package"]["version"]
+    except Exception:
+        return None
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repo", default=".")
+    ap.add_argument("--kustomize", default="", help="command for `kustomize build`, e.g. 'kubectl kustomize'; empty: built-in loader")
+    ap.add_argument("--crd", default="", help="CRD file to use when manifests/crd.yaml does not exist")
+    ap.add_argument("--samples", default="../shared/samples/runtimes")
+    ap.add_argument("--k8s-versions", default="1.31 1.37")
+    ap.add_argument("--skip-gen-certs", action="store_true")
+    a = ap.parse_args()
+    repo = Path(a.repo).resolve()
+    tool = a.kustomize.split() if a.kustomize else None
+    versions = a.k8s_versions.split()
+    vals = Validators(versions)
+    version = crate_version(repo)
+    print(f"kubernetes-validate {kubernetes_validate.__version__} (strict) for Kubernetes {', '.join(versions)}; "
+          f"kustomize: {a.kustomize or 'built-in loader (resources + patches subset)'}", flush=True)
+
+    # --- the CRD
+    crd_path = repo / "manifests" / "crd.yaml"
+    crd_src = "manifests/crd.yaml"
+    if not crd_path.is_file():
+        if a.crd and Path(a.crd).is_file() and Path(a.crd).stat().st_size:
+            crd_path, crd_src = Path(a.crd), f"{a.crd} (temporary: manifests/crd.yaml does not exist)"
+        else:
+            crd_path = None
+    crd = None
+    crd_schemas: dict = {}
+    if crd_path is None:
+        report("SKIP", "manifests/crd.yaml", "does not exist and no CRD could be generated; CRD and sample checks skipped")
+    else:
+        try:
+            docs = load_yaml_docs(crd_path.read_text())
+            if len(docs) != 1 or docs[0].get("kind") != "CustomResourceDefinition":
+                raise ValueError(f"expected one CustomResourceDefinition, found {[doc_id(d) for d in docs]}")
+            crd = docs[0]
+            errs, crd_schemas, stats = crd_checks(crd, vals)
+        except (ValueError, yaml.YAMLError) as e:
+            errs, stats = [str(e)], {}
+        report("FAIL" if errs else "PASS", crd_src,
+               f"CustomResourceDefinition, k8s {'/'.join(versions)} strict; structure; schema translated"
+               + (f"; {stats.get('cel_rules', 0)} x-kubernetes-validations rules not evaluated" if not errs else ""),
+               errs)
+
+    # --- kustomizations (rendered from a scratch copy when the CRD is not in place)
+    work = repo
+    scratch = None
+    if not (repo / "manifests" / "crd.yaml").is_file():
+        scratch = tempfile.TemporaryDirectory(prefix="kim-manifests-")
+        work = Path(scratch.name)
+        shutil.copytree(repo / "manifests", work / "manifests")
+        if crd_path is not None:
+            shutil.copy(crd_path, work / "manifests" / "crd.yaml")
+    builds = [("manifests", "crd"), ("manifests/base", "base")]
+    builds += [(f"manifests/overlays/{p.name}", p.name)
+               for p in sorted((work / "manifests" / "overlays").iterdir()) if find_kustomization(p)]
+    for rel, variant in builds:
+        d = work / rel
+        if variant == "crd" and crd_path is None:
+            report("SKIP", f"{rel}/ (kustomize)", "no CRD to build")
+            continue
+        try:
+            docs, notes = build(d, tool)
+        except (ValueError, Unsupported, yaml.YAMLError) as e:
+            report("FAIL", f"{rel}/ (kustomize)", "", [str(e)])
+            continue
+        errs, kinds = [], {}
+        for doc in docs:
+            cls, e = vals.any_doc(doc)
+            kinds[cls] = kinds.get(cls, 0) + 1
+            errs += e
+        warns = []
+        if variant != "crd":
+            e, warns = check_conformance(docs, variant, version, crd)
+            errs += e
+        detail = f"{len(docs)} objects: {kinds.get('k8s', 0)} built-in (kubernetes-validate)"
+        if kinds.get("cert-manager"):
+            detail += f", {kinds['cert-manager']} cert-manager (hand-written schema)"
+        if variant != "crd":
+            detail += ", conformance"
+        report("FAIL" if errs else "PASS", f"{rel}/ (kustomize)", detail, errs)
+        for w in warns + notes:
+            note(f"note: {w}")
+    out = repo / "certs" / "out"
+    if find_kustomization(out):
+        try:
+            docs, _ = build(out, tool)
+            errs = [e for doc in docs for e in vals.any_doc(doc)[1]]
+            e, _ = check_conformance(docs, "static-ca-generated", version, crd)
+            errs += e
+            report("FAIL" if errs else "PASS", "certs/out/ (kustomize, local gen-certs output)", f"{len(docs)} objects", errs)
+        except (ValueError, Unsupported) as e:
+            report("FAIL", "certs/out/ (kustomize, local gen-certs output)", "", [str(e)])
+    if scratch:
+        scratch.cleanup()
+
+    # --- samples
+    samples = (repo / a.samples).resolve()
+    files = sorted(samples.glob("*.yaml")) + sorted(samples.glob("*.yml")) if samples.is_dir() else []
+    if not files:
+        report("SKIP", f"{a.samples}/*.yaml", "no sample Runtimes found")
+    elif not crd_schemas:
+        report("SKIP", f"{a.samples}/*.yaml", f"{len(files)} samples: no CRD schema to validate against")
+    else:
+        group = crd["spec"]["group"]
+        kind = crd["spec"]["names"]["kind"]
+        validators = {v: sample_validator(s, versions[-1]) for v, s in crd_schemas.items()}
+        for f in files:
+            errs = []
+            try:
+                docs = load_yaml_docs(f.read_text())
+            except yaml.YAMLError as e:
+                docs, errs = [], [f"YAML: {e}"]
+            for doc in docs:
+                av = doc.get("apiVersion", "")
+                if _group(av) != group or doc.get("kind") != kind:
+                    errs.append(f"{doc_id(doc)}: not a {group} {kind}")
+                    continue
+                v = validators.get(av.split("/")[-1])
+                if v is None:
+                    errs.append(f"{doc_id(doc)}: the CRD has no version {av}")
+                    continue
+                errs += metadata_errors(doc)
+                for e in sorted(v.iter_errors(doc), key=lambda e: list(map(str, e.path))):
+                    errs.append(f"{'.'.join(map(str, e.path)) or '(root)'}: {e.message}")
+            report("FAIL" if errs else "PASS", f"{os.path.relpath(f, repo)}",
+                   f"{len(docs)} Runtime(s) against the CRD's openAPIV3Schema (unknown fields rejected)", errs)
+
+    # --- Dockerfile
+    if (repo / "Dockerfile").is_file():
+        try:
+            errs = check_dockerfile(repo)
+        except Exception as e:  # a parser failure is a failure
+            errs = [f"dockerfile-parse: {e}"]
+        report("FAIL" if errs else "PASS", "Dockerfile", "dockerfile-parse; stages, images, USER, ENTRYPOINT; .dockerignore", errs)
+    else:
+        report("FAIL", "Dockerfile", "missing")
+
+    # --- gen-certs.sh
+    if a.skip_gen_certs:
+        report("SKIP", "certs/gen-certs.sh", "skipped on request")
+    elif not shutil.which("openssl"):
+        report("SKIP", "certs/gen-certs.sh", "no openssl CLI")
+    else:
+        errs, detail = check_gen_certs(repo, tool, vals, version)
+        report("FAIL" if errs else "PASS", "certs/gen-certs.sh", detail or "smoke run in a scratch directory", errs)
+
+    # --- shell scripts
+    for f in ("certs/gen-certs.sh", "scripts/validate-manifests.sh"):
+        if not (repo / f).is_file():
+            report("FAIL", f, "missing")
+            continue
+        p = subprocess.run(["bash", "-n", f], cwd=repo, capture_output=True, text=True)
+        if p.returncode != 0:
+            report("FAIL", f, "bash -n", p.stderr.strip().splitlines())
+        elif shutil.which("shellcheck"):
+            p = subprocess.run(["shellcheck", "-S", "warning", f], cwd=repo, capture_output=True, text=True)
+            report("FAIL" if p.returncode else "PASS", f, "bash -n, shellcheck -S warning",
+                   p.stdout.strip().splitlines() if p.returncode else None)
+        else:
+            report("PASS", f, "bash -n; shellcheck not available")
+
+    print(f"validate-manifests: {RESULTS['PASS']} passed, {RESULTS['FAIL']} failed, {RESULTS['SKIP']} skipped", flush=True)
+    return 1 if RESULTS["FAIL"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
