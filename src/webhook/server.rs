@@ -1,0 +1,515 @@
+//! The HTTPS admission server and the plain-HTTP metrics server.
+//!
+//! Routes on the HTTPS listener (`--addr`):
+//! - `POST /validate`, `POST /mutate`: AdmissionReview v1 in, AdmissionReview out, always HTTP
+//!   200 with `Content-Type: application/json`; the body comes from
+//!   [`admission::review`] or, for bodies refused here, [`admission::reject`] (413 over the
+//!   body limit, 400 for a wrong content type or an unreadable body). Query strings (the
+//!   apiserver's `?timeout=10s`) are ignored.
+//! - `GET /healthz`: 200 while the process runs. `GET /readyz`: 200 once the certificate is
+//!   loaded and the listener bound, 503 once shutdown began.
+//! - anything else: 404 (405 for a wrong method on a known path).
+//!
+//! On the metrics listener (`--metrics-addr`): `GET /metrics` (OpenMetrics text), plus
+//! `/healthz` and `/readyz` with the same meaning.
+
+use super::certs::{self, ReloadSettings};
+use super::metrics::{self, Metrics};
+use crate::admission::{self, Hook, Outcome};
+use crate::status::Policy;
+use anyhow::{Context, anyhow};
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum_server::Handle;
+use axum_server::tls_rustls::RustlsConfig;
+use http_body_util::BodyExt;
+use std::net::SocketAddr;
+use std::panic::AssertUnwindSafe;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+use tokio::task::JoinHandle;
+
+/// Largest accepted request body: 7 MiB (controller-runtime's limit; the apiserver sends at
+/// most 3 MiB objects, and a review carries `object` and `oldObject`).
+pub const BODY_LIMIT: usize = 7 * 1024 * 1024;
+
+/// An oversized body is read and discarded up to this many bytes in total so that the client
+/// receives the 413 review instead of a reset connection; beyond it the connection is dropped.
+const DRAIN_LIMIT: u64 = 32 * 1024 * 1024;
+
+/// When the declared `Content-Length` is already over the limit, only this much of the body
+/// is kept (enough to find `request.uid`, which real apiservers write near the start).
+const PREFIX_WHEN_OVERSIZED: usize = 64 * 1024;
+
+/// Everything [`start`] needs. [`Settings::new`] gives the production defaults.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// HTTPS listener. Port 0 picks a free port (see [`Running::addr`]).
+    pub addr: SocketAddr,
+    /// Plain-HTTP metrics listener. Port 0 picks a free port (see [`Running::metrics_addr`]).
+    pub metrics_addr: SocketAddr,
+    /// Directory with `tls.crt` and `tls.key`.
+    pub cert_dir: PathBuf,
+    /// The status policy every review is judged by.
+    pub policy: Arc<Policy>,
+    /// Request body cap in bytes (default [`BODY_LIMIT`]).
+    pub body_limit: usize,
+    /// Time allowed to receive a whole request body (default 30 s); slower bodies get a 400
+    /// review.
+    pub body_timeout: Duration,
+    /// Period of the certificate re-read (default 5 s).
+    pub reload_interval: Duration,
+    /// Watch the cert dir for changes (default true); the periodic re-read runs regardless.
+    pub watch_cert_dir: bool,
+}
+
+impl Settings {
+    /// Production defaults: `0.0.0.0:9443`, metrics on `0.0.0.0:8080`, the built-in policy,
+    /// 7 MiB body limit, 30 s body timeout, re-read every 5 s plus a directory watch.
+    pub fn new(cert_dir: impl Into<PathBuf>) -> Settings {
+        Settings {
+            addr: SocketAddr::from(([0, 0, 0, 0], 9443)),
+            metrics_addr: SocketAddr::from(([0, 0, 0, 0], 8080)),
+            cert_dir: cert_dir.into(),
+            policy: Arc::new(Policy::builtin()),
+            body_limit: BODY_LIMIT,
+            body_timeout: Duration::from_secs(30),
+            reload_interval: Duration::from_secs(5),
+            watch_cert_dir: true,
+        }
+    }
+
+    /// Both listeners on `127.0.0.1` with ephemeral ports — for tests and benches.
+    pub fn local(cert_dir: impl Into<PathBuf>) -> Settings {
+        Settings {
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            metrics_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            ..Settings::new(cert_dir)
+        }
+    }
+}
+
+struct AppState {
+    policy: Arc<Policy>,
+    metrics: Arc<Metrics>,
+    ready: AtomicBool,
+    shutting_down: AtomicBool,
+    body_limit: usize,
+    body_timeout: Duration,
+}
+
+/// A started server. Dropping it stops everything abruptly; use [`Running::shutdown`] for a
+/// graceful stop.
+pub struct Running {
+    /// The bound HTTPS address.
+    pub addr: SocketAddr,
+    /// The bound metrics address.
+    pub metrics_addr: SocketAddr,
+    state: Arc<AppState>,
+    handle: Handle<SocketAddr>,
+    server: Option<JoinHandle<std::io::Result<()>>>,
+    metrics_server: Option<JoinHandle<std::io::Result<()>>>,
+    metrics_stop: tokio::sync::watch::Sender<bool>,
+    reloader: JoinHandle<()>,
+}
+
+impl std::fmt::Debug for Running {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Running")
+            .field("addr", &self.addr)
+            .field("metrics_addr", &self.metrics_addr)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Loads the certificate, binds both listeners and starts serving; returns once the server
+/// is ready (readiness 200).
+///
+/// Installs ring as the default rustls provider if none is installed.
+///
+/// Errors: the certificate cannot be read or does not load (bad PEM, key/certificate
+/// mismatch), or a listener cannot be bound.
+pub async fn start(settings: Settings) -> anyhow::Result<Running> {
+    certs::install_default_provider();
+    let dir = settings.cert_dir.clone();
+    let (pair, loaded) = tokio::task::spawn_blocking(move || certs::load_dir(&dir))
+        .await
+        .context("certificate loading task")??;
+    let metrics = Arc::new(Metrics::new());
+    metrics.set_cert_expiry(loaded.not_after);
+    let tls = RustlsConfig::from_config(loaded.config);
+
+    let listener = std::net::TcpListener::bind(settings.addr)
+        .with_context(|| format!("cannot bind the HTTPS listener to {}", settings.addr))?;
+    let addr = listener.local_addr()?;
+    let metrics_listener = tokio::net::TcpListener::bind(settings.metrics_addr)
+        .await
+        .with_context(|| {
+            format!(
+                "cannot bind the metrics listener to {}",
+                settings.metrics_addr
+            )
+        })?;
+    let metrics_addr = metrics_listener.local_addr()?;
+
+    let state = Arc::new(AppState {
+        policy: settings.policy.clone(),
+        metrics: metrics.clone(),
+        ready: AtomicBool::new(false),
+        shutting_down: AtomicBool::new(false),
+        body_limit: settings.body_limit,
+        body_timeout: settings.body_timeout,
+    });
+
+    let handle = Handle::new();
+    let server = axum_server::tls_rustls::from_tcp_rustls(listener, tls.clone())
+        .context("HTTPS listener")?
+        .handle(handle.clone());
+    let app = router(state.clone());
+    let server = tokio::spawn(server.serve(app.into_make_service()));
+
+    let (metrics_stop, mut stop_rx) = tokio::sync::watch::channel(false);
+    let metrics_app = metrics_router(state.clone());
+    let metrics_server = tokio::spawn(async move {
+        axum::serve(metrics_listener, metrics_app)
+            .with_graceful_shutdown(async move {
+                let _ = stop_rx.changed().await;
+            })
+            .await
+    });
+
+    let reloader = certs::spawn_reloader(
+        ReloadSettings {
+            dir: settings.cert_dir.clone(),
+            interval: settings.reload_interval,
+            watch: settings.watch_cert_dir,
+        },
+        tls,
+        metrics,
+        pair,
+    );
+
+    let running = Running {
+        addr,
+        metrics_addr,
+        state,
+        handle: handle.clone(),
+        server: Some(server),
+        metrics_server: Some(metrics_server),
+        metrics_stop,
+        reloader,
+    };
+    // The listener is already bound; this waits until the accept loop runs.
+    if handle.listening().await.is_none() {
+        return Err(anyhow!("the HTTPS listener on {addr} failed to start"));
+    }
+    running.state.ready.store(true, Ordering::Release);
+    Ok(running)
+}
+
+impl Running {
+    /// Turns readiness to 503 ("shutting down") without stopping; requests are still served.
+    /// Lets endpoints controllers take the pod out of rotation before connections stop.
+    pub fn begin_shutdown(&self) {
+        self.state.shutting_down.store(true, Ordering::Release);
+        self.state.ready.store(false, Ordering::Release);
+    }
+
+    /// Whether `/readyz` answers 200.
+    pub fn is_ready(&self) -> bool {
+        self.state.ready.load(Ordering::Acquire)
+    }
+
+    /// This server's metrics.
+    pub fn metrics(&self) -> Arc<Metrics> {
+        self.state.metrics.clone()
+    }
+
+    /// Number of open HTTPS connections.
+    pub fn connection_count(&self) -> usize {
+        self.handle.connection_count()
+    }
+
+    /// Resolves only if the HTTPS server stops on its own (an I/O error of the listener);
+    /// returns that error. Pending forever while serving.
+    pub async fn stopped(&mut self) -> anyhow::Result<()> {
+        match self.server.as_mut() {
+            Some(task) => match task.await {
+                Ok(Ok(())) => Err(anyhow!("the HTTPS server stopped")),
+                Ok(Err(e)) => Err(anyhow::Error::new(e).context("the HTTPS server failed")),
+                Err(e) => Err(anyhow!("the HTTPS server task failed: {e}")),
+            },
+            None => std::future::pending().await,
+        }
+    }
+
+    /// Graceful stop: readiness 503, stop accepting, let in-flight requests finish (idle
+    /// keep-alive connections are closed, HTTP/2 connections get GOAWAY), then close what is
+    /// still open after `grace`. Returns within about `grace` + 1 s.
+    ///
+    /// Errors: the HTTPS server had failed with an I/O error.
+    pub async fn shutdown(mut self, grace: Duration) -> anyhow::Result<()> {
+        self.begin_shutdown();
+        self.handle.graceful_shutdown(Some(grace));
+        let mut result = Ok(());
+        if let Some(task) = self.server.take() {
+            match tokio::time::timeout(grace + Duration::from_secs(1), task).await {
+                Ok(Ok(Ok(()))) => {}
+                Ok(Ok(Err(e))) => result = Err(anyhow::Error::new(e).context("HTTPS server")),
+                Ok(Err(e)) => result = Err(anyhow!("the HTTPS server task failed: {e}")),
+                Err(_) => {
+                    tracing::warn!("connections still open after the grace period; closing them");
+                    self.handle.shutdown();
+                }
+            }
+        }
+        self.reloader.abort();
+        let _ = self.metrics_stop.send(true);
+        if let Some(task) = self.metrics_server.take() {
+            let abort = task.abort_handle();
+            if tokio::time::timeout(Duration::from_secs(1), task)
+                .await
+                .is_err()
+            {
+                abort.abort();
+            }
+        }
+        result
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if self.server.is_some() {
+            self.handle.shutdown();
+        }
+        self.reloader.abort();
+        let _ = self.metrics_stop.send(true);
+        if let Some(task) = self.metrics_server.take() {
+            task.abort();
+        }
+    }
+}
+
+fn router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/validate", post(validate))
+        .route("/mutate", post(mutate))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .with_state(state)
+}
+
+fn metrics_router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics_text))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .with_state(state)
+}
+
+async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+async fn readyz(State(st): State<Arc<AppState>>) -> (StatusCode, &'static str) {
+    if st.ready.load(Ordering::Acquire) {
+        (StatusCode::OK, "ready\n")
+    } else if st.shutting_down.load(Ordering::Acquire) {
+        (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n")
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "not ready\n")
+    }
+}
+
+async fn metrics_text(State(st): State<Arc<AppState>>) -> Response {
+    (
+        [(header::CONTENT_TYPE, metrics::CONTENT_TYPE)],
+        st.metrics.encode(),
+    )
+        .into_response()
+}
+
+async fn validate(State(st): State<Arc<AppState>>, req: Request) -> Response {
+    admit(&st, Hook::Validate, "/validate", req).await
+}
+
+async fn mutate(State(st): State<Arc<AppState>>, req: Request) -> Response {
+    admit(&st, Hook::Mutate, "/mutate", req).await
+}
+
+/// How reading a request body ended.
+enum BodyRead {
+    /// The whole body, within the limit.
+    Complete(Vec<u8>),
+    /// Over the limit; what was kept of the start of the body.
+    TooLarge(Vec<u8>),
+    /// The client failed or was too slow; what was read so far and why.
+    Failed(Vec<u8>, String),
+}
+
+/// Streams the body, keeping at most `limit` bytes; never buffers more.
+async fn read_body(
+    mut body: Body,
+    headers: &HeaderMap,
+    limit: usize,
+    timeout: Duration,
+) -> BodyRead {
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    let declared_too_large = declared.is_some_and(|n| n > limit as u64);
+    let keep = if declared_too_large {
+        PREFIX_WHEN_OVERSIZED.min(limit)
+    } else {
+        limit
+    };
+    let mut buf = Vec::with_capacity(declared.map_or(16 * 1024, |n| n.min(keep as u64) as usize));
+    let mut total: u64 = 0;
+    let mut too_large = declared_too_large;
+    if declared.is_some_and(|n| n > DRAIN_LIMIT) {
+        // Not worth draining: keep the prefix, then let the connection close.
+        let deadline = tokio::time::Instant::now() + timeout.min(Duration::from_secs(2));
+        while buf.len() < keep {
+            match tokio::time::timeout_at(deadline, body.frame()).await {
+                Ok(Some(Ok(frame))) => {
+                    if let Ok(data) = frame.into_data() {
+                        let room = keep - buf.len();
+                        buf.extend_from_slice(&data[..data.len().min(room)]);
+                    }
+                }
+                _ => break,
+            }
+        }
+        return BodyRead::TooLarge(buf);
+    }
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        match tokio::time::timeout_at(deadline, body.frame()).await {
+            Err(_) if too_large => return BodyRead::TooLarge(buf),
+            Err(_) => {
+                return BodyRead::Failed(
+                    buf,
+                    format!("request body not received within {timeout:?}"),
+                );
+            }
+            Ok(None) => break,
+            Ok(Some(Err(_))) if too_large => return BodyRead::TooLarge(buf),
+            Ok(Some(Err(e))) => {
+                return BodyRead::Failed(buf, format!("cannot read the request body: {e}"));
+            }
+            Ok(Some(Ok(frame))) => {
+                let Ok(data) = frame.into_data() else {
+                    continue; // trailers
+                };
+                total += data.len() as u64;
+                if buf.len() < keep {
+                    let room = keep - buf.len();
+                    buf.extend_from_slice(&data[..data.len().min(room)]);
+                }
+                if total > limit as u64 {
+                    too_large = true;
+                    if total > DRAIN_LIMIT {
+                        return BodyRead::TooLarge(buf);
+                    }
+                }
+            }
+        }
+    }
+    if too_large {
+        BodyRead::TooLarge(buf)
+    } else {
+        BodyRead::Complete(buf)
+    }
+}
+
+/// `Ok` when the `Content-Type` is `application/json`, parameters (charset) allowed.
+fn check_content_type(headers: &HeaderMap) -> Result<(), String> {
+    let Some(value) = headers.get(header::CONTENT_TYPE) else {
+        return Err("missing Content-Type; expected application/json".to_string());
+    };
+    let text = String::from_utf8_lossy(value.as_bytes());
+    let essence = text.split(';').next().unwrap_or("").trim();
+    if essence.eq_ignore_ascii_case("application/json") {
+        Ok(())
+    } else {
+        let shown: String = text.chars().take(64).collect();
+        Err(format!("Content-Type {shown:?} is not application/json"))
+    }
+}
+
+/// Runs `f`, turning a panic into `None` (logged) so that a bug answers 500 instead of
+/// killing the connection.
+fn guarded(path: &'static str, f: impl FnOnce() -> Outcome) -> Option<Outcome> {
+    match std::panic::catch_unwind(AssertUnwindSafe(f)) {
+        Ok(o) => Some(o),
+        Err(_) => {
+            tracing::error!(path, "admission code panicked");
+            None
+        }
+    }
+}
+
+async fn admit(st: &AppState, hook: Hook, path: &'static str, req: Request) -> Response {
+    let started = Instant::now();
+    let _in_flight = st.metrics.in_flight();
+    let (parts, body) = req.into_parts();
+    let read = read_body(body, &parts.headers, st.body_limit, st.body_timeout).await;
+    let outcome = match read {
+        BodyRead::Complete(bytes) => match check_content_type(&parts.headers) {
+            Ok(()) => guarded(path, || {
+                admission::review(hook, &st.policy, &bytes, chrono::Utc::now())
+            })
+            .or_else(|| {
+                guarded(path, || {
+                    admission::reject(500, "internal error in the webhook", &bytes)
+                })
+            }),
+            Err(msg) => guarded(path, || admission::reject(400, &msg, &bytes)),
+        },
+        BodyRead::TooLarge(prefix) => {
+            let msg = format!(
+                "request body larger than {} bytes ({} MiB)",
+                st.body_limit,
+                st.body_limit / (1024 * 1024)
+            );
+            guarded(path, || admission::reject(413, &msg, &prefix))
+        }
+        BodyRead::Failed(prefix, msg) => guarded(path, || admission::reject(400, &msg, &prefix)),
+    };
+    let latency = started.elapsed();
+    let Some(o) = outcome else {
+        st.metrics
+            .observe_request(path, false, 500, latency.as_secs_f64());
+        return (StatusCode::INTERNAL_SERVER_ERROR, "internal error\n").into_response();
+    };
+    st.metrics
+        .observe_request(path, o.allowed, o.code, latency.as_secs_f64());
+    tracing::info!(
+        path,
+        uid = %o.uid,
+        operation = %o.operation,
+        user = %o.user,
+        decision = if o.allowed { "allowed" } else { "denied" },
+        code = o.code,
+        rules = %o.rules.join(","),
+        latency_us = latency.as_micros() as u64,
+        dry_run = o.dry_run,
+        patched = o.patched,
+        detail = %o.detail,
+        "admission review"
+    );
+    let mut resp = Response::new(Body::from(o.body));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    resp
+}
