@@ -16,6 +16,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Serve the admission webhook over HTTPS (`POST /validate`, `POST /mutate`).
+    Webhook(kim::webhook::WebhookArgs),
     /// Answer one AdmissionReview file exactly as the webhook would (exit 0 allowed, 1 denied, 2 unreadable).
     Review(cli::ReviewArgs),
     /// Check one status change of a Runtime, old -> new (exit 0 allowed, 1 denied, 2 unreadable).
@@ -31,6 +33,7 @@ fn main() -> ExitCode {
     let mut out = std::io::stdout().lock();
     let mut err = std::io::stderr().lock();
     let code = match cli.command {
+        Command::Webhook(a) => return webhook(a),
         Command::Review(a) => cli::review(&a, &mut out, &mut err),
         Command::Check(a) => cli::check(&a, &mut out, &mut err),
         Command::Policy(a) => cli::policy(&a, &mut out, &mut err),
@@ -41,4 +44,26 @@ fn main() -> ExitCode {
     };
     let _ = out.flush();
     ExitCode::from(code)
+}
+
+fn webhook(args: kim::webhook::WebhookArgs) -> ExitCode {
+    kim::webhook::init_tracing(args.log_format);
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("kim: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match rt.block_on(kim::webhook::run(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            // One line: the error and its causes, never a backtrace.
+            eprintln!("kim webhook: {e:#}");
+            ExitCode::from(1)
+        }
+    }
 }

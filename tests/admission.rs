@@ -148,7 +148,7 @@ fn malformed_bodies_are_denied_with_400_and_uid_when_readable() {
     let cases: Vec<(&str, Vec<u8>, &str)> = vec![
         ("empty", b"".to_vec(), ""),
         ("whitespace", b"  \n".to_vec(), ""),
-        ("truncated", br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x1""#.to_vec(), ""),
+        ("truncated", br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x1""#.to_vec(), "x1"),
         ("not json", b"hello".to_vec(), ""),
         ("array", b"[1,2]".to_vec(), ""),
         ("no request", br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}"#.to_vec(), ""),
@@ -213,6 +213,18 @@ fn reject_echoes_uid_when_readable() {
     assert_eq!(r["status"]["reason"], "RequestEntityTooLarge");
     let out = admission::reject(413, "too large", b"{\"request\":{\"ui");
     response_of(&out.body, "");
+    // A prefix of an oversized body: the uid is read from it.
+    let prefix = br#"{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{"uid" : "5c3d-77","kind":{"group":"","#;
+    response_of(&admission::reject(413, "too large", prefix).body, "5c3d-77");
+    // An escaped or unterminated value is not taken.
+    response_of(
+        &admission::reject(413, "too large", br#"{"request":{"uid":"a\"b","#).body,
+        "",
+    );
+    response_of(
+        &admission::reject(413, "too large", br#"{"request":{"uid":"abc"#).body,
+        "",
+    );
 }
 
 #[test]

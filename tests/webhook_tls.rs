@@ -666,7 +666,7 @@ async fn run_returns_an_error_on_an_unusable_cert_dir() {
         cli.args.effective_cert_dir().unwrap(),
         std::path::Path::new("certs/dev")
     );
-    assert_eq!(cli.args.compat.len(), 1);
+    assert_eq!(cli.args.policy.compat.len(), 1);
     assert!(Cli::try_parse_from(["kim", "--compat", "nope"]).is_err());
     let cli = Cli::try_parse_from(["kim"]).unwrap();
     assert!(

@@ -281,16 +281,44 @@ fn denied(api_version: &str, uid: &str, code: u16, message: &str) -> Outcome {
 }
 
 /// Best effort: the uid of a body that does not fully decode (e.g. `request.uid` readable but
-/// `request.object` malformed). Works on complete JSON only; a truncated body yields `None`.
+/// `request.object` malformed, or only a prefix of an oversized body was read). A complete body
+/// is parsed; otherwise the first `"uid": "…"` after `"request"` in the first 64 KiB is taken
+/// (the apiserver serialises `uid` as the request's first field; a uid is a UUID, so a value
+/// with escapes or over 128 bytes is not taken).
 fn salvage_uid(body: &[u8]) -> Option<String> {
     #[derive(Deserialize)]
     struct Env<'a> {
         #[serde(borrow)]
         request: UidOnly<'a>,
     }
-    serde_json::from_slice::<Env<'_>>(body)
-        .ok()
-        .map(|e| e.request.uid.into_owned())
+    if let Ok(e) = serde_json::from_slice::<Env<'_>>(body) {
+        return Some(e.request.uid.into_owned());
+    }
+    let prefix = &body[..body.len().min(64 * 1024)];
+    let find = |hay: &[u8], needle: &[u8]| hay.windows(needle.len()).position(|w| w == needle);
+    let after_request = find(prefix, b"\"request\"")? + 9;
+    let rest = &prefix[after_request..];
+    let key = find(rest, b"\"uid\"")? + 5;
+    let mut i = key;
+    let skip_ws = |i: &mut usize| {
+        while *i < rest.len() && rest[*i].is_ascii_whitespace() {
+            *i += 1;
+        }
+    };
+    skip_ws(&mut i);
+    if rest.get(i) != Some(&b':') {
+        return None;
+    }
+    i += 1;
+    skip_ws(&mut i);
+    if rest.get(i) != Some(&b'"') {
+        return None;
+    }
+    let start = i + 1;
+    let len = rest[start..].iter().take(129).position(|&c| c == b'"')?;
+    let value = std::str::from_utf8(&rest[start..start + len]).ok()?;
+    (!value.is_empty() && !value.contains('\\') && !value.chars().any(char::is_control))
+        .then(|| value.to_string())
 }
 
 /// A denial for a request the HTTP layer refused before decoding (oversized body: 413, wrong

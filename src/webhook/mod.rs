@@ -16,7 +16,7 @@ pub mod server;
 
 pub use server::{BODY_LIMIT, Running, Settings, start};
 
-use crate::status::{CompatSwitch, Policy, Writers};
+use crate::status::Policy;
 use anyhow::{Context, bail};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -58,19 +58,9 @@ pub struct WebhookArgs {
     #[arg(long, env = "KIM_METRICS_ADDR", default_value = "0.0.0.0:8080")]
     pub metrics_addr: SocketAddr,
 
-    /// Status policy file (YAML or JSON) extending the built-in table.
-    #[arg(long, env = "KIM_POLICY_FILE")]
-    pub policy_file: Option<PathBuf>,
-
-    /// Who may write `runtimes/status`: comma list of user names, `group:NAME` and `*`.
-    /// Overrides the policy file's `allowedWriters` and the defaults.
-    #[arg(long, env = "KIM_ALLOWED_WRITERS")]
-    pub allowed_writers: Option<String>,
-
-    /// Compatibility switch to turn on (repeatable; env: comma list), e.g.
-    /// `terminatingConditionType`.
-    #[arg(long = "compat", env = "KIM_COMPAT", value_delimiter = ',', value_parser = parse_compat)]
-    pub compat: Vec<CompatSwitch>,
+    /// The policy in force: `--policy-file`, `--allowed-writers`, `--compat`.
+    #[command(flatten)]
+    pub policy: crate::cli::PolicyArgs,
 
     /// Log format.
     #[arg(long, env = "KIM_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
@@ -87,19 +77,6 @@ pub struct WebhookArgs {
     pub shutdown_delay_seconds: u64,
 }
 
-fn parse_compat(s: &str) -> Result<CompatSwitch, String> {
-    CompatSwitch::ALL
-        .into_iter()
-        .find(|c| c.as_str() == s)
-        .ok_or_else(|| {
-            let known: Vec<&str> = CompatSwitch::ALL.iter().map(|c| c.as_str()).collect();
-            format!(
-                "unknown compatibility switch {s:?}; known: {}",
-                known.join(", ")
-            )
-        })
-}
-
 impl WebhookArgs {
     /// The cert dir in effect: `--cert-dir`, else [`DEV_CERT_DIR`] with `--dev`.
     ///
@@ -112,24 +89,11 @@ impl WebhookArgs {
         }
     }
 
-    /// The policy in effect: built-in, plus `--compat` switches, plus `--policy-file`, with
-    /// `--allowed-writers` replacing the writers last.
+    /// The policy in effect (see [`crate::cli::PolicyArgs::load`]).
     ///
     /// Errors: the policy file does not load; `--allowed-writers` does not parse.
     pub fn policy(&self) -> anyhow::Result<Policy> {
-        let mut policy = Policy::builtin();
-        for sw in &self.compat {
-            policy = policy.with_switch(*sw);
-        }
-        if let Some(path) = &self.policy_file {
-            policy = policy.load_file(path)?;
-        }
-        if let Some(list) = &self.allowed_writers {
-            let writers =
-                Writers::parse_list(list).map_err(|e| anyhow::anyhow!("--allowed-writers: {e}"))?;
-            policy = policy.with_writers(writers);
-        }
-        Ok(policy)
+        self.policy.load().map_err(|e| anyhow::anyhow!(e))
     }
 
     /// [`Settings`] for [`start`] from these flags (does not generate dev certificates).
