@@ -9,5 +9,7 @@
 //! loses nor invents a field. The CRD generated from these types lives in [`crate::crd`].
 
 pub mod runtime;
+pub mod shoot;
 
 pub use runtime::*;
+pub use shoot::*;
