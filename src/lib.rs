@@ -8,5 +8,6 @@ pub mod admission;
 pub mod api;
 pub mod cli;
 pub mod crd;
+pub mod gardener;
 pub mod status;
 pub mod webhook;

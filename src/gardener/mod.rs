@@ -1,0 +1,25 @@
+//! Gardener: Runtime → Shoot conversion, provider configs, error classification, configuration.
+//!
+//! Pure code (no I/O except [`config::Config::load`] reading its file):
+//! - [`config`]: the converter configuration file (defaults per provider, maintenance window,
+//!   DNS, kubeconfig lifetime), validated at start-up;
+//! - [`convert`]: [`runtime_to_shoot`], [`runtime_to_shoot_for_update`],
+//!   [`apply_no_downgrade`], the structured-authentication ConfigMap for OIDC;
+//! - [`provider`]: AWS/Azure/GCP/OpenStack `infrastructureConfig` and `controlPlaneConfig`,
+//!   zones → subnets;
+//! - [`errors`]: a Shoot's `lastOperation`/`lastErrors` → in progress / succeeded / failed
+//!   (retryable or terminal).
+//!
+//! The Shoot and `AdminKubeconfigRequest` types themselves are in [`crate::api::shoot`].
+
+pub mod config;
+pub mod convert;
+pub mod errors;
+pub mod provider;
+
+pub use config::{Config, ConfigError};
+pub use convert::{
+    ConversionError, OidcPlacement, StructuredAuthConfig, apply_no_downgrade, runtime_to_shoot,
+    runtime_to_shoot_for_update, structured_authentication_config,
+};
+pub use errors::{OperationType, ShootProgress, classify, classify_shoot};
