@@ -94,6 +94,8 @@
 //! # let _ = (client, runtimes, writes); Ok(()) }
 //! ```
 
+#![warn(missing_docs)]
+
 pub mod gardener;
 mod hooks;
 mod http;

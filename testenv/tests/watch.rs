@@ -374,3 +374,86 @@ async fn metadata_watcher_gets_partial_objects() {
         other => panic!("unexpected {other:?}"),
     }
 }
+
+mod controller {
+    use std::sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    };
+
+    use futures::StreamExt;
+    use kube::{
+        Api, ResourceExt,
+        api::{DynamicObject, Patch, PatchParams, PostParams},
+        runtime::{Controller, controller::Action, watcher},
+    };
+    use serde_json::json;
+    use std::time::Duration;
+    use testenv::ServerConfig;
+
+    struct Ctx {
+        api: Api<DynamicObject>,
+        reconciles: AtomicUsize,
+    }
+
+    async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Action, kube::Error> {
+        ctx.reconciles.fetch_add(1, Ordering::SeqCst);
+        let status = Patch::Apply(json!({
+            "apiVersion": "infrastructuremanager.kyma-project.io/v1",
+            "kind": "Runtime",
+            "status": {"state": "Ready", "observedGeneration": obj.metadata.generation},
+        }));
+        ctx.api
+            .patch_status(&obj.name_any(), &PatchParams::apply("kim").force(), &status)
+            .await?;
+        Ok(Action::await_change())
+    }
+
+    fn error_policy(_: Arc<DynamicObject>, _: &kube::Error, _: Arc<Ctx>) -> Action {
+        Action::requeue(Duration::from_millis(50))
+    }
+
+    /// A kube-runtime `Controller` writing status through server-side apply settles: its own
+    /// status write triggers one more reconcile, whose identical write is a no-op (no new
+    /// resourceVersion, no event), so reconciling stops.
+    #[tokio::test]
+    async fn controller_reaches_a_fixed_point() {
+        let s = testenv::start(ServerConfig::default()).await.unwrap();
+        let api = crate::common::runtimes(&s.client(), "kcp");
+        let ctx = Arc::new(Ctx {
+            api: api.clone(),
+            reconciles: AtomicUsize::new(0),
+        });
+        let controller = Controller::new_with(
+            api.clone(),
+            watcher::Config::default(),
+            crate::common::runtime_resource(),
+        )
+        .run(reconcile, error_policy, ctx.clone())
+        .for_each(|_| async {});
+        let task = tokio::spawn(controller);
+        api.create(
+            &PostParams::default(),
+            &crate::common::runtime("rt", "kcp", json!({"spec": {"a": 1}})),
+        )
+        .await
+        .unwrap();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while api.get("rt").await.unwrap().data["status"]["state"] != "Ready" {
+            assert!(tokio::time::Instant::now() < deadline, "never Ready");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let settled = ctx.reconciles.load(Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!(
+            ctx.reconciles.load(Ordering::SeqCst),
+            settled,
+            "no reconcile loop"
+        );
+        assert!(settled <= 3, "{settled} reconciles");
+        let status_writes = s.count_requests(|r| r.is("runtimes", Some("status")) && r.is_write());
+        assert_eq!(status_writes, settled);
+        task.abort();
+    }
+}
