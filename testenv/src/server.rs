@@ -726,7 +726,8 @@ impl ServerHandle {
         config
     }
 
-    /// An anonymous `kube::Client` for this server.
+    /// An anonymous `kube::Client` for this server. Must be called inside a tokio runtime
+    /// (the client spawns its request buffer there).
     pub fn client(&self) -> kube::Client {
         self.client_as(None)
     }
