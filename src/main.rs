@@ -29,19 +29,24 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    let mut out = std::io::stdout().lock();
-    let mut err = std::io::stderr().lock();
-    let code = match cli.command {
-        Command::Webhook(a) => return webhook(a),
-        Command::Review(a) => cli::review(&a, &mut out, &mut err),
-        Command::Check(a) => cli::check(&a, &mut out, &mut err),
-        Command::Policy(a) => cli::policy(&a, &mut out, &mut err),
-        Command::Crd => {
+    match Cli::parse().command {
+        Command::Webhook(a) => webhook(a),
+        Command::Review(a) => offline(|out, err| cli::review(&a, out, err)),
+        Command::Check(a) => offline(|out, err| cli::check(&a, out, err)),
+        Command::Policy(a) => offline(|out, err| cli::policy(&a, out, err)),
+        Command::Crd => offline(|out, _| {
             let _ = write!(out, "{}", kim::crd::crd_yaml());
             cli::EXIT_ALLOWED
-        }
-    };
+        }),
+    }
+}
+
+/// Runs an offline command with stdout/stderr locked. Only here: a server must never hold the
+/// stdout lock, or every log line written from another thread would block forever.
+fn offline(f: impl FnOnce(&mut dyn Write, &mut dyn Write) -> u8) -> ExitCode {
+    let mut out = std::io::stdout().lock();
+    let mut err = std::io::stderr().lock();
+    let code = f(&mut out, &mut err);
     let _ = out.flush();
     ExitCode::from(code)
 }
