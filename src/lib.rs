@@ -9,5 +9,6 @@ pub mod api;
 pub mod cli;
 pub mod crd;
 pub mod gardener;
+pub mod reconciler;
 pub mod status;
 pub mod webhook;

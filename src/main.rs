@@ -18,6 +18,8 @@ struct Cli {
 enum Command {
     /// Serve the admission webhook over HTTPS (`POST /validate`, `POST /mutate`).
     Webhook(kim::webhook::WebhookArgs),
+    /// Run the Runtime reconciler (provision, update and delete runtimes through Gardener).
+    Controller(kim::reconciler::ControllerArgs),
     /// Answer one AdmissionReview file exactly as the webhook would (exit 0 allowed, 1 denied, 2 unreadable).
     Review(cli::ReviewArgs),
     /// Check one status change of a Runtime, old -> new (exit 0 allowed, 1 denied, 2 unreadable).
@@ -31,6 +33,7 @@ enum Command {
 fn main() -> ExitCode {
     match Cli::parse().command {
         Command::Webhook(a) => webhook(a),
+        Command::Controller(a) => controller(a),
         Command::Review(a) => offline(|out, err| cli::review(&a, out, err)),
         Command::Check(a) => offline(|out, err| cli::check(&a, out, err)),
         Command::Policy(a) => offline(|out, err| cli::policy(&a, out, err)),
@@ -68,6 +71,28 @@ fn webhook(args: kim::webhook::WebhookArgs) -> ExitCode {
         Err(e) => {
             // One line: the error and its causes, never a backtrace.
             eprintln!("kim webhook: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn controller(args: kim::reconciler::ControllerArgs) -> ExitCode {
+    kim::reconciler::init_tracing(args.log_format);
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("kim: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match rt.block_on(kim::reconciler::run(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            // One line: the error and its causes, never a backtrace.
+            eprintln!("kim controller: {e:#}");
             ExitCode::from(1)
         }
     }

@@ -1,0 +1,286 @@
+//! Step 6: the administrators of `spec.security.administrators` as `ClusterRoleBinding`s to
+//! `ClusterRole/cluster-admin` (subject kind `User`) in the runtime cluster, reached with the
+//! kubeconfig of step 5.
+//!
+//! Bindings have deterministic names ([`binding_name`]) and the label
+//! `reconciler.kyma-project.io/managed-by: infrastructure-manager`. Labelled bindings whose
+//! user is no longer listed are deleted; bindings without the label are never read, changed
+//! or deleted. One client per runtime is cached, keyed by the Secret's resourceVersion, so a
+//! rotated kubeconfig builds a new one.
+
+use super::controller::Ctx;
+use super::error::{self, Error};
+use super::kubeconfig::{MANAGED_BY, SECRET_KEY};
+use super::reasons::{ADMINISTRATORS_CONFIGURED, CONFIGURATION_ERROR};
+use super::reconcile::Pass;
+use super::status::{Cond, Update};
+use crate::status::table::types::CONFIGURED;
+use crate::status::{CondStatus, State};
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleRef, Subject};
+use kube::api::{DeleteParams, ListParams, ObjectMeta, PostParams};
+use kube::{Api, Client, ResourceExt};
+use std::collections::BTreeMap;
+
+/// Label on every binding this reconciler manages.
+pub const LABEL_MANAGED_BY: &str = "reconciler.kyma-project.io/managed-by";
+/// Name prefix of the bindings.
+pub const BINDING_PREFIX: &str = "kim-admin-";
+/// The role bound.
+pub const CLUSTER_ROLE: &str = "cluster-admin";
+const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
+/// Longest sanitised user part of a binding name (the name stays a DNS-1123 label, ≤ 63).
+const MAX_USER_PART: usize = 40;
+
+/// FNV-1a (32 bit): a small, stable hash for name suffixes (not for security).
+fn fnv1a(s: &str) -> u32 {
+    s.bytes().fold(0x811c_9dc5_u32, |h, b| {
+        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+    })
+}
+
+/// The binding name of administrator `user`: `kim-admin-<sanitised user>-<8 hex digits>`.
+/// Lower-case letters and digits are kept, every other run of characters becomes one `-`, the
+/// user part is cut to 40 characters; the hash of the exact user name keeps names of users
+/// that sanitise alike apart. Always a valid DNS-1123 label (≤ 59 characters).
+pub fn binding_name(user: &str) -> String {
+    let mut part = String::new();
+    for c in user.chars().flat_map(char::to_lowercase) {
+        if c.is_ascii_lowercase() || c.is_ascii_digit() {
+            part.push(c);
+        } else if !part.ends_with('-') && !part.is_empty() {
+            part.push('-');
+        }
+    }
+    let mut part: String = part.chars().take(MAX_USER_PART).collect();
+    while part.ends_with('-') {
+        part.pop();
+    }
+    let hash = fnv1a(user);
+    if part.is_empty() {
+        format!("{BINDING_PREFIX}{hash:08x}")
+    } else {
+        format!("{BINDING_PREFIX}{part}-{hash:08x}")
+    }
+}
+
+/// The binding for `user`.
+pub fn binding(user: &str) -> ClusterRoleBinding {
+    ClusterRoleBinding {
+        metadata: ObjectMeta {
+            name: Some(binding_name(user)),
+            labels: Some(BTreeMap::from([(
+                LABEL_MANAGED_BY.to_string(),
+                MANAGED_BY.to_string(),
+            )])),
+            ..ObjectMeta::default()
+        },
+        role_ref: RoleRef {
+            api_group: Some(RBAC_GROUP.to_string()),
+            kind: "ClusterRole".to_string(),
+            name: CLUSTER_ROLE.to_string(),
+        },
+        subjects: Some(vec![Subject {
+            api_group: Some(RBAC_GROUP.to_string()),
+            kind: "User".to_string(),
+            name: user.to_string(),
+            namespace: None,
+        }]),
+    }
+}
+
+fn same_binding(a: &ClusterRoleBinding, b: &ClusterRoleBinding) -> bool {
+    a.role_ref == b.role_ref && a.subjects == b.subjects
+}
+
+/// What [`sync`] did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct SyncReport {
+    /// Bindings created (or recreated because they differed).
+    pub created: Vec<String>,
+    /// Stale bindings deleted.
+    pub deleted: Vec<String>,
+}
+
+/// Makes the labelled bindings in the cluster of `client` exactly one per user in `users`.
+///
+/// Errors: a list, create or delete fails; a binding with a wanted name exists without the
+/// label (never touched; reported).
+pub async fn sync(client: Client, users: &[String]) -> Result<SyncReport, Error> {
+    let api: Api<ClusterRoleBinding> = Api::all(client);
+    let selector = format!("{LABEL_MANAGED_BY}={MANAGED_BY}");
+    let existing = api
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map_err(|e| Error::api("listing ClusterRoleBindings", e))?;
+    let mut wanted: BTreeMap<String, ClusterRoleBinding> = BTreeMap::new();
+    for user in users {
+        let b = binding(user);
+        wanted.insert(b.name_any(), b);
+    }
+    let mut report = SyncReport::default();
+    for b in &existing.items {
+        let name = b.name_any();
+        let keep = wanted.get(&name).is_some_and(|w| same_binding(w, b));
+        if !keep {
+            // Stale (user removed) or different (roleRef is immutable): delete.
+            match api.delete(&name, &DeleteParams::default()).await {
+                Ok(_) => {}
+                Err(e) if error::is_not_found(&e) => {}
+                Err(e) => return Err(Error::api(format!("deleting ClusterRoleBinding {name}"), e)),
+            }
+            if !wanted.contains_key(&name) {
+                report.deleted.push(name);
+            }
+        }
+    }
+    for (name, b) in &wanted {
+        let present = existing
+            .items
+            .iter()
+            .any(|e| e.name_any() == *name && same_binding(b, e));
+        if present {
+            continue;
+        }
+        match api.create(&PostParams::default(), b).await {
+            Ok(_) => report.created.push(name.clone()),
+            Err(e) if error::is_conflict(&e) => {
+                let current = api
+                    .get(name)
+                    .await
+                    .map_err(|e| Error::api(format!("reading ClusterRoleBinding {name}"), e))?;
+                let labelled =
+                    current.labels().get(LABEL_MANAGED_BY).map(String::as_str) == Some(MANAGED_BY);
+                if !labelled {
+                    return Err(Error::RuntimeCluster(format!(
+                        "ClusterRoleBinding {name} exists and is not managed by kim (no {LABEL_MANAGED_BY} label); not touching it"
+                    )));
+                }
+                if !same_binding(b, &current) {
+                    return Err(Error::RuntimeCluster(format!(
+                        "ClusterRoleBinding {name} changed while being replaced; retrying"
+                    )));
+                }
+            }
+            Err(e) => return Err(Error::api(format!("creating ClusterRoleBinding {name}"), e)),
+        }
+    }
+    Ok(report)
+}
+
+/// The runtime-cluster client built from the kubeconfig Secret (cached per runtime by the
+/// Secret's resourceVersion). Error messages never contain the kubeconfig.
+///
+/// Errors: the Secret holds no usable kubeconfig.
+pub async fn runtime_client(ctx: &Ctx, key: &str, secret: &Secret) -> Result<Client, Error> {
+    let rv = secret.resource_version().unwrap_or_default();
+    if let Some(c) = ctx.cached_client(key, &rv) {
+        return Ok(c);
+    }
+    let name = secret.name_any();
+    let bytes = secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get(SECRET_KEY))
+        .map(|b| b.0.clone())
+        .ok_or_else(|| Error::RuntimeCluster(format!("Secret {name} has no key {SECRET_KEY:?}")))?;
+    let text = String::from_utf8(bytes).map_err(|_| {
+        Error::RuntimeCluster(format!("Secret {name}: the kubeconfig is not UTF-8"))
+    })?;
+    let kubeconfig = kube::config::Kubeconfig::from_yaml(&text).map_err(|_| {
+        Error::RuntimeCluster(format!("Secret {name}: the kubeconfig cannot be parsed"))
+    })?;
+    let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .map_err(|_| {
+            Error::RuntimeCluster(format!("Secret {name}: the kubeconfig cannot be loaded"))
+        })?;
+    let timeout = ctx.settings.runtime_timeout;
+    config.connect_timeout = Some(timeout);
+    config.read_timeout = Some(timeout);
+    config.write_timeout = Some(timeout);
+    let client = Client::try_from(config)
+        .map_err(|e| Error::RuntimeCluster(format!("Secret {name}: cannot build a client: {e}")))?;
+    ctx.cache_client(key, &rv, client.clone());
+    Ok(client)
+}
+
+/// Step 6: bind the administrators, then `Ready`, `Configured=True/AdministratorsConfigured`,
+/// `provisioningCompleted: true`.
+///
+/// Errors: the runtime cluster cannot be reached or the bindings cannot be applied (after
+/// writing `Pending`, `Configured=False/ConfigurationError`).
+pub async fn run(pass: &mut Pass<'_>, secret: &Secret) -> Result<(), Error> {
+    let ctx = pass.ctx;
+    let key = pass.key();
+    let mut users: Vec<String> = Vec::new();
+    for u in &pass.rt.spec.security.administrators {
+        if !u.is_empty() && !users.contains(u) {
+            users.push(u.clone());
+        }
+    }
+    let result = match runtime_client(ctx, &key, secret).await {
+        Ok(client) => sync(client, &users).await,
+        Err(e) => Err(e),
+    };
+    match result {
+        Ok(report) => {
+            if !report.created.is_empty() || !report.deleted.is_empty() {
+                tracing::info!(runtime = %key, created = ?report.created, deleted = ?report.deleted, "administrators' bindings updated");
+            }
+            pass.set(
+                Update::new(
+                    State::Ready,
+                    vec![Cond::new(
+                        CONFIGURED,
+                        CondStatus::True,
+                        ADMINISTRATORS_CONFIGURED,
+                    )],
+                )
+                .completed(),
+            )
+            .await
+        }
+        Err(e) => {
+            pass.set(Update::new(
+                State::Pending,
+                vec![
+                    Cond::new(CONFIGURED, CondStatus::False, CONFIGURATION_ERROR)
+                        .with_message(e.to_string()),
+                ],
+            ))
+            .await?;
+            Err(e)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn binding_names_are_stable_dns_labels() {
+        let a = binding_name("admin@myorg.com");
+        assert_eq!(a, binding_name("admin@myorg.com"));
+        assert!(a.starts_with("kim-admin-admin-myorg-com-"), "{a}");
+        assert_ne!(a, binding_name("admin.myorg@com"), "hash keeps them apart");
+        for user in [
+            "admin@myorg.com",
+            "Ädmin@X.org",
+            "@@@",
+            "",
+            &"very-long-user-name.".repeat(10),
+            "UPPER_case+tag@example.COM",
+        ] {
+            let n = binding_name(user);
+            assert!(n.len() <= 63, "{n}");
+            assert!(
+                n.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-'),
+                "{n}"
+            );
+            assert!(!n.ends_with('-') && !n.contains("--"), "{n}");
+        }
+    }
+}

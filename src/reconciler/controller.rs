@@ -1,0 +1,306 @@
+//! The kube-runtime Controller: what it watches, how Shoot events map back to Runtimes, and
+//! the shared state of all reconciles ([`Ctx`]).
+
+use super::leader::{self, LeaderElection};
+use super::metrics::Metrics;
+use super::reconcile;
+use crate::api::{LABEL_RUNTIME_ID, Runtime, Shoot};
+use crate::gardener::Config;
+use crate::status::Policy;
+use backon::{BackoffBuilder, ExponentialBackoff, ExponentialBuilder};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::runtime::controller::{self, Controller};
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher;
+use kube::{Api, Client};
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+
+/// Everything a controller needs: ready-made clients, the configuration and the policy, and
+/// tunables with production defaults ([`Settings::new`]).
+#[derive(Clone)]
+pub struct Settings {
+    /// Client of the control cluster (Runtimes, kubeconfig Secrets, Events, the Lease).
+    pub kcp: Client,
+    /// Client of the Gardener cluster (Shoots, structured-authentication ConfigMaps).
+    pub garden: Client,
+    /// The converter configuration (already validated; `gardener.project` in effect).
+    pub config: Arc<Config>,
+    /// The status policy the webhook enforces; every status write is checked against it.
+    pub policy: Arc<Policy>,
+    /// Namespace of the Runtimes (default `kcp-system`).
+    pub namespace: String,
+    /// The controller's user name as the API server sees it, for the model check.
+    pub user: String,
+    /// Periodic resync of every Runtime (default 600 s).
+    pub resync: Duration,
+    /// Runtimes reconciled in parallel (default 4).
+    pub concurrency: u16,
+    /// First delay of the per-Runtime error backoff (default 1 s; doubles, with jitter).
+    pub backoff_min: Duration,
+    /// Largest delay of the per-Runtime error backoff (default 5 min).
+    pub backoff_max: Duration,
+    /// Wait before annotating a Shoot whose operation failed with retryable codes
+    /// `gardener.cloud/operation: retry` (default 60 s).
+    pub gardener_retry_delay: Duration,
+    /// Connect and read timeout of runtime-cluster clients (default 30 s).
+    pub runtime_timeout: Duration,
+    /// Leader election; `None` runs the Controller at once.
+    pub leader_election: Option<LeaderElection>,
+    /// The metrics this controller reports to.
+    pub metrics: Arc<Metrics>,
+    /// `reportingController` of Events (default `kim-controller`).
+    pub reporter: String,
+}
+
+impl Settings {
+    /// Settings with production defaults and no leader election.
+    pub fn new(kcp: Client, garden: Client, config: Config, policy: Policy) -> Settings {
+        Settings {
+            kcp,
+            garden,
+            config: Arc::new(config),
+            policy: Arc::new(policy),
+            namespace: "kcp-system".to_string(),
+            user: crate::status::table::DEFAULT_WRITER_USERS[0].to_string(),
+            resync: Duration::from_secs(600),
+            concurrency: 4,
+            backoff_min: Duration::from_secs(1),
+            backoff_max: Duration::from_secs(300),
+            gardener_retry_delay: Duration::from_secs(60),
+            runtime_timeout: Duration::from_secs(30),
+            leader_election: None,
+            metrics: Arc::new(Metrics::new()),
+            reporter: "kim-controller".to_string(),
+        }
+    }
+}
+
+/// Shared state of all reconciles: settings, API handles, the event recorder, and the
+/// per-Runtime memory (error backoffs, pending Gardener retries, runtime-cluster clients).
+pub struct Ctx {
+    /// The settings.
+    pub settings: Settings,
+    /// Runtimes in the namespace.
+    pub runtimes: Api<Runtime>,
+    /// Kubeconfig Secrets in the namespace.
+    pub secrets: Api<Secret>,
+    /// Shoots in `garden-<project>`.
+    pub shoots: Api<Shoot>,
+    /// ConfigMaps in `garden-<project>` (structured authentication).
+    pub garden_config_maps: Api<ConfigMap>,
+    /// Event recorder.
+    pub recorder: Recorder,
+    backoffs: Mutex<HashMap<String, ExponentialBackoff>>,
+    /// Runtime key → (fingerprint of the failed operation, first seen).
+    retries: Mutex<HashMap<String, (String, Instant)>>,
+    /// Runtime key → (Secret resourceVersion, client).
+    clients: Mutex<HashMap<String, (String, Client)>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Ctx {
+    /// Builds the shared state.
+    pub fn new(settings: Settings) -> Ctx {
+        let gardener_ns = settings.config.namespace();
+        let recorder = Recorder::new(
+            settings.kcp.clone(),
+            Reporter {
+                controller: settings.reporter.clone(),
+                instance: std::env::var("POD_NAME").ok(),
+            },
+        );
+        Ctx {
+            runtimes: Api::namespaced(settings.kcp.clone(), &settings.namespace),
+            secrets: Api::namespaced(settings.kcp.clone(), &settings.namespace),
+            shoots: Api::namespaced(settings.garden.clone(), &gardener_ns),
+            garden_config_maps: Api::namespaced(settings.garden.clone(), &gardener_ns),
+            recorder,
+            settings,
+            backoffs: Mutex::new(HashMap::new()),
+            retries: Mutex::new(HashMap::new()),
+            clients: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The metrics.
+    pub fn metrics(&self) -> &Metrics {
+        &self.settings.metrics
+    }
+
+    /// The next error backoff delay of the Runtime `key`.
+    pub fn next_backoff(&self, key: &str) -> Duration {
+        let mut map = lock(&self.backoffs);
+        let b = map.entry(key.to_string()).or_insert_with(|| {
+            ExponentialBuilder::default()
+                .with_min_delay(self.settings.backoff_min)
+                .with_max_delay(self.settings.backoff_max)
+                .with_factor(2.0)
+                .with_jitter()
+                .without_max_times()
+                .build()
+        });
+        b.next().unwrap_or(self.settings.backoff_max)
+    }
+
+    /// Resets the error backoff of `key` (after a successful reconcile).
+    pub fn reset_backoff(&self, key: &str) {
+        lock(&self.backoffs).remove(key);
+    }
+
+    /// For a Gardener operation that failed with retryable codes (identified by
+    /// `fingerprint`): `None` when it is time to ask Gardener to retry, else how long to wait.
+    pub fn retry_due(&self, key: &str, fingerprint: &str) -> Option<Duration> {
+        let mut map = lock(&self.retries);
+        let entry = map
+            .entry(key.to_string())
+            .or_insert_with(|| (fingerprint.to_string(), Instant::now()));
+        if entry.0 != fingerprint {
+            *entry = (fingerprint.to_string(), Instant::now());
+        }
+        let waited = entry.1.elapsed();
+        let delay = self.settings.gardener_retry_delay;
+        if waited >= delay {
+            None
+        } else {
+            Some(delay - waited)
+        }
+    }
+
+    /// Forgets a pending Gardener retry of `key` (retried, or the failure is gone).
+    pub fn clear_retry(&self, key: &str) {
+        lock(&self.retries).remove(key);
+    }
+
+    /// The cached runtime-cluster client of `key` if it was built from the Secret at
+    /// `resource_version`.
+    pub fn cached_client(&self, key: &str, resource_version: &str) -> Option<Client> {
+        lock(&self.clients)
+            .get(key)
+            .filter(|(rv, _)| rv == resource_version)
+            .map(|(_, c)| c.clone())
+    }
+
+    /// Caches the runtime-cluster client of `key` built from the Secret at `resource_version`.
+    pub fn cache_client(&self, key: &str, resource_version: &str, client: Client) {
+        lock(&self.clients).insert(key.to_string(), (resource_version.to_string(), client));
+    }
+
+    /// Forgets everything about `key` (the Runtime is gone).
+    pub fn forget(&self, key: &str) {
+        lock(&self.backoffs).remove(key);
+        lock(&self.retries).remove(key);
+        lock(&self.clients).remove(key);
+        self.metrics().forget(key);
+    }
+}
+
+/// The runtime ID of a Runtime (label `kyma-project.io/runtime-id`), if set and not empty.
+pub fn runtime_id(rt: &Runtime) -> Option<&str> {
+    rt.metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(LABEL_RUNTIME_ID))
+        .map(String::as_str)
+        .filter(|s| !s.is_empty())
+}
+
+/// The Runtime a Shoot belongs to: the one in the store whose `spec.shoot.name` is the Shoot's
+/// name and whose runtime ID is the Shoot's `…/runtime-id` annotation. A Runtime's
+/// `metadata.name` need not be its runtime ID, so the match is on the two fields, not on names.
+pub fn runtime_for_shoot(store: &Store<Runtime>, shoot: &Shoot) -> Option<ObjectRef<Runtime>> {
+    let name = shoot.metadata.name.as_deref()?;
+    let rid = shoot.runtime_id()?;
+    store
+        .find(|rt| rt.spec.shoot.name == name && runtime_id(rt) == Some(rid))
+        .map(|rt| ObjectRef::from_obj(rt.as_ref()))
+}
+
+/// Runs the reconciler until `shutdown` completes: the Controller at once, or, with
+/// [`Settings::leader_election`], whenever this replica holds the Lease.
+///
+/// Tests pass clients of in-memory API servers; `kim controller` passes the real ones
+/// ([`super::run`]).
+///
+/// Errors: leader election cannot start (the Lease cannot be read or created).
+pub async fn run_with(
+    settings: Settings,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let signal = tokio::spawn(async move {
+        shutdown.await;
+        stop_tx.send_replace(true);
+    });
+    let ctx = Arc::new(Ctx::new(settings));
+    ctx.metrics().set_ready(true);
+    let result = match ctx.settings.leader_election.clone() {
+        None => {
+            ctx.metrics().set_leader(true);
+            run_controller(ctx.clone(), stop_rx).await;
+            ctx.metrics().set_leader(false);
+            Ok(())
+        }
+        Some(le) => {
+            leader::run_elected(
+                &le,
+                ctx.settings.kcp.clone(),
+                ctx.metrics(),
+                stop_rx,
+                |stop| run_controller(ctx.clone(), stop),
+            )
+            .await
+        }
+    };
+    signal.abort();
+    ctx.metrics().set_ready(false);
+    result
+}
+
+/// Runs one kube-runtime Controller until `stop` turns `true` (in-flight reconciles finish).
+async fn run_controller(ctx: Arc<Ctx>, mut stop: watch::Receiver<bool>) {
+    let (tx, rx) = futures::channel::oneshot::channel::<()>();
+    let stopper = tokio::spawn(async move {
+        let _ = stop.wait_for(|s| *s).await;
+        let _ = tx.send(());
+    });
+    let controller = Controller::new(ctx.runtimes.clone(), watcher::Config::default());
+    let store = controller.store();
+    let controller = controller
+        .watches(
+            ctx.shoots.clone(),
+            watcher::Config::default(),
+            move |shoot: Shoot| runtime_for_shoot(&store, &shoot),
+        )
+        .with_config(controller::Config::default().concurrency(ctx.settings.concurrency))
+        .graceful_shutdown_on(async move {
+            let _ = rx.await;
+        });
+    tracing::info!(
+        namespace = %ctx.settings.namespace,
+        gardener_namespace = %ctx.settings.config.namespace(),
+        "controller running"
+    );
+    controller
+        .run(reconcile::reconcile, reconcile::error_policy, ctx.clone())
+        .for_each(|result| async move {
+            if let Err(e) = result {
+                match e {
+                    // Reconcile errors are logged by the error policy.
+                    controller::Error::ReconcilerFailed(..) => {}
+                    other => tracing::warn!(error = %other, "controller"),
+                }
+            }
+        })
+        .await;
+    stopper.abort();
+    tracing::info!("controller stopped");
+}

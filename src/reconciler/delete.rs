@@ -1,0 +1,214 @@
+//! Deletion (`metadata.deletionTimestamp` set, finalizer present; spec `reconciler.md`,
+//! "Delete").
+//!
+//! - The Shoot exists: `Terminating`; annotate it `confirmation.gardener.cloud/deletion: "true"`
+//!   and delete it → `Deprovisioned=Unknown/GardenerShootDeleted`; an API error →
+//!   `Deprovisioned=False/GardenerErr` (retried). While Gardener deletes, its `Delete`
+//!   operation is copied into the status; a `Delete` that failed for good → `Failed`,
+//!   `Deprovisioned=False/GardenerShootDeleted` (a stop on the way: Gardener's retry, or an
+//!   operator's, brings it back to `Terminating`); a retryable one is retried as in creation.
+//! - The Shoot is gone (or was never created, or belongs to another runtime): delete the
+//!   kubeconfig Secret and the structured-authentication ConfigMap, then remove the
+//!   finalizer. A Runtime that never got a Shoot is released at once, without a status write.
+
+use super::controller::runtime_id;
+use super::error::{self, Error};
+use super::kubeconfig::secret_name;
+use super::provision::{get_shoot, owned_by, request_retry, timed};
+use super::reasons::{GARDENER_ERR, GARDENER_SHOOT_DELETED};
+use super::reconcile::Pass;
+use super::status::{Cond, Update};
+use crate::api::{ANNOTATION_CONFIRM_DELETION, Shoot};
+use crate::gardener::convert::structured_auth_config_map_name;
+use crate::gardener::{OperationType, ShootProgress, classify_shoot};
+use crate::status::table::types::DEPROVISIONED;
+use crate::status::{CondStatus, State};
+use kube::ResourceExt;
+use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use serde_json::json;
+
+/// Writes `Terminating`, `Deprovisioned=False/GardenerErr` and returns the error.
+async fn gardener_failed<T>(pass: &mut Pass<'_>, what: String, e: kube::Error) -> Result<T, Error> {
+    let message = format!("{what}: {}", error::describe(&e));
+    pass.set(Update::new(
+        State::Terminating,
+        vec![Cond::new(DEPROVISIONED, CondStatus::False, GARDENER_ERR).with_message(message)],
+    ))
+    .await?;
+    Err(Error::api(what, e))
+}
+
+fn confirmed(shoot: &Shoot) -> bool {
+    shoot
+        .annotations()
+        .get(ANNOTATION_CONFIRM_DELETION)
+        .is_some_and(|v| v == "true")
+}
+
+/// Deletion of a Runtime that carries the finalizer.
+///
+/// Errors: API errors (after writing `Deprovisioned=False/GardenerErr` for Gardener calls)
+/// and status write errors.
+pub async fn run(pass: &mut Pass<'_>) -> Result<Action, Error> {
+    let ctx = pass.ctx;
+    let key = pass.key();
+    let name = pass.rt.spec.shoot.name.clone();
+    let shoot = match get_shoot(ctx, &name).await {
+        Ok(s) => s.filter(|s| owned_by(s, &pass.rt)),
+        Err(e) => return gardener_failed(pass, format!("reading Shoot {name}"), e).await,
+    };
+    let Some(shoot) = shoot else {
+        return release(pass).await;
+    };
+    if shoot.metadata.deletion_timestamp.is_none() {
+        if !confirmed(&shoot) {
+            let patch = json!({"metadata": {"annotations": {ANNOTATION_CONFIRM_DELETION: "true"}}});
+            let annotated = timed(
+                ctx,
+                "annotate",
+                ctx.shoots
+                    .patch(&name, &PatchParams::default(), &Patch::Merge(&patch)),
+            )
+            .await;
+            if let Err(e) = annotated
+                && !error::is_not_found(&e)
+            {
+                return gardener_failed(
+                    pass,
+                    format!("confirming the deletion of Shoot {name}"),
+                    e,
+                )
+                .await;
+            }
+        }
+        match timed(
+            ctx,
+            "delete",
+            ctx.shoots.delete(&name, &DeleteParams::default()),
+        )
+        .await
+        {
+            Ok(_) => tracing::info!(runtime = %key, shoot = %name, "Shoot deletion requested"),
+            Err(e) if error::is_not_found(&e) => return release(pass).await,
+            Err(e) => return gardener_failed(pass, format!("deleting Shoot {name}"), e).await,
+        }
+        pass.set(Update::new(
+            State::Terminating,
+            vec![Cond::new(
+                DEPROVISIONED,
+                CondStatus::Unknown,
+                GARDENER_SHOOT_DELETED,
+            )],
+        ))
+        .await?;
+        return Ok(Action::requeue(ctx.settings.resync));
+    }
+    let (op, errors) = shoot
+        .status
+        .as_ref()
+        .map(|s| (s.last_operation.clone(), s.last_errors.clone()))
+        .unwrap_or_default();
+    match classify_shoot(&shoot) {
+        ShootProgress::Failed {
+            operation: OperationType::Delete,
+            retryable,
+            codes,
+            description,
+        } => {
+            if retryable {
+                pass.set(
+                    Update::new(
+                        State::Terminating,
+                        vec![
+                            Cond::new(DEPROVISIONED, CondStatus::Unknown, GARDENER_SHOOT_DELETED)
+                                .with_message(description.clone()),
+                        ],
+                    )
+                    .with_shoot(op.clone(), errors),
+                )
+                .await?;
+                let fingerprint = format!(
+                    "{}|{description}",
+                    op.as_ref()
+                        .map(|o| o.last_update_time.0.to_string())
+                        .unwrap_or_default()
+                );
+                request_retry(ctx, &key, &shoot, &fingerprint, &codes).await
+            } else {
+                tracing::warn!(runtime = %key, shoot = %name, ?codes, "Shoot deletion failed for good");
+                pass.set(
+                    Update::new(
+                        State::Failed,
+                        vec![
+                            Cond::new(DEPROVISIONED, CondStatus::False, GARDENER_SHOOT_DELETED)
+                                .with_message(description),
+                        ],
+                    )
+                    .with_shoot(op, errors),
+                )
+                .await?;
+                Ok(Action::requeue(ctx.settings.resync))
+            }
+        }
+        _ => {
+            ctx.clear_retry(&key);
+            pass.set(
+                Update::new(
+                    State::Terminating,
+                    vec![Cond::new(
+                        DEPROVISIONED,
+                        CondStatus::Unknown,
+                        GARDENER_SHOOT_DELETED,
+                    )],
+                )
+                .with_shoot(op, errors),
+            )
+            .await?;
+            Ok(Action::requeue(ctx.settings.resync))
+        }
+    }
+}
+
+/// The Shoot is gone: delete the kubeconfig Secret and the structured-authentication
+/// ConfigMap (absent ones are fine), then remove the finalizer.
+async fn release(pass: &mut Pass<'_>) -> Result<Action, Error> {
+    let ctx = pass.ctx;
+    let key = pass.key();
+    if let Some(rid) = runtime_id(&pass.rt) {
+        let name = secret_name(rid);
+        match ctx.secrets.delete(&name, &DeleteParams::default()).await {
+            Ok(_) => tracing::info!(runtime = %key, secret = %name, "kubeconfig Secret deleted"),
+            Err(e) if error::is_not_found(&e) => {}
+            Err(e) => return Err(Error::api(format!("deleting Secret {name}"), e)),
+        }
+        let cm = structured_auth_config_map_name(&pass.rt.spec.shoot.name);
+        // Only ours: the ConfigMap carries the runtime-id label.
+        match timed(ctx, "get_auth_config", ctx.garden_config_maps.get_opt(&cm)).await {
+            Ok(Some(c))
+                if c.labels()
+                    .get(crate::api::LABEL_RUNTIME_ID)
+                    .map(String::as_str)
+                    == Some(rid) =>
+            {
+                match timed(
+                    ctx,
+                    "delete_auth_config",
+                    ctx.garden_config_maps.delete(&cm, &DeleteParams::default()),
+                )
+                .await
+                {
+                    Ok(_) => {}
+                    Err(e) if error::is_not_found(&e) => {}
+                    Err(e) => return Err(Error::api(format!("deleting ConfigMap {cm}"), e)),
+                }
+            }
+            Ok(_) => {}
+            Err(e) => return Err(Error::api(format!("reading ConfigMap {cm}"), e)),
+        }
+    }
+    pass.remove_finalizer().await?;
+    tracing::info!(runtime = %key, "finalizer removed; Runtime released");
+    ctx.forget(&key);
+    Ok(Action::await_change())
+}

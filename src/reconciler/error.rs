@@ -1,0 +1,91 @@
+//! Errors of one reconcile. Every variant is retried by requeueing the Runtime with a
+//! per-object exponential backoff (see [`crate::reconciler::reconcile::error_policy`]); none of
+//! them makes a Runtime `Failed` — terminal conditions are written as status, not returned.
+
+/// Why a reconcile ended early.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A Kubernetes API call failed (control cluster, Gardener or runtime cluster): 409, 429,
+    /// 5xx, timeouts, connection errors.
+    #[error("{what}: {source}")]
+    Api {
+        /// What was being done, e.g. `creating Shoot garden-p/s`.
+        what: String,
+        /// The client error.
+        #[source]
+        source: Box<kube::Error>,
+    },
+    /// The status about to be written is one the status model denies: a bug in the
+    /// reconciler. Logged and counted; the write is not sent.
+    #[error("status write denied by the status model (reconciler bug): {0}")]
+    StatusDenied(String),
+    /// The runtime cluster cannot be reached with the stored kubeconfig, or a binding cannot
+    /// be managed there.
+    #[error("runtime cluster: {0}")]
+    RuntimeCluster(String),
+    /// A status write conflicted because the Runtime's status had moved on since it was
+    /// read (a cached copy behind the controller's own last write); carries the fresh copy.
+    /// The reconcile starts over from it at once (see
+    /// [`crate::reconciler::reconcile::reconcile`]).
+    #[error("the Runtime changed while it was reconciled")]
+    Stale(Box<crate::api::Runtime>),
+    /// Anything else that a retry may fix (e.g. an unusable answer from Gardener).
+    #[error("{0}")]
+    Other(String),
+}
+
+impl Error {
+    /// Wraps a client error with what was being done.
+    pub fn api(what: impl Into<String>, source: kube::Error) -> Error {
+        Error::Api {
+            what: what.into(),
+            source: Box::new(source),
+        }
+    }
+
+    /// Short label for the errors metric: `api`, `denied`, `runtime_cluster`, `other`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Error::Api { .. } => "api",
+            Error::StatusDenied(_) => "denied",
+            Error::RuntimeCluster(_) => "runtime_cluster",
+            Error::Stale(_) => "api",
+            Error::Other(_) => "other",
+        }
+    }
+
+    /// The HTTP code of an API error, if the server answered one.
+    pub fn code(&self) -> Option<u16> {
+        match self {
+            Error::Api { source, .. } => api_code(source),
+            _ => None,
+        }
+    }
+}
+
+/// The HTTP status code of a `kube::Error::Api`, if any.
+pub fn api_code(e: &kube::Error) -> Option<u16> {
+    match e {
+        kube::Error::Api(s) => Some(s.code),
+        _ => None,
+    }
+}
+
+/// Whether `e` is a 404 Not Found.
+pub fn is_not_found(e: &kube::Error) -> bool {
+    api_code(e) == Some(404)
+}
+
+/// Whether `e` is a 409 (AlreadyExists on create, Conflict on update).
+pub fn is_conflict(e: &kube::Error) -> bool {
+    api_code(e) == Some(409)
+}
+
+/// A one-line description of an API error for conditions and logs: the server's message for
+/// API errors, the client error otherwise (never a request body).
+pub fn describe(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => format!("{} ({})", s.message, s.code),
+        other => other.to_string(),
+    }
+}

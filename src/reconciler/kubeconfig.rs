@@ -1,0 +1,207 @@
+//! Step 5: the admin kubeconfig of the Shoot, requested through its `adminkubeconfig`
+//! subresource (`AdminKubeconfigRequest`, `expirationSeconds` from the configuration) and
+//! stored in Secret `kubeconfig-<runtime-id>` (key `config`) in the Runtime's namespace;
+//! renewed once it is older than `expirationSeconds × rotationFraction` (annotation
+//! `operator.kyma-project.io/last-sync`).
+//!
+//! The kubeconfig itself is never logged and never put into a condition message or error.
+
+use super::controller::runtime_id;
+use super::error::{self, Error};
+use super::provision::timed;
+use super::reasons::{KUBECONFIG_CREATED, KUBERNETES_ERR};
+use super::reconcile::Pass;
+use super::status::{Cond, Update};
+use crate::api::{ADMIN_KUBECONFIG_SUBRESOURCE, AdminKubeconfigRequest, LABEL_RUNTIME_ID, Shoot};
+use crate::status::table::types::KUBECONFIG_READY;
+use crate::status::{CondStatus, State};
+use chrono::{DateTime, Utc};
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use kube::ResourceExt;
+use kube::api::{ObjectMeta, PostParams};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// Prefix of the kubeconfig Secret's name: `kubeconfig-<runtime-id>`.
+pub const SECRET_PREFIX: &str = "kubeconfig-";
+/// Data key of the kubeconfig in the Secret.
+pub const SECRET_KEY: &str = "config";
+/// Label naming who manages the Secret.
+pub const LABEL_MANAGED_BY: &str = "operator.kyma-project.io/managed-by";
+/// Value of [`LABEL_MANAGED_BY`] (and of the binding label in [`super::admins`]).
+pub const MANAGED_BY: &str = "infrastructure-manager";
+/// Label with the runtime ID as cluster name.
+pub const LABEL_CLUSTER_NAME: &str = "operator.kyma-project.io/cluster-name";
+/// Annotation with the time the kubeconfig was last written (RFC 3339).
+pub const ANNOTATION_LAST_SYNC: &str = "operator.kyma-project.io/last-sync";
+
+/// Name of the kubeconfig Secret of runtime `runtime_id`.
+pub fn secret_name(runtime_id: &str) -> String {
+    format!("{SECRET_PREFIX}{runtime_id}")
+}
+
+/// When the Secret's kubeconfig was last written, from [`ANNOTATION_LAST_SYNC`].
+pub fn last_sync(secret: &Secret) -> Option<DateTime<Utc>> {
+    secret
+        .annotations()
+        .get(ANNOTATION_LAST_SYNC)
+        .and_then(|v| DateTime::parse_from_rfc3339(v).ok())
+        .map(|t| t.with_timezone(&Utc))
+}
+
+/// How long until `secret` must be renewed (zero: now): missing kubeconfig or sync time, or
+/// older than `rotate_after`.
+pub fn renew_in(secret: Option<&Secret>, now: DateTime<Utc>, rotate_after: Duration) -> Duration {
+    let Some(secret) = secret else {
+        return Duration::ZERO;
+    };
+    let has_config = secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get(SECRET_KEY))
+        .is_some_and(|v| !v.0.is_empty());
+    let Some(synced) = last_sync(secret).filter(|_| has_config) else {
+        return Duration::ZERO;
+    };
+    let age = (now - synced).to_std().unwrap_or(Duration::ZERO);
+    rotate_after.saturating_sub(age)
+}
+
+/// Writes `KubeconfigReady=False/KubernetesErr` (state `Pending`) and returns the error.
+async fn failed<T>(pass: &mut Pass<'_>, error: Error, message: String) -> Result<T, Error> {
+    pass.set(Update::new(
+        State::Pending,
+        vec![Cond::new(KUBECONFIG_READY, CondStatus::False, KUBERNETES_ERR).with_message(message)],
+    ))
+    .await?;
+    Err(error)
+}
+
+/// Ensures a fresh kubeconfig Secret; returns it and how long until it must be renewed.
+///
+/// Errors: reading or writing the Secret or requesting the kubeconfig failed (after writing
+/// `KubeconfigReady=False/KubernetesErr`).
+pub async fn run(pass: &mut Pass<'_>, shoot: &Shoot) -> Result<(Secret, Duration), Error> {
+    let ctx = pass.ctx;
+    let Some(rid) = runtime_id(&pass.rt).map(str::to_string) else {
+        return Err(Error::Other(format!(
+            "Runtime {} has no {LABEL_RUNTIME_ID} label",
+            pass.key()
+        )));
+    };
+    let name = secret_name(&rid);
+    let existing = match ctx.secrets.get_opt(&name).await {
+        Ok(s) => s,
+        Err(e) => {
+            let message = format!("reading Secret {name}: {}", error::describe(&e));
+            return failed(
+                pass,
+                Error::api(format!("reading Secret {name}"), e),
+                message,
+            )
+            .await;
+        }
+    };
+    let rotate_after = ctx.settings.config.kubeconfig_rotation_after();
+    let now = Utc::now();
+    let secret = if renew_in(existing.as_ref(), now, rotate_after).is_zero() {
+        match renew(pass, shoot, &rid, existing, now).await {
+            Ok(s) => s,
+            Err((error, message)) => return failed(pass, error, message).await,
+        }
+    } else {
+        existing.expect("renew_in is zero without a Secret")
+    };
+    let state = match pass.status().and_then(|s| s.state) {
+        Some(State::Ready) => State::Ready,
+        _ => State::Pending,
+    };
+    pass.set_deferrable(Update::new(
+        state,
+        vec![Cond::new(
+            KUBECONFIG_READY,
+            CondStatus::True,
+            KUBECONFIG_CREATED,
+        )],
+    ))
+    .await?;
+    let renew = renew_in(Some(&secret), Utc::now(), rotate_after).max(Duration::from_secs(1));
+    Ok((secret, renew))
+}
+
+/// Requests a kubeconfig and writes the Secret (create, or replace at the resourceVersion
+/// read). Errors carry a message for the condition that holds no secret material.
+async fn renew(
+    pass: &Pass<'_>,
+    shoot: &Shoot,
+    rid: &str,
+    existing: Option<Secret>,
+    now: DateTime<Utc>,
+) -> Result<Secret, (Error, String)> {
+    let ctx = pass.ctx;
+    let shoot_name = shoot.name_any();
+    let request = AdminKubeconfigRequest::new(ctx.settings.config.kubeconfig.expiration_seconds);
+    let answer: AdminKubeconfigRequest = timed(
+        ctx,
+        "adminkubeconfig",
+        ctx.shoots.create_subresource(
+            ADMIN_KUBECONFIG_SUBRESOURCE,
+            &shoot_name,
+            &PostParams::default(),
+            &request,
+        ),
+    )
+    .await
+    .map_err(|e| {
+        let what = format!("requesting the admin kubeconfig of Shoot {shoot_name}");
+        let message = format!("{what}: {}", error::describe(&e));
+        (Error::api(what, e), message)
+    })?;
+    let kubeconfig = answer.kubeconfig_bytes().map_err(|e| {
+        let message = format!("the admin kubeconfig of Shoot {shoot_name} is unusable: {e}");
+        (Error::Other(message.clone()), message)
+    })?;
+    let name = secret_name(rid);
+    let secret = Secret {
+        metadata: ObjectMeta {
+            name: Some(name.clone()),
+            namespace: Some(ctx.settings.namespace.clone()),
+            resource_version: existing.as_ref().and_then(|s| s.resource_version()),
+            labels: Some(BTreeMap::from([
+                (LABEL_RUNTIME_ID.to_string(), rid.to_string()),
+                (LABEL_MANAGED_BY.to_string(), MANAGED_BY.to_string()),
+                (LABEL_CLUSTER_NAME.to_string(), rid.to_string()),
+            ])),
+            annotations: Some(BTreeMap::from([(
+                ANNOTATION_LAST_SYNC.to_string(),
+                now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            )])),
+            ..existing
+                .as_ref()
+                .map(|s| s.metadata.clone())
+                .unwrap_or_default()
+        },
+        data: Some(BTreeMap::from([(
+            SECRET_KEY.to_string(),
+            ByteString(kubeconfig),
+        )])),
+        type_: Some("Opaque".to_string()),
+        ..Secret::default()
+    };
+    let written = match existing {
+        Some(_) => {
+            ctx.secrets
+                .replace(&name, &PostParams::default(), &secret)
+                .await
+        }
+        None => ctx.secrets.create(&PostParams::default(), &secret).await,
+    };
+    let written = written.map_err(|e| {
+        let what = format!("writing Secret {name}");
+        let message = format!("{what}: {}", error::describe(&e));
+        (Error::api(what, e), message)
+    })?;
+    tracing::info!(runtime = %pass.key(), secret = %name, "kubeconfig Secret written");
+    Ok(written)
+}

@@ -1,0 +1,282 @@
+//! `kim controller`: the Runtime reconciler (spec `shared/spec/reconciler.md`).
+//!
+//! A kube-runtime [`Controller`](kube::runtime::Controller) on `Runtime`s in one namespace of
+//! the control cluster. It also watches the `Shoot`s in the Gardener project namespace
+//! (`garden-<project>`, through a second client) and maps each back to its Runtime through the
+//! controller's Runtime store, so Gardener's progress is seen when Gardener reports it; every
+//! reconcile ends with a requeue after `--resync-seconds` at the latest as a safety net.
+//!
+//! # One reconcile
+//!
+//! [`reconcile::reconcile`] runs the steps of the spec in order, each in its own file, and
+//! stops at the first step that has to wait:
+//!
+//! | step | file | status written |
+//! |---|---|---|
+//! | finalizer | [`reconcile`] | — |
+//! | accept | [`provision`] | `Pending`, `Provisioned=Unknown/Initialised` |
+//! | convert + create the Shoot | [`provision`] | `Pending`, `Provisioned=Unknown/Pending`; `Failed`, `False/ConversionErr`; `Pending`, `False/GardenerErr` |
+//! | update (generation > Shoot annotation): server-side apply | [`provision`] | `Pending`, `Provisioned=Unknown/Processing` |
+//! | wait on `lastOperation` | [`provision`] | `True/ShootCreationCompleted` or `True/ConfigurationCompleted`; `Failed`, `False/CreationErr` / `False/ProcessingErr`; retryable: `Pending`, `Unknown/Pending` (or `Processing`) with Gardener's message |
+//! | kubeconfig Secret | [`kubeconfig`] | `KubeconfigReady=True/KubeconfigCreated`; `False/KubernetesErr` |
+//! | administrators | [`admins`] | `Ready`, `Configured=True/AdministratorsConfigured`, `provisioningCompleted`; `Pending`, `False/ConfigurationError` |
+//! | delete | [`delete`] | `Terminating`, `Deprovisioned=Unknown/GardenerShootDeleted`; `False/GardenerErr` |
+//!
+//! Status writes go through [`reconcile::Pass::set`]: the next status is built with
+//! [`status::next_status`] (`SetStatusCondition` semantics), nothing is written when nothing
+//! changed (a Shoot's `lastOperation` progress alone is not a change; its type, state or errors
+//! are), the write is checked with [`status::check`] against the same policy the webhook
+//! enforces before it is sent (a denial is a reconciler bug: logged, counted, not sent), and it
+//! goes through the `status` subresource with the resourceVersion read (a 409 is retried).
+//! Every condition change is published as an Event (`Warning` when the condition is `False`).
+//!
+//! Transient API errors (409, 429, 5xx, timeouts, connection errors) requeue the Runtime with
+//! a per-object exponential backoff ([`backon`]) and leave it `Pending` (or `Terminating`) with
+//! the step's condition `False` — never `Failed`. A Gardener operation that failed with
+//! retryable codes is retried by annotating the Shoot `gardener.cloud/operation: retry` after
+//! [`Settings::gardener_retry_delay`].
+//!
+//! # Running
+//!
+//! [`run`] is `kim controller` ([`ControllerArgs`]); [`run_with`] takes ready-made clients
+//! ([`Settings`]) and a shutdown future, for tests and embedding. With leader election
+//! ([`leader`], a `coordination.k8s.io` Lease through `kube-lease-manager`) only the leader runs
+//! the Controller; a replica that loses the lease stops its Controller and waits again.
+//! Metrics ([`metrics`]) are served on `--metrics-addr` with `/healthz` and `/readyz`.
+//!
+//! Secrets never reach the logs: the kubeconfig (Secret data, `AdminKubeconfigRequest`
+//! status) is only ever passed to the Secret write and the runtime-cluster client.
+
+pub mod admins;
+pub mod controller;
+pub mod delete;
+pub mod error;
+pub mod kubeconfig;
+pub mod leader;
+pub mod metrics;
+pub mod provision;
+pub mod reasons;
+pub mod reconcile;
+pub mod status;
+
+pub use controller::{Ctx, Settings, run_with, runtime_for_shoot, runtime_id};
+pub use error::Error;
+pub use leader::LeaderElection;
+pub use metrics::Metrics;
+
+use crate::gardener::Config;
+use anyhow::{Context as _, bail};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Log output format of `kim controller`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    #[default]
+    Text,
+    /// One JSON object per line, fields at the top level.
+    Json,
+}
+
+/// Flags of `kim controller`. Every flag can also be set by the environment variable named
+/// after it (`KIM_` + the flag in upper snake case, e.g. `KIM_GARDENER_KUBECONFIG`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct ControllerArgs {
+    /// Namespace of the Runtimes (and of their kubeconfig Secrets) in the control cluster.
+    #[arg(long, env = "KIM_NAMESPACE", default_value = "kcp-system")]
+    pub namespace: String,
+
+    /// Kubeconfig of the control cluster; default: in-cluster, else `KUBECONFIG` /
+    /// `~/.kube/config`.
+    #[arg(long, env = "KIM_KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// Kubeconfig of the Gardener cluster (project namespace access to Shoots).
+    #[arg(long, env = "KIM_GARDENER_KUBECONFIG")]
+    pub gardener_kubeconfig: PathBuf,
+
+    /// Gardener project; overrides `gardener.project` of the configuration file.
+    #[arg(long, env = "KIM_GARDENER_PROJECT")]
+    pub gardener_project: Option<String>,
+
+    /// Converter configuration file (YAML, see `docs/config.example.yaml`); validated at
+    /// start-up, an invalid file stops the controller naming the field.
+    #[arg(long, env = "KIM_CONFIG")]
+    pub config: PathBuf,
+
+    /// Plain-HTTP listen address of `/metrics`, `/healthz` and `/readyz`.
+    #[arg(long, env = "KIM_METRICS_ADDR", default_value = "0.0.0.0:8081")]
+    pub metrics_addr: SocketAddr,
+
+    /// Leader election on a `coordination.k8s.io` Lease (`--leader-elect=false` to disable).
+    #[arg(long, env = "KIM_LEADER_ELECT", default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub leader_elect: bool,
+
+    /// Namespace of the leader-election Lease.
+    #[arg(long, env = "KIM_LEASE_NAMESPACE", default_value = "kim-system")]
+    pub lease_namespace: String,
+
+    /// Name of the leader-election Lease.
+    #[arg(long, env = "KIM_LEASE_NAME", default_value = "kim-controller")]
+    pub lease_name: String,
+
+    /// Lease validity after the last renewal, in seconds.
+    #[arg(long, env = "KIM_LEASE_DURATION_SECONDS", default_value_t = 15)]
+    pub lease_duration_seconds: u64,
+
+    /// Periodic resync of every Runtime, in seconds (safety net; progress is event driven).
+    #[arg(long, env = "KIM_RESYNC_SECONDS", default_value_t = 600)]
+    pub resync_seconds: u64,
+
+    /// Seconds to wait before asking Gardener to retry an operation that failed with
+    /// retryable error codes (annotation `gardener.cloud/operation: retry`).
+    #[arg(long, env = "KIM_GARDENER_RETRY_SECONDS", default_value_t = 60)]
+    pub gardener_retry_seconds: u64,
+
+    /// Runtimes reconciled in parallel.
+    #[arg(long, env = "KIM_CONCURRENCY", default_value_t = 4)]
+    pub concurrency: u16,
+
+    /// The controller's user name as the API server authenticates it; status writes are
+    /// checked against the policy as this user before they are sent.
+    #[arg(long, env = "KIM_CONTROLLER_USER", default_value = crate::status::table::DEFAULT_WRITER_USERS[0])]
+    pub user: String,
+
+    /// The policy in force: `--policy-file`, `--allowed-writers`, `--compat` (the same as the
+    /// webhook's, so the reconciler checks what the webhook enforces).
+    #[command(flatten)]
+    pub policy: crate::cli::PolicyArgs,
+
+    /// Log format.
+    #[arg(long, env = "KIM_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+/// Sets up the global `tracing` subscriber: `format` output on stdout, level filter from
+/// `RUST_LOG` (default `info`). Does nothing if a subscriber is already set.
+pub fn init_tracing(format: LogFormat) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .try_init(),
+    };
+}
+
+/// Loads and validates the converter configuration, applying `--gardener-project`.
+///
+/// Errors: the file cannot be read or parsed, or a value is invalid (every invalid field is
+/// named, e.g. `kubernetes.defaultVersion: "latest" is not a version`).
+pub fn load_config(path: &Path, project: Option<&str>) -> anyhow::Result<Config> {
+    let mut config = Config::load(path)?;
+    if let Some(p) = project {
+        config.gardener.project = p.to_string();
+        let errors = config.validate();
+        if !errors.is_empty() {
+            let list: Vec<String> = errors
+                .iter()
+                .map(|e| {
+                    if e.field == "gardener.project" {
+                        format!("--gardener-project: {}", e.message)
+                    } else {
+                        e.to_string()
+                    }
+                })
+                .collect();
+            bail!("invalid configuration: {}", list.join("; "));
+        }
+    }
+    Ok(config)
+}
+
+async fn client_from_kubeconfig(path: &Path) -> anyhow::Result<kube::Client> {
+    let kc = kube::config::Kubeconfig::read_from(path)
+        .with_context(|| format!("reading kubeconfig {}", path.display()))?;
+    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .with_context(|| format!("loading kubeconfig {}", path.display()))?;
+    kube::Client::try_from(config).context("building the client")
+}
+
+/// Runs `kim controller` until SIGTERM or SIGINT.
+///
+/// Errors (the process should exit non-zero): an invalid configuration or policy file, a
+/// kubeconfig that cannot be loaded, a metrics address that cannot be bound, leader election
+/// failing to start.
+pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let config = load_config(&args.config, args.gardener_project.as_deref())
+        .with_context(|| format!("--config {}", args.config.display()))?;
+    let policy = args.policy.load().map_err(|e| anyhow::anyhow!(e))?;
+    let kcp = match &args.kubeconfig {
+        Some(p) => client_from_kubeconfig(p).await.context("--kubeconfig")?,
+        None => kube::Client::try_default()
+            .await
+            .context("control cluster client (in-cluster or KUBECONFIG)")?,
+    };
+    let garden = client_from_kubeconfig(&args.gardener_kubeconfig)
+        .await
+        .context("--gardener-kubeconfig")?;
+
+    let mut settings = Settings::new(kcp, garden, config, policy);
+    settings.namespace = args.namespace.clone();
+    settings.user = args.user.clone();
+    settings.resync = Duration::from_secs(args.resync_seconds.max(1));
+    settings.gardener_retry_delay = Duration::from_secs(args.gardener_retry_seconds);
+    settings.concurrency = args.concurrency.max(1);
+    if args.leader_elect {
+        settings.leader_election = Some(LeaderElection {
+            lease_name: args.lease_name.clone(),
+            namespace: args.lease_namespace.clone(),
+            identity: leader::default_identity(),
+            duration: Duration::from_secs(args.lease_duration_seconds.max(2)),
+            grace: Duration::from_secs((args.lease_duration_seconds / 3).clamp(1, 10)),
+        });
+    }
+    let metrics = settings.metrics.clone();
+    let server = metrics::serve(args.metrics_addr, metrics.clone())
+        .await
+        .with_context(|| format!("--metrics-addr {}", args.metrics_addr))?;
+    tracing::info!(
+        namespace = %settings.namespace,
+        gardener_namespace = %settings.config.namespace(),
+        metrics_addr = %server.addr,
+        leader_elect = args.leader_elect,
+        "kim controller starting"
+    );
+    let result = run_with(settings, async {
+        match shutdown_signal().await {
+            Ok(s) => tracing::info!(signal = s, "shutting down"),
+            Err(e) => tracing::error!(error = %e, "signal handler failed; shutting down"),
+        }
+    })
+    .await;
+    server.stop();
+    result
+}
+
+async fn shutdown_signal() -> anyhow::Result<&'static str> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+        tokio::select! {
+            _ = term.recv() => Ok("SIGTERM"),
+            r = tokio::signal::ctrl_c() => r.map(|_| "SIGINT").context("waiting for SIGINT"),
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        tokio::signal::ctrl_c()
+            .await
+            .context("waiting for Ctrl-C")?;
+        Ok("SIGINT")
+    }
+}

@@ -1,0 +1,447 @@
+//! Steps 2–4 and the update (spec `reconciler.md`): accept the Runtime, convert it and create
+//! the Shoot, apply spec changes to an existing Shoot, and wait on the Shoot's
+//! `lastOperation`; then hand over to [`super::kubeconfig`] and [`super::admins`].
+//!
+//! "Waiting" applies until `Provisioned=True` has been written for the Runtime's current
+//! `metadata.generation`; after that, operations Gardener runs on its own (maintenance,
+//! periodic reconciles) do not touch the Runtime's status.
+
+use super::controller::{Ctx, runtime_id};
+use super::error::{self, Error};
+use super::reasons::*;
+use super::reconcile::Pass;
+use super::status::{Cond, Update, condition};
+use crate::api::{ANNOTATION_OPERATION, LastError, LastOperation, OPERATION_RETRY, Runtime, Shoot};
+use crate::gardener::{
+    ConversionError, OperationType, ShootProgress, classify_shoot, runtime_to_shoot,
+    runtime_to_shoot_for_update, structured_authentication_config,
+};
+use crate::status::table::types::PROVISIONED;
+use crate::status::{CondStatus, State};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::ResourceExt;
+use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
+use kube::runtime::controller::Action;
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+/// Field manager of every server-side apply `kim` sends.
+pub const FIELD_MANAGER: &str = "kim";
+
+/// Whether a step lets the pass go on (with a value) or ends it with an action.
+#[derive(Debug)]
+pub enum Step<T> {
+    /// Go on to the next step.
+    Continue(T),
+    /// Stop here; requeue as the action says.
+    Stop(Action),
+}
+
+/// Runs `call`, recording its latency as Gardener operation `operation`.
+pub async fn timed<T>(ctx: &Ctx, operation: &'static str, call: impl Future<Output = T>) -> T {
+    let started = Instant::now();
+    let out = call.await;
+    ctx.metrics().gardener_call(operation, started);
+    out
+}
+
+/// The Runtime's Shoot, if it exists.
+///
+/// Errors: the GET fails.
+pub async fn get_shoot(ctx: &Ctx, name: &str) -> Result<Option<Shoot>, kube::Error> {
+    timed(ctx, "get", ctx.shoots.get_opt(name)).await
+}
+
+/// Whether `shoot` was created for `rt` (its runtime-id annotation is the Runtime's).
+pub fn owned_by(shoot: &Shoot, rt: &Runtime) -> bool {
+    shoot.runtime_id().is_some() && shoot.runtime_id() == runtime_id(rt)
+}
+
+fn shoot_copy(shoot: &Shoot) -> (Option<LastOperation>, Vec<LastError>) {
+    shoot
+        .status
+        .as_ref()
+        .map(|s| (s.last_operation.clone(), s.last_errors.clone()))
+        .unwrap_or_default()
+}
+
+/// The state to write with a step that succeeded: `Ready` stays `Ready` (a resync or an
+/// update that changes nothing must not flap it), anything else is `Pending` until step 6.
+fn progress_state(pass: &Pass<'_>) -> State {
+    match pass.status().and_then(|s| s.state) {
+        Some(State::Ready) => State::Ready,
+        _ => State::Pending,
+    }
+}
+
+/// Whether the Runtime is being updated rather than created: it was `Ready` once, or an
+/// update was submitted (`Provisioned` reason `Processing`).
+fn updating(pass: &Pass<'_>) -> bool {
+    pass.status().and_then(|s| s.provisioning_completed) == Some(true)
+        || condition(pass.status(), PROVISIONED).is_some_and(|c| c.reason == PROCESSING)
+}
+
+/// Writes `Pending`, `Provisioned=False/GardenerErr` with the error, and returns the error
+/// (retried with backoff).
+async fn gardener_failed<T>(pass: &mut Pass<'_>, what: String, e: kube::Error) -> Result<T, Error> {
+    let message = format!("{what}: {}", error::describe(&e));
+    pass.set(Update::new(
+        State::Pending,
+        vec![Cond::new(PROVISIONED, CondStatus::False, GARDENER_ERR).with_message(message)],
+    ))
+    .await?;
+    Err(Error::api(what, e))
+}
+
+/// Writes `Failed`, `Provisioned=False/ConversionErr` with `message`; the Runtime waits for a
+/// change of its own.
+async fn conversion_failed(pass: &mut Pass<'_>, message: String) -> Result<Action, Error> {
+    tracing::warn!(runtime = %pass.key(), error = %message, "Runtime cannot be converted into a Shoot");
+    pass.set(Update::new(
+        State::Failed,
+        vec![Cond::new(PROVISIONED, CondStatus::False, CONVERSION_ERR).with_message(message)],
+    ))
+    .await?;
+    Ok(Action::await_change())
+}
+
+fn not_owned_message(rt: &Runtime, shoot: &Shoot) -> String {
+    format!(
+        "spec.shoot.name: Shoot {}/{} already exists and belongs to runtime {:?}, not {:?}",
+        shoot.namespace().unwrap_or_default(),
+        shoot.name_any(),
+        shoot.runtime_id().unwrap_or(""),
+        runtime_id(rt).unwrap_or(""),
+    )
+}
+
+/// Provisioning and update of a Runtime that is not being deleted: steps 2–6.
+///
+/// Errors: API errors (after writing the step's `False` condition) and status write errors.
+pub async fn run(pass: &mut Pass<'_>) -> Result<Action, Error> {
+    let ctx = pass.ctx;
+    let resync = ctx.settings.resync;
+    // Step 2: accepted, nothing created yet.
+    if condition(pass.status(), PROVISIONED).is_none() {
+        pass.set(Update::new(
+            State::Pending,
+            vec![Cond::new(PROVISIONED, CondStatus::Unknown, INITIALISED)],
+        ))
+        .await?;
+    }
+    let name = pass.rt.spec.shoot.name.clone();
+    let existing = match get_shoot(ctx, &name).await {
+        Ok(s) => s,
+        Err(e) => return gardener_failed(pass, format!("reading Shoot {name}"), e).await,
+    };
+    let step = match existing {
+        None => create(pass).await?,
+        Some(shoot) if !owned_by(&shoot, &pass.rt) => {
+            let message = not_owned_message(&pass.rt, &shoot);
+            return conversion_failed(pass, message).await;
+        }
+        Some(shoot)
+            if pass.rt.metadata.generation.unwrap_or(0)
+                > shoot.runtime_generation().unwrap_or(0) =>
+        {
+            update(pass, shoot).await?
+        }
+        Some(shoot) => Step::Continue(shoot),
+    };
+    let shoot = match step {
+        Step::Continue(s) => s,
+        Step::Stop(action) => return Ok(action),
+    };
+    if let Step::Stop(action) = wait(pass, &shoot).await? {
+        return Ok(action);
+    }
+    let (secret, rotate_in) = super::kubeconfig::run(pass, &shoot).await?;
+    super::admins::run(pass, &secret).await?;
+    Ok(Action::requeue(resync.min(rotate_in)))
+}
+
+/// Step 3: convert and create the Shoot.
+async fn create(pass: &mut Pass<'_>) -> Result<Step<Shoot>, Error> {
+    let ctx = pass.ctx;
+    let desired = match runtime_to_shoot(&pass.rt, &ctx.settings.config) {
+        Ok(s) => s,
+        Err(e) => {
+            return conversion_failed(pass, conversion_message(&e))
+                .await
+                .map(Step::Stop);
+        }
+    };
+    ensure_auth_config(pass, &desired).await?;
+    let name = desired.name_any();
+    match timed(
+        ctx,
+        "create",
+        ctx.shoots.create(&PostParams::default(), &desired),
+    )
+    .await
+    {
+        Ok(created) => {
+            tracing::info!(runtime = %pass.key(), shoot = %name, "Shoot created");
+            pass.set(Update::new(
+                State::Pending,
+                vec![Cond::new(PROVISIONED, CondStatus::Unknown, PENDING)],
+            ))
+            .await?;
+            Ok(Step::Continue(created))
+        }
+        Err(e) if error::is_conflict(&e) => {
+            // Created by an earlier pass whose answer was lost, or someone else's.
+            match get_shoot(ctx, &name).await {
+                Ok(Some(s)) if owned_by(&s, &pass.rt) => Ok(Step::Continue(s)),
+                Ok(Some(s)) => {
+                    let message = not_owned_message(&pass.rt, &s);
+                    conversion_failed(pass, message).await.map(Step::Stop)
+                }
+                Ok(None) => Err(Error::api(format!("creating Shoot {name}"), e)),
+                Err(e) => gardener_failed(pass, format!("reading Shoot {name}"), e).await,
+            }
+        }
+        Err(e) => gardener_failed(pass, format!("creating Shoot {name}"), e).await,
+    }
+}
+
+fn conversion_message(e: &ConversionError) -> String {
+    e.to_string()
+}
+
+/// The update: `metadata.generation` is ahead of the Shoot's runtime-generation annotation.
+/// Server-side apply of the converted Shoot (field manager `kim`, forced), versions never
+/// downgraded; `Pending`, `Provisioned=Unknown/Processing` when the Shoot's spec changed.
+async fn update(pass: &mut Pass<'_>, existing: Shoot) -> Result<Step<Shoot>, Error> {
+    let ctx = pass.ctx;
+    let mut desired = match runtime_to_shoot_for_update(&pass.rt, &ctx.settings.config, &existing) {
+        Ok(s) => s,
+        Err(e) => {
+            return conversion_failed(pass, conversion_message(&e))
+                .await
+                .map(Step::Stop);
+        }
+    };
+    desired.status = None;
+    ensure_auth_config(pass, &desired).await?;
+    let name = existing.name_any();
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    let patched = match timed(
+        ctx,
+        "apply",
+        ctx.shoots.patch(&name, &params, &Patch::Apply(&desired)),
+    )
+    .await
+    {
+        Ok(p) => p,
+        Err(e) => return gardener_failed(pass, format!("applying Shoot {name}"), e).await,
+    };
+    tracing::info!(
+        runtime = %pass.key(),
+        shoot = %name,
+        generation = ?pass.rt.metadata.generation,
+        spec_changed = patched.metadata.generation != existing.metadata.generation,
+        "Shoot updated"
+    );
+    if patched.metadata.generation != existing.metadata.generation {
+        pass.set(Update::new(
+            State::Pending,
+            vec![Cond::new(PROVISIONED, CondStatus::Unknown, PROCESSING)],
+        ))
+        .await?;
+    }
+    Ok(Step::Continue(patched))
+}
+
+/// Creates or updates the structured-authentication ConfigMap a Shoot references (OIDC for
+/// Kubernetes ≥ 1.32, or additional providers), before the Shoot that needs it.
+async fn ensure_auth_config(pass: &mut Pass<'_>, shoot: &Shoot) -> Result<(), Error> {
+    let ctx = pass.ctx;
+    let wanted = shoot
+        .spec
+        .kubernetes
+        .kube_api_server
+        .as_ref()
+        .and_then(|a| a.structured_authentication.as_ref());
+    let Some(wanted) = wanted else {
+        return Ok(());
+    };
+    let Some(auth) = structured_authentication_config(&pass.rt, &ctx.settings.config) else {
+        return Ok(());
+    };
+    if auth.config_map_name != wanted.config_map_name {
+        return Ok(());
+    }
+    let cm = ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(auth.config_map_name.clone()),
+            namespace: Some(ctx.settings.config.namespace()),
+            labels: runtime_id(&pass.rt).map(|rid| {
+                BTreeMap::from([(crate::api::LABEL_RUNTIME_ID.to_string(), rid.to_string())])
+            }),
+            ..ObjectMeta::default()
+        },
+        data: Some(BTreeMap::from([(auth.key.to_string(), auth.content)])),
+        ..ConfigMap::default()
+    };
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    let result = timed(
+        ctx,
+        "apply_auth_config",
+        ctx.garden_config_maps
+            .patch(&auth.config_map_name, &params, &Patch::Apply(&cm)),
+    )
+    .await;
+    match result {
+        Ok(_) => Ok(()),
+        Err(e) => {
+            gardener_failed(
+                pass,
+                format!("applying ConfigMap {}", auth.config_map_name),
+                e,
+            )
+            .await
+        }
+    }
+}
+
+/// Step 4: wait on the Shoot's `lastOperation`, copying it and `lastErrors` into the status.
+async fn wait(pass: &mut Pass<'_>, shoot: &Shoot) -> Result<Step<()>, Error> {
+    let ctx = pass.ctx;
+    let key = pass.key();
+    let generation = pass.rt.metadata.generation;
+    if condition(pass.status(), PROVISIONED).is_some_and(|c| {
+        c.status == CondStatus::True.as_str() && c.observed_generation == generation
+    }) {
+        ctx.clear_retry(&key);
+        return Ok(Step::Continue(()));
+    }
+    let (op, errors) = shoot_copy(shoot);
+    let in_progress_reason = if updating(pass) { PROCESSING } else { PENDING };
+    match classify_shoot(shoot) {
+        ShootProgress::InProgress { .. } => {
+            ctx.clear_retry(&key);
+            pass.set(
+                Update::new(
+                    State::Pending,
+                    vec![Cond::new(
+                        PROVISIONED,
+                        CondStatus::Unknown,
+                        in_progress_reason,
+                    )],
+                )
+                .with_shoot(op, errors),
+            )
+            .await?;
+            Ok(Step::Stop(Action::requeue(ctx.settings.resync)))
+        }
+        ShootProgress::Succeeded { operation } => {
+            ctx.clear_retry(&key);
+            let reason = if operation == OperationType::Create {
+                SHOOT_CREATION_COMPLETED
+            } else {
+                CONFIGURATION_COMPLETED
+            };
+            let state = progress_state(pass);
+            pass.set_deferrable(
+                Update::new(
+                    state,
+                    vec![Cond::new(PROVISIONED, CondStatus::True, reason)],
+                )
+                .with_shoot(op, errors),
+            )
+            .await?;
+            Ok(Step::Continue(()))
+        }
+        ShootProgress::Failed {
+            operation,
+            retryable: false,
+            codes,
+            description,
+        } => {
+            ctx.clear_retry(&key);
+            let reason = if operation == OperationType::Create {
+                CREATION_ERR
+            } else {
+                PROCESSING_ERR
+            };
+            tracing::warn!(runtime = %key, shoot = %shoot.name_any(), ?codes, "Gardener operation failed for good");
+            pass.set(
+                Update::new(
+                    State::Failed,
+                    vec![
+                        Cond::new(PROVISIONED, CondStatus::False, reason).with_message(description),
+                    ],
+                )
+                .with_shoot(op, errors),
+            )
+            .await?;
+            Ok(Step::Stop(Action::requeue(ctx.settings.resync)))
+        }
+        ShootProgress::Failed {
+            retryable: true,
+            codes,
+            description,
+            ..
+        } => {
+            pass.set(
+                Update::new(
+                    State::Pending,
+                    vec![
+                        Cond::new(PROVISIONED, CondStatus::Unknown, in_progress_reason)
+                            .with_message(description.clone()),
+                    ],
+                )
+                .with_shoot(op.clone(), errors),
+            )
+            .await?;
+            let fingerprint = format!(
+                "{}|{}",
+                op.as_ref()
+                    .map(|o| o.last_update_time.0.to_string())
+                    .unwrap_or_default(),
+                description
+            );
+            let action = request_retry(ctx, &key, shoot, &fingerprint, &codes).await?;
+            Ok(Step::Stop(action))
+        }
+    }
+}
+
+/// For an operation that failed with retryable codes: once [`super::Settings::gardener_retry_delay`]
+/// has passed since it was first seen, annotate the Shoot `gardener.cloud/operation: retry`
+/// (Gardener does not retry a `Failed` operation by itself); until then, requeue for then.
+///
+/// Errors: the annotation cannot be written.
+pub async fn request_retry(
+    ctx: &Ctx,
+    key: &str,
+    shoot: &Shoot,
+    fingerprint: &str,
+    codes: &[String],
+) -> Result<Action, Error> {
+    if let Some(wait) = ctx.retry_due(key, fingerprint) {
+        return Ok(Action::requeue(wait.max(Duration::from_millis(10))));
+    }
+    let already = shoot
+        .annotations()
+        .get(ANNOTATION_OPERATION)
+        .is_some_and(|v| v == OPERATION_RETRY);
+    if !already {
+        let name = shoot.name_any();
+        let patch = json!({"metadata": {"annotations": {ANNOTATION_OPERATION: OPERATION_RETRY}}});
+        timed(
+            ctx,
+            "annotate",
+            ctx.shoots
+                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch)),
+        )
+        .await
+        .map_err(|e| Error::api(format!("annotating Shoot {name} for a retry"), e))?;
+        tracing::info!(runtime = %key, shoot = %name, ?codes, "asked Gardener to retry the failed operation");
+    }
+    ctx.clear_retry(key);
+    Ok(Action::requeue(ctx.settings.resync))
+}
