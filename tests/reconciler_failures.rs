@@ -1,0 +1,397 @@
+//! Failure paths of `kim controller`, with the real kube-runtime Controller against in-memory
+//! API servers over HTTP and the simulated Gardener: conversion errors, terminal and
+//! retryable Gardener failures, API errors (409 on a status write, 500 from Gardener), a
+//! `Failed` Runtime fixed by a spec change, deletion of a Runtime that never got a Shoot, and
+//! structured authentication. Every status write is checked against the status model.
+
+#[path = "common/reconciler.rs"]
+mod common;
+
+use common::*;
+use kim::api::Runtime;
+use std::collections::BTreeMap;
+use testenv::gardener::ShootScript;
+use testenv::{FaultAction, FaultRule, Gvr, Verb};
+
+fn never_failed(env: &Env, name: &str) {
+    let states: Vec<String> = env
+        .writes_of(name)
+        .iter()
+        .map(|w| w.state.clone())
+        .collect();
+    assert!(
+        !states.iter().any(|s| s == "Failed"),
+        "a transient error must never produce Failed: {:#?}",
+        shorts(&env.writes_of(name))
+    );
+}
+
+fn without_label(mut rt: Runtime, label: &str) -> Runtime {
+    rt.metadata.labels.as_mut().unwrap().remove(label);
+    rt
+}
+
+/// Provisions `rt` to Ready by stepping Gardener.
+async fn provision(env: &Env, rt: &Runtime) {
+    let name = rt.metadata.name.clone().unwrap();
+    env.create(rt).await;
+    env.step_until(&format!("{name} Ready"), |e| {
+        e.state(&name).as_deref() == Some("Ready")
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conversion_error_fails_without_a_shoot_and_recovers_when_fixed() {
+    let env = Env::start().await;
+    let rt = without_label(sample("aws-minimal.yaml"), "kyma-project.io/region");
+    env.create(&rt).await;
+    env.wait_condition(
+        "aws-minimal",
+        "Failed",
+        "Provisioned",
+        "False",
+        "ConversionErr",
+    )
+    .await;
+    let (_, _, message) = env.condition("aws-minimal", "Provisioned").unwrap();
+    assert!(
+        message.contains("kyma-project.io/region"),
+        "the message names the missing label: {message}"
+    );
+    assert!(env.shoot("aws-minimal").is_none(), "no Shoot created");
+    assert!(env.garden.list(&Gvr::shoots(), None).is_empty());
+    assert_eq!(
+        shorts(&env.writes_of("aws-minimal")),
+        [
+            w(
+                "Pending",
+                &[c("Provisioned", "Unknown", "Initialised")],
+                None,
+                false
+            ),
+            w(
+                "Failed",
+                &[c("Provisioned", "False", "ConversionErr")],
+                None,
+                false
+            ),
+        ]
+    );
+    // Fixing the Runtime (the label) lets it go on.
+    env.edit("aws-minimal", |r| {
+        r.metadata
+            .labels
+            .as_mut()
+            .unwrap()
+            .insert("kyma-project.io/region".into(), "region".into());
+    })
+    .await;
+    env.step_until("Ready", |e| {
+        e.state("aws-minimal").as_deref() == Some("Ready")
+    })
+    .await;
+    let writes = shorts(&env.writes_of("aws-minimal"));
+    assert_eq!(
+        writes[2],
+        w(
+            "Pending",
+            &[c("Provisioned", "Unknown", "Pending")],
+            None,
+            false
+        ),
+        "Failed → Pending once the Shoot is created: {writes:#?}"
+    );
+    env.assert_model_clean();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runtime_without_shoot_is_released_at_once() {
+    let env = Env::start().await;
+    let rt = without_label(sample("aws-trial.yaml"), "kyma-project.io/broker-plan-id");
+    env.create(&rt).await;
+    env.wait_condition(
+        "aws-trial",
+        "Failed",
+        "Provisioned",
+        "False",
+        "ConversionErr",
+    )
+    .await;
+    let json = env.runtime_json("aws-trial").unwrap();
+    assert_eq!(
+        json["metadata"]["finalizers"][0],
+        kim::status::table::FINALIZER
+    );
+    let before = env.writes_of("aws-trial").len();
+    env.delete("aws-trial").await;
+    env.wait("the Runtime is gone", |e| {
+        e.runtime_json("aws-trial").is_none()
+    })
+    .await;
+    assert_eq!(
+        env.writes_of("aws-trial").len(),
+        before,
+        "released without a status write"
+    );
+    assert!(env.garden.list(&Gvr::shoots(), None).is_empty());
+    env.assert_model_clean();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unauthorized_fails_and_a_spec_fix_recovers() {
+    let env = Env::start().await;
+    env.sim.set_script(
+        "aws-full",
+        ShootScript::create_fails(&["ERR_INFRA_UNAUTHORIZED"]),
+    );
+    let rt = sample("aws.yaml");
+    env.create(&rt).await;
+    env.step_until("Failed", |e| {
+        e.state("aws-full").as_deref() == Some("Failed")
+    })
+    .await;
+    let (status, reason, message) = env.condition("aws-full", "Provisioned").unwrap();
+    assert_eq!((status.as_str(), reason.as_str()), ("False", "CreationErr"));
+    assert!(message.contains("ERR_INFRA_UNAUTHORIZED"), "{message}");
+    let json = env.runtime_json("aws-full").unwrap();
+    assert_eq!(
+        json["status"]["shootLastErrors"][0]["codes"][0],
+        "ERR_INFRA_UNAUTHORIZED"
+    );
+    assert_eq!(json["status"]["shootLastOperation"]["state"], "Failed");
+    // Terminal: more Gardener steps change nothing and no retry is requested.
+    let writes = env.writes_of("aws-full").len();
+    env.sim.advance(3);
+    env.wait_condition("aws-full", "Failed", "Provisioned", "False", "CreationErr")
+        .await;
+    let shoot = env.shoot("aws-full").unwrap();
+    assert!(
+        shoot["metadata"]["annotations"]
+            .get("gardener.cloud/operation")
+            .is_none(),
+        "no retry of a terminal failure"
+    );
+    // A spec change (new credentials) is retried.
+    env.edit("aws-full", |r| {
+        r.spec.shoot.secret_binding_name = "fixed-credentials".into();
+    })
+    .await;
+    env.step_until("Ready after the fix", |e| {
+        e.state("aws-full").as_deref() == Some("Ready")
+    })
+    .await;
+    let after = shorts(&env.writes_of("aws-full")[writes..]);
+    assert_eq!(
+        after[0],
+        w(
+            "Pending",
+            &[c("Provisioned", "Unknown", "Processing")],
+            Some(("Create", "Failed")),
+            false
+        ),
+        "{after:#?}"
+    );
+    assert!(after.last().unwrap().starts_with("Ready"), "{after:#?}");
+    let shoot = env.shoot("aws-full").unwrap();
+    assert_eq!(shoot["spec"]["credentialsBindingName"], "fixed-credentials");
+    assert_eq!(
+        env.condition("aws-full", "Provisioned").unwrap().1,
+        "ShootCreationCompleted"
+    );
+    env.assert_model_clean();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quota_exceeded_stays_pending_and_recovers() {
+    let env = Env::start().await;
+    env.sim.set_script(
+        "azure-fremium",
+        ShootScript::create_fails(&["ERR_INFRA_QUOTA_EXCEEDED"]),
+    );
+    let rt = sample("azure-fremium.yaml");
+    env.create(&rt).await;
+    env.step_until("the quota error is reported", |e| {
+        e.condition("azure-fremium", "Provisioned")
+            .is_some_and(|(_, _, m)| m.contains("ERR_INFRA_QUOTA_EXCEEDED"))
+    })
+    .await;
+    let (status, reason, _) = env.condition("azure-fremium", "Provisioned").unwrap();
+    assert_eq!((status.as_str(), reason.as_str()), ("Unknown", "Pending"));
+    assert_eq!(env.state("azure-fremium").as_deref(), Some("Pending"));
+    env.step_until("Ready after Gardener's retry", |e| {
+        e.state("azure-fremium").as_deref() == Some("Ready")
+    })
+    .await;
+    never_failed(&env, "azure-fremium");
+    let retries = env
+        .garden
+        .count_requests(|r| r.verb == Some(Verb::Patch) && r.is("shoots", None) && r.code == 200);
+    assert!(retries >= 1, "the Shoot was annotated for a retry");
+    let writes = env.writes_of("azure-fremium");
+    assert!(
+        writes.iter().any(
+            |w| w.last_op.as_ref().map(|o| o.1.as_str()) == Some("Failed") && w.state == "Pending"
+        ),
+        "the failed operation was copied while Pending: {:#?}",
+        shorts(&writes)
+    );
+    env.assert_model_clean();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conflict_on_a_status_write_is_retried() {
+    let env = Env::start().await;
+    env.kcp.add_fault(
+        FaultRule::new(FaultAction::fail(409))
+            .verb(Verb::Update)
+            .resource("runtimes")
+            .subresource("status")
+            .times(2),
+    );
+    let rt = sample("aws-minimal.yaml");
+    provision(&env, &rt).await;
+    let conflicts = env
+        .kcp
+        .count_requests(|r| r.is("runtimes", Some("status")) && r.code == 409);
+    // The two injected ones, plus any a cached (stale) read ran into.
+    assert!(
+        conflicts >= 2,
+        "the injected conflicts were hit: {conflicts}"
+    );
+    // The conflicts cost retries, not extra or different statuses.
+    let writes = env.writes_of("aws-minimal");
+    assert_eq!(
+        writes.first().unwrap().short(),
+        w(
+            "Pending",
+            &[c("Provisioned", "Unknown", "Initialised")],
+            None,
+            false
+        )
+    );
+    assert!(writes.last().unwrap().short().starts_with("Ready"));
+    never_failed(&env, "aws-minimal");
+    env.assert_model_clean();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gardener_api_errors_are_retried_with_gardener_err() {
+    let env = Env::start().await;
+    env.garden.add_fault(
+        FaultRule::new(FaultAction::fail(500))
+            .verb(Verb::Create)
+            .resource("shoots")
+            .main_resource()
+            .times(2),
+    );
+    let rt = sample("aws-trial.yaml");
+    env.create(&rt).await;
+    env.wait_condition(
+        "aws-trial",
+        "Pending",
+        "Provisioned",
+        "False",
+        "GardenerErr",
+    )
+    .await;
+    env.step_until("Ready", |e| {
+        e.state("aws-trial").as_deref() == Some("Ready")
+    })
+    .await;
+    never_failed(&env, "aws-trial");
+    assert_eq!(env.garden.list(&Gvr::shoots(), None).len(), 1, "one Shoot");
+    env.assert_model_clean();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runtime_cluster_errors_are_retried_with_configuration_error() {
+    let env = Env::start().await;
+    env.runtime.add_fault(
+        FaultRule::new(FaultAction::fail(500))
+            .resource("clusterrolebindings")
+            .times(3),
+    );
+    let rt = sample("azure.yaml");
+    env.create(&rt).await;
+    env.step_until("Configured=False/ConfigurationError", |e| {
+        e.condition("azure-full", "Configured")
+            .is_some_and(|c| c.0 == "False" && c.1 == "ConfigurationError")
+    })
+    .await;
+    env.wait_ready("azure-full").await;
+    never_failed(&env, "azure-full");
+    env.assert_model_clean();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn structured_authentication_config_map_lives_and_dies_with_the_shoot() {
+    let env = Env::start().await;
+    let mut rt = sample("aws.yaml");
+    rt.spec.shoot.kubernetes.as_mut().unwrap().version = Some("1.32.1".into());
+    provision(&env, &rt).await;
+    let shoot = env.shoot("aws-full").unwrap();
+    assert_eq!(
+        shoot["spec"]["kubernetes"]["kubeAPIServer"]["structuredAuthentication"]["configMapName"],
+        "structured-auth-config-aws-full"
+    );
+    let cm = env
+        .garden
+        .get(
+            &Gvr::new("", "v1", "configmaps"),
+            Some(GARDEN_NS),
+            "structured-auth-config-aws-full",
+        )
+        .expect("ConfigMap created");
+    let content: serde_json::Value =
+        serde_json::from_str(cm["data"]["config.yaml"].as_str().unwrap()).unwrap();
+    assert_eq!(content["kind"], "AuthenticationConfiguration");
+    assert_eq!(
+        content["jwt"].as_array().unwrap().len(),
+        2,
+        "main + additional"
+    );
+    env.delete("aws-full").await;
+    env.step_until("gone", |e| e.runtime_json("aws-full").is_none())
+        .await;
+    assert!(
+        env.garden
+            .list(&Gvr::new("", "v1", "configmaps"), Some(GARDEN_NS))
+            .is_empty()
+    );
+    env.assert_model_clean();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_runtimes_progress_independently() {
+    // Shoot events reach the Runtime whose spec.shoot.name and runtime id match the Shoot.
+    let env = Env::start().await;
+    let a = sample("aws-minimal.yaml");
+    let mut b = sample("azure-fremium.yaml");
+    b.metadata
+        .labels
+        .as_mut()
+        .unwrap()
+        .insert("kyma-project.io/runtime-id".into(), "runtime-id-b".into());
+    env.create(&a).await;
+    env.create(&b).await;
+    env.step_until("both Ready", |e| {
+        e.state("aws-minimal").as_deref() == Some("Ready")
+            && e.state("azure-fremium").as_deref() == Some("Ready")
+    })
+    .await;
+    let by_name: BTreeMap<String, String> = env
+        .garden
+        .list(&Gvr::shoots(), None)
+        .iter()
+        .map(|s| {
+            (
+                s["metadata"]["name"].as_str().unwrap().to_string(),
+                s["spec"]["provider"]["type"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(by_name["aws-minimal"], "aws");
+    assert_eq!(by_name["azure-fremium"], "azure");
+    env.assert_model_clean();
+}

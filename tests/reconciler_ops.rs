@@ -1,0 +1,249 @@
+//! Operating `kim controller`: a no-op resync writes nothing, leader election (only the Lease
+//! holder reconciles; a standby takes over when the leader stops), the metrics endpoint, and
+//! start-up validation of the configuration by the `kim` binary.
+
+#[path = "common/reconciler.rs"]
+mod common;
+
+use common::*;
+use std::process::Command;
+use std::time::Duration;
+use testenv::{Gvr, Verb};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+fn status_writes(env: &Env) -> usize {
+    env.kcp
+        .count_requests(|r| r.is("runtimes", Some("status")) && r.is_write())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn noop_resync_writes_nothing() {
+    let env = Env::start_with(Options {
+        resync: Duration::from_millis(300),
+        ..Options::default()
+    })
+    .await;
+    let rt = sample("aws-minimal.yaml");
+    env.create(&rt).await;
+    env.step_until("Ready", |e| {
+        e.state("aws-minimal").as_deref() == Some("Ready")
+    })
+    .await;
+    let metrics = env.metrics();
+    // Let the reconciles triggered by the last writes settle, then count from a quiet point.
+    let settled = metrics.reconciles();
+    env.wait("reconciles after Ready", |_| metrics.reconciles() > settled)
+        .await;
+    let writes_before = status_writes(&env);
+    let gets_before = env.garden.count_requests(|r| r.verb == Some(Verb::Get));
+    let start = metrics.reconciles();
+    env.wait("three resyncs", |_| metrics.reconciles() >= start + 3)
+        .await;
+    let resyncs = metrics.reconciles() - start;
+    assert_eq!(
+        status_writes(&env),
+        writes_before,
+        "a no-op resync writes no status"
+    );
+    let gets = env.garden.count_requests(|r| r.verb == Some(Verb::Get)) - gets_before;
+    println!(
+        "no-op resync: {resyncs} resyncs, 0 status writes, {gets} Shoot GETs ({:.1} per resync)",
+        gets as f64 / resyncs as f64
+    );
+    env.assert_model_clean();
+}
+
+fn leader_gauge(text: &str) -> Option<i64> {
+    text.lines()
+        .find(|l| l.starts_with("kim_controller_leader "))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_lease_holder_reconciles_and_a_standby_takes_over() {
+    let mut env = Env::start_with(Options {
+        leader_election: true,
+        ..Options::default()
+    })
+    .await;
+    let a = env.metrics();
+    env.wait("a leads", |_| leader_gauge(&a.encode()) == Some(1))
+        .await;
+    let mut settings = env.settings();
+    settings.leader_election = Some(env.leader_election("b"));
+    let b = env.spawn(settings);
+    let b_metrics = b.metrics.clone();
+    let rt = sample("aws-minimal.yaml");
+    env.create(&rt).await;
+    env.step_until("Ready", |e| {
+        e.state("aws-minimal").as_deref() == Some("Ready")
+    })
+    .await;
+    assert_eq!(leader_gauge(&b_metrics.encode()), Some(0), "b stands by");
+    assert_eq!(b_metrics.reconciles(), 0, "the standby reconciles nothing");
+    let lease = env
+        .kcp
+        .get(&Gvr::leases(), Some("kim-system"), "kim-controller")
+        .expect("Lease");
+    assert_eq!(lease["spec"]["holderIdentity"], "a");
+
+    // The leader stops (releasing the Lease); b takes over and provisions the next Runtime.
+    env.stop().await;
+    env.wait("b leads", |_| leader_gauge(&b_metrics.encode()) == Some(1))
+        .await;
+    let mut other = sample("azure-fremium.yaml");
+    other
+        .metadata
+        .labels
+        .as_mut()
+        .unwrap()
+        .insert("kyma-project.io/runtime-id".into(), "runtime-id-2".into());
+    env.create(&other).await;
+    env.step_until("Ready under b", |e| {
+        e.state("azure-fremium").as_deref() == Some("Ready")
+    })
+    .await;
+    assert!(b_metrics.reconciles() > 0);
+    let lease = env
+        .kcp
+        .get(&Gvr::leases(), Some("kim-system"), "kim-controller")
+        .expect("Lease");
+    assert_eq!(lease["spec"]["holderIdentity"], "b");
+    b.stop().await;
+    env.assert_model_clean();
+    assert_eq!(b_metrics.status_denials(), 0);
+}
+
+async fn http_get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut buf = String::new();
+    s.read_to_string(&mut buf).await.unwrap();
+    let code = buf
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = buf.split("\r\n\r\n").nth(1).unwrap_or_default().to_string();
+    (code, body)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_endpoint_serves_the_controller_metrics() {
+    let env = Env::start().await;
+    let metrics = env.metrics();
+    let server = kim::reconciler::metrics::serve("127.0.0.1:0".parse().unwrap(), metrics.clone())
+        .await
+        .unwrap();
+    let rt = sample("aws-trial.yaml");
+    env.create(&rt).await;
+    env.step_until("Ready", |e| {
+        e.state("aws-trial").as_deref() == Some("Ready")
+    })
+    .await;
+    let (code, body) = http_get(server.addr, "/metrics").await;
+    assert_eq!(code, 200);
+    for needle in [
+        "kim_controller_runtimes{state=\"Ready\"} 1",
+        "kim_controller_reconciles_total",
+        "kim_controller_reconcile_errors_total{kind=\"api\"}",
+        "kim_controller_reconcile_duration_seconds_bucket",
+        "kim_controller_gardener_request_duration_seconds_count{operation=\"create\"} 1",
+        "kim_controller_gardener_request_duration_seconds_count{operation=\"adminkubeconfig\"} 1",
+        "kim_controller_status_writes_total 6",
+        "kim_controller_status_denied_total 0",
+        "kim_controller_leader 1",
+    ] {
+        assert!(body.contains(needle), "{needle} missing in:\n{body}");
+    }
+    assert_eq!(http_get(server.addr, "/healthz").await.0, 200);
+    assert_eq!(http_get(server.addr, "/readyz").await.0, 200);
+    metrics.set_ready(false);
+    assert_eq!(http_get(server.addr, "/readyz").await.0, 503);
+    server.stop();
+    // Events were published for the condition changes.
+    env.wait("events", |e| {
+        e.kcp
+            .list(&Gvr::new("events.k8s.io", "v1", "events"), Some(NS))
+            .len()
+            >= 5
+    })
+    .await;
+    let events = env
+        .kcp
+        .list(&Gvr::new("events.k8s.io", "v1", "events"), Some(NS));
+    let reasons: Vec<&str> = events.iter().filter_map(|e| e["reason"].as_str()).collect();
+    for r in [
+        "Initialised",
+        "Pending",
+        "ShootCreationCompleted",
+        "KubeconfigCreated",
+        "AdministratorsConfigured",
+    ] {
+        assert!(reasons.contains(&r), "event {r} missing: {reasons:?}");
+    }
+    assert!(events.iter().all(|e| e["type"] == "Normal"));
+}
+
+#[test]
+fn invalid_configuration_stops_the_controller_naming_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.yaml");
+    std::fs::write(
+        &config,
+        "gardener: {project: kyma-dev}\nkubernetes: {defaultVersion: latest}\nproviders:\n  aws:\n    cloudProfile: aws\n    machineImage: {name: gardenlinux, version: \"\"}\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_kim"))
+        .args(["controller", "--config"])
+        .arg(&config)
+        .args([
+            "--gardener-kubeconfig",
+            "/nonexistent",
+            "--leader-elect=false",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("kubernetes.defaultVersion"), "{stderr}");
+    assert!(
+        stderr.contains("providers.aws.machineImage.version"),
+        "{stderr}"
+    );
+    // A project override that is no DNS label is named as the flag.
+    std::fs::copy(manifest_dir().join("docs/config.example.yaml"), &config).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_kim"))
+        .args(["controller", "--config"])
+        .arg(&config)
+        .args([
+            "--gardener-kubeconfig",
+            "/nonexistent",
+            "--gardener-project",
+            "Not_A_Label",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--gardener-project"), "{stderr}");
+    // A valid configuration gets past validation to the (missing) kubeconfig.
+    let out = Command::new(env!("CARGO_BIN_EXE_kim"))
+        .args(["controller", "--config"])
+        .arg(&config)
+        .args([
+            "--gardener-kubeconfig",
+            "/nonexistent",
+            "--kubeconfig",
+            "/nonexistent",
+        ])
+        .env("KIM_METRICS_ADDR", "127.0.0.1:0")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--kubeconfig"), "{stderr}");
+}
