@@ -60,6 +60,13 @@ async fn conversion_error_fails_without_a_shoot_and_recovers_when_fixed() {
         "the message names the missing label: {message}"
     );
     assert!(env.shoot("aws-minimal").is_none(), "no Shoot created");
+    env.wait("a Warning event for the False condition", |e| {
+        e.kcp
+            .list(&Gvr::new("events.k8s.io", "v1", "events"), Some(NS))
+            .iter()
+            .any(|ev| ev["type"] == "Warning" && ev["reason"] == "ConversionErr")
+    })
+    .await;
     assert!(env.garden.list(&Gvr::shoots(), None).is_empty());
     assert_eq!(
         shorts(&env.writes_of("aws-minimal")),

@@ -247,3 +247,44 @@ fn invalid_configuration_stops_the_controller_naming_the_field() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("--kubeconfig"), "{stderr}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubeconfig_is_rotated_without_status_writes() {
+    let mut env = Env::start_with(Options {
+        start_controller: false,
+        ..Options::default()
+    })
+    .await;
+    let mut settings = env.settings();
+    let mut config = config();
+    config.kubeconfig.expiration_seconds = 600;
+    config.kubeconfig.rotation_fraction = 0.001; // renew after 0.6 s
+    settings.config = std::sync::Arc::new(config);
+    env.controller = Some(env.spawn(settings));
+    let rt = sample("aws-minimal.yaml");
+    env.create(&rt).await;
+    env.step_until("Ready", |e| {
+        e.state("aws-minimal").as_deref() == Some("Ready")
+    })
+    .await;
+    let secret_rv = |e: &Env| {
+        e.kcp
+            .get(&Gvr::secrets(), Some(NS), "kubeconfig-runtime-id")
+            .and_then(|s| s["metadata"]["resourceVersion"].as_str().map(String::from))
+    };
+    let first = secret_rv(&env);
+    let writes = status_writes(&env);
+    let requests = |e: &Env| {
+        e.garden
+            .count_requests(|r| r.is("shoots", Some("adminkubeconfig")))
+    };
+    let issued = requests(&env);
+    env.wait("two rotations", |e| {
+        requests(e) >= issued + 2 && secret_rv(e) != first
+    })
+    .await;
+    assert_eq!(status_writes(&env), writes, "a rotation changes no status");
+    // The administrators are still reconciled with the new kubeconfig (new client).
+    assert_eq!(env.state("aws-minimal").as_deref(), Some("Ready"));
+    env.assert_model_clean();
+}

@@ -142,7 +142,9 @@ async fn renew(
     let ctx = pass.ctx;
     let shoot_name = shoot.name_any();
     let request = AdminKubeconfigRequest::new(ctx.settings.config.kubeconfig.expiration_seconds);
-    let answer: AdminKubeconfigRequest = timed(
+    // Read as plain JSON and decoded here, so that no decoding error message can quote the
+    // credentials.
+    let answer: serde_json::Value = timed(
         ctx,
         "adminkubeconfig",
         ctx.shoots.create_subresource(
@@ -157,6 +159,12 @@ async fn renew(
         let what = format!("requesting the admin kubeconfig of Shoot {shoot_name}");
         let message = format!("{what}: {}", error::describe(&e));
         (Error::api(what, e), message)
+    })?;
+    let answer: AdminKubeconfigRequest = serde_json::from_value(answer).map_err(|_| {
+        let message = format!(
+            "the AdminKubeconfigRequest answer for Shoot {shoot_name} has an unexpected shape"
+        );
+        (Error::Other(message.clone()), message)
     })?;
     let kubeconfig = answer.kubeconfig_bytes().map_err(|e| {
         let message = format!("the admin kubeconfig of Shoot {shoot_name} is unusable: {e}");
