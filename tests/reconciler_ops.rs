@@ -13,7 +13,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 fn status_writes(env: &Env) -> usize {
     env.kcp
-        .count_requests(|r| r.is("runtimes", Some("status")) && r.is_write())
+        .count_requests(|r| r.is("runtimes", Some("status")) && r.is_write() && r.code < 300)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -142,6 +142,13 @@ async fn metrics_endpoint_serves_the_controller_metrics() {
     env.create(&rt).await;
     env.step_until("Ready", |e| {
         e.state("aws-trial").as_deref() == Some("Ready")
+    })
+    .await;
+    // The gauge follows the write the test just saw.
+    env.wait("the state gauge", |_| {
+        metrics
+            .encode()
+            .contains("kim_controller_runtimes{state=\"Ready\"} 1")
     })
     .await;
     let (code, body) = http_get(server.addr, "/metrics").await;
