@@ -69,7 +69,7 @@ impl PolicyArgs {
 /// `kim review`: an AdmissionReview file in, the webhook's answer out.
 #[derive(Debug, Clone, Args)]
 pub struct ReviewArgs {
-    /// AdmissionReview (YAML or JSON; `-` for stdin). A bare `request` object is wrapped.
+    /// AdmissionReview (YAML or JSON; `-` for stdin).
     pub file: String,
     /// Which webhook answers.
     #[arg(long, value_enum, default_value_t = HookArg::Validate)]
@@ -174,7 +174,6 @@ pub fn review(args: &ReviewArgs, out: &mut dyn Write, err: &mut dyn Write) -> u8
         Ok(d) => d,
         Err(e) => return fail(err, &e),
     };
-    let doc = admission::wrap_bare_request(&doc).unwrap_or(doc);
     let body = serde_json::to_vec(&doc).unwrap_or_default();
     let hook = match args.hook {
         HookArg::Validate => Hook::Validate,

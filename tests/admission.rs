@@ -126,17 +126,44 @@ fn mutate_returns_standard_base64_json_patch_that_applies() {
 fn public_capture_files_get_well_formed_answers() {
     for (name, bytes) in sample_reviews() {
         let doc: Value = serde_json::from_slice(&bytes).unwrap();
-        let doc = admission::wrap_bare_request(&doc).unwrap_or(doc);
-        let uid = doc["request"]["uid"].as_str().unwrap().to_string();
+        let bare = doc.get("request").is_none();
+        let uid = doc.get("request").unwrap_or(&doc)["uid"]
+            .as_str()
+            .unwrap()
+            .to_string();
         for hook in [Hook::Validate, Hook::Mutate] {
-            let out = run(hook, &doc);
+            // The file's bytes as they are (bare requests included), as the webhook gets them.
+            let out = admission::review(hook, &Policy::builtin(), &bytes, t0());
             let r = response_of(&out.body, &uid);
             assert_eq!(r["allowed"], true, "{name}: not a Runtime, allowed: {r}");
-            let w = r["warnings"][0].as_str().unwrap();
+            let warnings: Vec<&str> = r["warnings"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|w| w.as_str().unwrap())
+                .collect();
             assert!(
-                w.contains("not a Runtime status UPDATE") && w.len() < 120,
-                "{name}: {w}"
+                warnings.iter().all(|w| w.len() < 120),
+                "{name}: {warnings:?}"
             );
+            assert!(
+                warnings
+                    .last()
+                    .unwrap()
+                    .contains("not a Runtime status UPDATE"),
+                "{name}: {warnings:?}"
+            );
+            assert_eq!(
+                warnings.len(),
+                if bare { 2 } else { 1 },
+                "{name}: {warnings:?}"
+            );
+            if bare {
+                assert!(
+                    warnings[0].contains("bare AdmissionRequest"),
+                    "{name}: {warnings:?}"
+                );
+            }
             assert!(r.get("patch").is_none());
         }
     }

@@ -63,11 +63,17 @@ fn review_answers_every_public_capture() {
             assert_eq!(o.status.code(), Some(0), "{name}: {}", stderr(&o));
             let r = response_of(stdout(&o).as_bytes(), &uid);
             assert_eq!(r["allowed"], true);
+            let last = r["warnings"]
+                .as_array()
+                .unwrap()
+                .last()
+                .unwrap()
+                .as_str()
+                .unwrap()
+                .to_string();
             assert!(
-                r["warnings"][0]
-                    .as_str()
-                    .unwrap()
-                    .contains("not a Runtime status UPDATE")
+                last.contains("not a Runtime status UPDATE"),
+                "{name}: {last}"
             );
         }
     }

@@ -72,12 +72,18 @@ pub struct Outcome {
 
 #[derive(Deserialize)]
 struct ReviewIn<'a> {
-    #[serde(rename = "apiVersion", borrow, default)]
-    api_version: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    kind: Option<Cow<'a, str>>,
+    #[serde(rename = "apiVersion", default)]
+    api_version: Option<Value>,
+    #[serde(default)]
+    kind: Option<Value>,
     #[serde(borrow, default)]
     request: Option<&'a RawValue>,
+    /// Only in a bare AdmissionRequest (no envelope), as some projects publish captures.
+    #[serde(borrow, default)]
+    uid: Option<&'a RawValue>,
+    /// Only in a bare AdmissionRequest.
+    #[serde(borrow, default)]
+    operation: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize, Default)]
@@ -260,7 +266,7 @@ fn encode(a: Answer<'_>) -> Vec<u8> {
 }
 
 /// A denied outcome for a request that could not be decoded or was refused.
-fn denied(api_version: &str, uid: &str, code: u16, message: &str) -> Outcome {
+fn denied(api_version: &str, uid: &str, code: u16, message: &str, warnings: &[String]) -> Outcome {
     Outcome {
         body: encode(Answer {
             api_version,
@@ -269,7 +275,7 @@ fn denied(api_version: &str, uid: &str, code: u16, message: &str) -> Outcome {
             code,
             message,
             patch: None,
-            warnings: &[],
+            warnings,
             audit: BTreeMap::new(),
         }),
         allowed: false,
@@ -326,7 +332,7 @@ fn salvage_uid(body: &[u8]) -> Option<String> {
 /// prefix, possibly empty); the uid is echoed when it can be read from it.
 pub fn reject(code: u16, message: &str, body: &[u8]) -> Outcome {
     let uid = salvage_uid(body).unwrap_or_default();
-    denied(REVIEW_API_VERSION, &uid, code, message)
+    denied(REVIEW_API_VERSION, &uid, code, message, &[])
 }
 
 /// Answers one AdmissionReview request body (`admission.k8s.io/v1`, also `v1beta1`).
@@ -353,27 +359,40 @@ pub fn review(hook: Hook, policy: &Policy, body: &[u8], now: DateTime<Utc>) -> O
             return reject(400, &msg, body);
         }
     };
-    let api_version = match env.api_version.as_deref() {
-        Some(v @ (REVIEW_API_VERSION | REVIEW_API_VERSION_BETA))
-            if env.kind.as_deref() == Some("AdmissionReview") =>
-        {
-            if v == REVIEW_API_VERSION {
-                REVIEW_API_VERSION
-            } else {
-                REVIEW_API_VERSION_BETA
+    let mut warnings: Vec<String> = Vec::new();
+    let is_bare = env.request.is_none() && env.uid.is_some() && env.operation.is_some();
+    let (api_version, raw_req) = if is_bare {
+        // A bare AdmissionRequest: answered as if it came in a v1 envelope (the apiserver
+        // always sends the envelope; captures published without it are common).
+        warnings.push(
+            "kim: the body is a bare AdmissionRequest, not an AdmissionReview; answered as admission.k8s.io/v1"
+                .to_string(),
+        );
+        match serde_json::from_slice::<&RawValue>(body) {
+            Ok(raw) => (REVIEW_API_VERSION, raw),
+            Err(e) => return reject(400, &format!("request body is not JSON: {e}"), body),
+        }
+    } else {
+        let api = env.api_version.as_ref().and_then(Value::as_str);
+        let kind = env.kind.as_ref().and_then(Value::as_str);
+        let api_version = match (api, kind) {
+            (Some(REVIEW_API_VERSION), Some("AdmissionReview")) => REVIEW_API_VERSION,
+            (Some(REVIEW_API_VERSION_BETA), Some("AdmissionReview")) => REVIEW_API_VERSION_BETA,
+            _ => {
+                let show =
+                    |v: &Option<Value>| v.as_ref().map_or("nothing".to_string(), |v| v.to_string());
+                let msg = format!(
+                    "expected an AdmissionReview (apiVersion {REVIEW_API_VERSION}, kind AdmissionReview), got apiVersion {} kind {}",
+                    show(&env.api_version),
+                    show(&env.kind)
+                );
+                return reject(400, &msg, body);
             }
-        }
-        _ => {
-            let msg = format!(
-                "expected apiVersion {REVIEW_API_VERSION} and kind AdmissionReview, got apiVersion {:?} kind {:?}",
-                env.api_version.as_deref().unwrap_or(""),
-                env.kind.as_deref().unwrap_or("")
-            );
-            return reject(400, &msg, body);
-        }
-    };
-    let Some(raw_req) = env.request.filter(|r| r.get() != "null") else {
-        return denied(api_version, "", 400, "AdmissionReview has no request");
+        };
+        let Some(raw) = env.request.filter(|r| r.get() != "null") else {
+            return denied(api_version, "", 400, "AdmissionReview has no request", &[]);
+        };
+        (api_version, raw)
     };
     let req: RequestIn<'_> = match serde_json::from_str(raw_req.get()) {
         Ok(r) => r,
@@ -386,11 +405,12 @@ pub fn review(hook: Hook, policy: &Policy, body: &[u8], now: DateTime<Utc>) -> O
                 &uid,
                 400,
                 &format!("request is malformed: {e}"),
+                &warnings,
             );
         }
     };
     let Some(uid) = req.uid.as_deref().filter(|u| !u.is_empty()) else {
-        return denied(api_version, "", 400, "request.uid is missing");
+        return denied(api_version, "", 400, "request.uid is missing", &warnings);
     };
     let user_info = req.user_info.unwrap_or_default();
     let operation = req.operation.as_deref().unwrap_or("").to_string();
@@ -432,10 +452,10 @@ pub fn review(hook: Hook, policy: &Policy, body: &[u8], now: DateTime<Utc>) -> O
                 }
             )
         };
-        let warnings = [warning(format!(
+        let detail = warning(format!(
             "kim: {what} is not a Runtime status UPDATE; nothing was checked"
-        ))];
-        let detail = warnings[0].clone();
+        ));
+        warnings.push(detail.clone());
         return base(Outcome {
             body: encode(Answer {
                 api_version,
@@ -459,7 +479,7 @@ pub fn review(hook: Hook, policy: &Policy, body: &[u8], now: DateTime<Utc>) -> O
         decode_object(req.old_object, "oldObject"),
     ) {
         (Ok(n), Ok(o)) => (n, o),
-        (Err(e), _) | (_, Err(e)) => return base(denied(api_version, uid, 400, &e)),
+        (Err(e), _) | (_, Err(e)) => return base(denied(api_version, uid, 400, &e, &warnings)),
     };
     let new = new_obj.snapshot();
     let old = old_obj.snapshot();
@@ -476,7 +496,7 @@ pub fn review(hook: Hook, policy: &Policy, body: &[u8], now: DateTime<Utc>) -> O
                     code: 200,
                     message: "",
                     patch: Some(&patch),
-                    warnings: &[],
+                    warnings: &warnings,
                     audit: BTreeMap::new(),
                 }),
                 allowed: true,
@@ -513,7 +533,7 @@ pub fn review(hook: Hook, policy: &Policy, body: &[u8], now: DateTime<Utc>) -> O
                     code,
                     message: &message,
                     patch: None,
-                    warnings: &[],
+                    warnings: &warnings,
                     audit,
                 }),
                 allowed,
@@ -534,19 +554,4 @@ fn decode_object<'a>(raw: Option<&'a RawValue>, field: &str) -> Result<ObjectIn<
         Some(r) => serde_json::from_str::<ObjectIn<'a>>(r.get())
             .map_err(|e| format!("request.{field} is not a valid Runtime: {e}")),
     }
-}
-
-/// Wraps a bare `request` object (as some projects publish captures) into a v1 AdmissionReview
-/// envelope; returns `None` when `doc` already is an envelope or is not a request. Used by
-/// `kim review` only — the apiserver always sends the envelope.
-pub fn wrap_bare_request(doc: &Value) -> Option<Value> {
-    let obj = doc.as_object()?;
-    if obj.contains_key("request") || !obj.contains_key("uid") || !obj.contains_key("operation") {
-        return None;
-    }
-    Some(serde_json::json!({
-        "apiVersion": REVIEW_API_VERSION,
-        "kind": "AdmissionReview",
-        "request": doc,
-    }))
 }

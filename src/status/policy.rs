@@ -359,6 +359,18 @@ impl Policy {
             } else {
                 Some(State::parse(&tr.from).ok_or_else(|| format!("{at}.from: {:?} is not a state (Pending, Ready, Failed, Terminating) or none", tr.from))?)
             };
+            // Deletion is final (spec §3): nothing leaves Terminating but the built-in edges, and
+            // Terminating is only ever entered while the Runtime is being deleted.
+            if from == Some(State::Terminating) {
+                return Err(format!(
+                    "{at}.from: edges out of Terminating cannot be added (deletion is final, spec §3)"
+                ));
+            }
+            if tr.to == State::Terminating.as_str() && !tr.only_while_deleting {
+                return Err(format!(
+                    "{at}.onlyWhileDeleting: must be true for a transition to Terminating (spec §3, footnote ¹)"
+                ));
+            }
             let to = State::parse(&tr.to).ok_or_else(|| {
                 format!("{at}.to: {:?} is not a state (Pending, Ready, Failed, Terminating); removing the status is never allowed", tr.to)
             })?;
@@ -459,7 +471,7 @@ fn check_type_name(t: &str) -> Result<(), String> {
 ///     reasons:
 ///       - {reason: BackupReady, statuses: ["True"], message: "Backup configured"}
 /// transitions:
-///   - {from: Terminating, to: Pending, onlyWhileDeleting: true}
+///   - {from: none, to: Ready}
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -531,7 +543,7 @@ mod tests {
     #[test]
     fn policy_file_adds_and_rejects() {
         let f: PolicyFile = serde_saphyr::from_str(
-            "conditionTypes:\n  - type: BackupConfigured\n    reasons:\n      - {reason: BackupReady, statuses: [\"True\"]}\ntransitions:\n  - {from: Terminating, to: Pending, onlyWhileDeleting: true}\n",
+            "conditionTypes:\n  - type: BackupConfigured\n    reasons:\n      - {reason: BackupReady, statuses: [\"True\"]}\ntransitions:\n  - {from: none, to: Ready}\n",
         )
         .unwrap();
         let p = Policy::builtin().extend(&f).unwrap();
@@ -541,11 +553,18 @@ mod tests {
                 .statuses,
             vec![CondStatus::True]
         );
-        assert!(
-            p.edge(Some(State::Terminating), State::Pending)
-                .unwrap()
-                .only_while_deleting
-        );
+        assert!(!p.edge(None, State::Ready).unwrap().only_while_deleting);
+        for bad in [
+            "transitions:\n  - {from: Terminating, to: Pending, onlyWhileDeleting: true}\n",
+            "transitions:\n  - {from: Ready, to: Terminating}\n",
+        ] {
+            let f: PolicyFile = serde_saphyr::from_str(bad).unwrap();
+            let err = Policy::builtin().extend(&f).unwrap_err();
+            assert!(
+                err.starts_with("transitions[0]") && err.contains("spec §3"),
+                "{err}"
+            );
+        }
 
         let bad: PolicyFile = serde_saphyr::from_str("conditionTypes:\n  - type: X\n    reasons:\n      - {reason: \"bad reason\", statuses: [\"True\"]}\n").unwrap();
         let err = Policy::builtin().extend(&bad).unwrap_err();

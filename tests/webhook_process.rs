@@ -1,0 +1,162 @@
+//! The real `kim webhook` process, as a user starts it: default logging (`RUST_LOG` unset),
+//! dev certificates generated on first run, reviews over TLS, logs on stdout, SIGTERM → exit 0.
+
+#[path = "common/model.rs"]
+mod model;
+
+use model::*;
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+struct Server {
+    child: Child,
+    port: u16,
+    metrics: String,
+    stdout: std::thread::JoinHandle<String>,
+}
+
+fn start(cert_dir: &std::path::Path, format: &str) -> Server {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kim"))
+        .args([
+            "webhook",
+            "--dev",
+            "--addr",
+            "127.0.0.1:0",
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "--log-format",
+            format,
+        ])
+        .arg("--cert-dir")
+        .arg(cert_dir)
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn kim webhook");
+    let mut out = child.stdout.take().unwrap();
+    let stdout = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        s
+    });
+    // The dev banner on stderr names the bound ports.
+    let (tx, rx) = mpsc::channel();
+    let err = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(err).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let (mut port, mut metrics) = (None, None);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while port.is_none() || metrics.is_none() {
+        let line = rx
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            .expect("dev banner on stderr");
+        if let Some(rest) = line.strip_prefix("kim webhook (dev) on https://localhost:") {
+            port = rest.trim().parse().ok();
+        }
+        if let Some(rest) = line.trim().strip_prefix("curl http://") {
+            metrics = rest.strip_suffix("/metrics").map(str::to_string);
+        }
+    }
+    Server {
+        child,
+        port: port.unwrap(),
+        metrics: metrics.unwrap(),
+        stdout,
+    }
+}
+
+fn client(cert_dir: &std::path::Path) -> reqwest::Client {
+    kim::webhook::certs::install_default_provider();
+    let ca = std::fs::read(cert_dir.join("ca.crt")).unwrap();
+    reqwest::Client::builder()
+        .tls_certs_only([reqwest::Certificate::from_pem(&ca).unwrap()])
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap()
+}
+
+fn sigterm_and_wait(mut s: Server) -> (i32, String, Duration) {
+    let t = Instant::now();
+    let ok = Command::new("kill")
+        .args(["-TERM", &s.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(status) = s.child.try_wait().unwrap() {
+            let out = s.stdout.join().unwrap();
+            return (status.code().unwrap_or(-1), out, t.elapsed());
+        }
+        if Instant::now() > deadline {
+            let _ = s.child.kill();
+            panic!("kim webhook did not exit within 30 s of SIGTERM");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serves_with_default_logging_and_exits_on_sigterm() {
+    for format in ["text", "json"] {
+        let dir = tempfile::tempdir().unwrap();
+        let s = start(dir.path(), format);
+        let http = client(dir.path());
+        let seq = lifecycle(sample_runtimes().remove(0).1);
+        // Several reviews, on several connections, so that worker threads log.
+        for i in 0..8 {
+            let uid = format!("proc-{format}-{i}");
+            let review = status_review(&uid, &seq[i], &seq[i + 1], RECONCILER, &[], false);
+            let resp = http
+                .post(format!("https://localhost:{}/validate?timeout=10s", s.port))
+                .json(&review)
+                .send()
+                .await
+                .unwrap_or_else(|e| panic!("{format}: request {i}: {e}"));
+            assert_eq!(resp.status(), 200);
+            let body = resp.bytes().await.unwrap();
+            assert_eq!(response_of(&body, &uid)["allowed"], true);
+        }
+        let metrics = reqwest::get(format!("http://{}/metrics", s.metrics))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(metrics.contains("kim_webhook_requests_total"), "{metrics}");
+        let (code, stdout, took) = sigterm_and_wait(s);
+        assert_eq!(code, 0, "{format}: exit code; stdout:\n{stdout}");
+        assert!(
+            took < Duration::from_secs(25),
+            "{format}: exit took {took:?}"
+        );
+        // One log line per review, with its uid; no object content.
+        for i in 0..8 {
+            assert!(
+                stdout.contains(&format!("proc-{format}-{i}")),
+                "{format}: log of review {i} missing:\n{stdout}"
+            );
+        }
+        assert!(
+            !stdout.contains("managedFields") && !stdout.contains("BEGIN"),
+            "{format}: logs carry content"
+        );
+        assert!(
+            !stdout.contains('\u{1b}'),
+            "{format}: ANSI escapes in logs written to a pipe"
+        );
+        if format == "json" {
+            for line in stdout.lines().filter(|l| !l.trim().is_empty()) {
+                serde_json::from_str::<Value>(line)
+                    .unwrap_or_else(|e| panic!("not a JSON log line ({e}): {line}"));
+            }
+        }
+    }
+}
