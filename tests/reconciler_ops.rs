@@ -16,6 +16,13 @@ fn status_writes(env: &Env) -> usize {
         .count_requests(|r| r.is("runtimes", Some("status")) && r.is_write() && r.code < 300)
 }
 
+/// Waits until the request log has caught up with the writes the admission hook saw (a
+/// request is logged when its answer is sent, after the object is stored).
+async fn settle_log(env: &Env) {
+    env.wait("the request log", |e| status_writes(e) == e.writes().len())
+        .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn noop_resync_writes_nothing() {
     let env = Env::start_with(Options {
@@ -34,6 +41,7 @@ async fn noop_resync_writes_nothing() {
     let settled = metrics.reconciles();
     env.wait("reconciles after Ready", |_| metrics.reconciles() > settled)
         .await;
+    settle_log(&env).await;
     let writes_before = status_writes(&env);
     let gets_before = env.garden.count_requests(|r| r.verb == Some(Verb::Get));
     let start = metrics.reconciles();
@@ -280,6 +288,7 @@ async fn kubeconfig_is_rotated_without_status_writes() {
             .and_then(|s| s["metadata"]["resourceVersion"].as_str().map(String::from))
     };
     let first = secret_rv(&env);
+    settle_log(&env).await;
     let writes = status_writes(&env);
     let requests = |e: &Env| {
         e.garden

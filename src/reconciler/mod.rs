@@ -141,7 +141,7 @@ pub struct ControllerArgs {
 
     /// The controller's user name as the API server authenticates it; status writes are
     /// checked against the policy as this user before they are sent.
-    #[arg(long, env = "KIM_CONTROLLER_USER", default_value = crate::status::table::DEFAULT_WRITER_USERS[0])]
+    #[arg(long = "controller-user", env = "KIM_CONTROLLER_USER", default_value = crate::status::table::DEFAULT_WRITER_USERS[0])]
     pub user: String,
 
     /// The policy in force: `--policy-file`, `--allowed-writers`, `--compat` (the same as the
