@@ -47,6 +47,8 @@
 //! Secrets never reach the logs: the kubeconfig (Secret data, `AdminKubeconfigRequest`
 //! status) is only ever passed to the Secret write and the runtime-cluster client.
 
+#![deny(missing_docs)]
+
 pub mod admins;
 pub mod controller;
 pub mod delete;

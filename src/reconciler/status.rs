@@ -12,9 +12,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 /// default message is used when `None`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Cond {
+    /// Condition type (see [`crate::status::table::types`]).
     pub condition_type: &'static str,
+    /// `True`, `False` or `Unknown`.
     pub status: CondStatus,
+    /// Reason from the status table (see [`super::reasons`]).
     pub reason: &'static str,
+    /// Specific message; the table's default message when `None`.
     pub message: Option<String>,
 }
 
@@ -40,9 +44,13 @@ impl Cond {
 /// `provisioningCompleted: true` and the Shoot's last operation/errors.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Update {
+    /// The new `status.state`.
     pub state: State,
+    /// Conditions to set (by type; conditions of other types are kept).
     pub conditions: Vec<Cond>,
+    /// Set `provisioningCompleted: true`.
     pub provisioning_completed: bool,
+    /// The Shoot's `lastOperation` and `lastErrors` to copy, if any.
     pub shoot: Option<(Option<LastOperation>, Vec<LastError>)>,
 }
 
