@@ -402,3 +402,39 @@ async fn two_runtimes_progress_independently() {
     assert_eq!(by_name["azure-fremium"], "azure");
     env.assert_model_clean();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn update_never_downgrades_kubernetes() {
+    let env = Env::start().await;
+    let rt = sample("aws.yaml"); // Kubernetes 1.28.7
+    provision(&env, &rt).await;
+    // Gardener (auto-update) or an operator raised the version meanwhile.
+    env.garden
+        .modify(&Gvr::shoots(), Some(GARDEN_NS), "aws-full", |s| {
+            s["spec"]["kubernetes"]["version"] = serde_json::json!("1.29.3");
+        })
+        .unwrap();
+    env.edit("aws-full", |r| {
+        r.spec.shoot.provider.workers[0].maximum += 1;
+    })
+    .await;
+    env.step_until("Ready after the update", |e| {
+        e.state("aws-full").as_deref() == Some("Ready") && e.shoot("aws-full").is_some_and(|s| {
+            s["metadata"]["annotations"]["infrastructuremanager.kyma-project.io/runtime-generation"]
+                == "2"
+        })
+            && e.condition("aws-full", "Provisioned")
+                .map(|c| c.1)
+                .as_deref()
+                == Some("ConfigurationCompleted")
+    })
+    .await;
+    let shoot = env.shoot("aws-full").unwrap();
+    assert_eq!(
+        shoot["spec"]["kubernetes"]["version"], "1.29.3",
+        "not downgraded"
+    );
+    assert_eq!(shoot["spec"]["provider"]["workers"][0]["maximum"], 21);
+    never_failed(&env, "aws-full");
+    env.assert_model_clean();
+}
