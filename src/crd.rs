@@ -105,6 +105,10 @@ fn post_process(schema: &mut Value) {
     conditions.remove("nullable");
     conditions.insert("x-kubernetes-list-type".into(), json!("map"));
     conditions.insert("x-kubernetes-list-map-keys".into(), json!(["type"]));
+    conditions.insert(
+        "maxItems".into(),
+        json!(crate::status::table::MAX_CONDITIONS),
+    );
 
     let item = object_at_map(conditions, "/items");
     item.insert("type".into(), json!("object"));

@@ -286,6 +286,33 @@ fn denied(api_version: &str, uid: &str, code: u16, message: &str, warnings: &[St
     }
 }
 
+/// A JSON decoding error described without quoting the input: serde's messages copy the
+/// offending string (which may be anything a client sent, a key included) — keep only the kind
+/// of error, what was expected and the position.
+fn json_error(e: &serde_json::Error) -> String {
+    use serde_json::error::Category;
+    let at = format!("at line {} column {}", e.line(), e.column());
+    match e.classify() {
+        Category::Eof => format!("truncated JSON {at}"),
+        Category::Syntax => format!("invalid JSON {at}"),
+        Category::Io => format!("unreadable input {at}"),
+        Category::Data => {
+            let text = e.to_string();
+            // "invalid type: string \"…\", expected struct X at line …" → "expected struct X"
+            let expected = text
+                .rfind(", expected ")
+                .map(|i| &text[i + 2..])
+                .map(|t| t.rfind(" at line ").map_or(t, |j| &t[..j]))
+                .filter(|t| !t.contains('"') && !t.contains('`') && t.len() <= 120);
+            match (text.starts_with("duplicate field"), expected) {
+                (true, _) => format!("a field appears twice {at}"),
+                (false, Some(exp)) => format!("a value has the wrong type or form ({exp}) {at}"),
+                (false, None) => format!("a value has the wrong type or form {at}"),
+            }
+        }
+    }
+}
+
 /// Best effort: the uid of a body that does not fully decode (e.g. `request.uid` readable but
 /// `request.object` malformed, or only a prefix of an oversized body was read). A complete body
 /// is parsed; otherwise the first `"uid": "…"` after `"request"` in the first 64 KiB is taken
@@ -354,7 +381,7 @@ pub fn review(hook: Hook, policy: &Policy, body: &[u8], now: DateTime<Utc>) -> O
                 "request body is empty; expected an AdmissionReview (admission.k8s.io/v1)"
                     .to_string()
             } else {
-                format!("request body is not an AdmissionReview: {e}")
+                format!("request body is not an AdmissionReview: {}", json_error(&e))
             };
             return reject(400, &msg, body);
         }
@@ -370,7 +397,13 @@ pub fn review(hook: Hook, policy: &Policy, body: &[u8], now: DateTime<Utc>) -> O
         );
         match serde_json::from_slice::<&RawValue>(body) {
             Ok(raw) => (REVIEW_API_VERSION, raw),
-            Err(e) => return reject(400, &format!("request body is not JSON: {e}"), body),
+            Err(e) => {
+                return reject(
+                    400,
+                    &format!("request body is not JSON: {}", json_error(&e)),
+                    body,
+                );
+            }
         }
     } else {
         let api = env.api_version.as_ref().and_then(Value::as_str);
@@ -404,7 +437,7 @@ pub fn review(hook: Hook, policy: &Policy, body: &[u8], now: DateTime<Utc>) -> O
                 api_version,
                 &uid,
                 400,
-                &format!("request is malformed: {e}"),
+                &format!("request is malformed: {}", json_error(&e)),
                 &warnings,
             );
         }
@@ -552,6 +585,6 @@ fn decode_object<'a>(raw: Option<&'a RawValue>, field: &str) -> Result<ObjectIn<
             "request.{field} is required for a Runtime status UPDATE"
         )),
         Some(r) => serde_json::from_str::<ObjectIn<'a>>(r.get())
-            .map_err(|e| format!("request.{field} is not a valid Runtime: {e}")),
+            .map_err(|e| format!("request.{field} is not a valid Runtime: {}", json_error(&e))),
     }
 }

@@ -8,7 +8,7 @@
 //! the mechanics of applying it.
 
 use super::Policy;
-use super::table::{CondStatus, Requirement, RuleId, State};
+use super::table::{CondStatus, MAX_CONDITIONS, Requirement, RuleId, State};
 use chrono::{DateTime, SecondsFormat, Utc};
 use json_patch::{AddOperation, Patch, PatchOperation, ReplaceOperation};
 use jsonptr::PointerBuf;
@@ -122,14 +122,20 @@ pub fn denial_code(violations: &[Violation]) -> u16 {
     }
 }
 
-/// All messages in one line, separated by `"; "`.
+/// The messages in one line, separated by `"; "`; after the first 20, the rest are counted.
 pub fn denial_message(violations: &[Violation]) -> String {
     let mut out = String::new();
-    for (i, v) in violations.iter().enumerate() {
+    for (i, v) in violations.iter().take(LISTED_VIOLATIONS).enumerate() {
         if i > 0 {
             out.push_str("; ");
         }
         out.push_str(&v.message);
+    }
+    if violations.len() > LISTED_VIOLATIONS {
+        out.push_str(&format!(
+            "; ... and {} more violations",
+            violations.len() - LISTED_VIOLATIONS
+        ));
     }
     out
 }
@@ -137,6 +143,11 @@ pub fn denial_message(violations: &[Violation]) -> String {
 /// RFC 3339 with seconds and `Z`, as Kubernetes writes `metav1.Time`.
 pub fn format_time(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+/// The latest time RFC 3339 can write: 9999-12-31T23:59:59Z.
+fn latest_time() -> DateTime<Utc> {
+    DateTime::<Utc>::from_timestamp(253_402_300_799, 0).unwrap_or(DateTime::<Utc>::MAX_UTC)
 }
 
 fn parse_time(s: &str) -> Option<DateTime<Utc>> {
@@ -188,12 +199,25 @@ pub fn mutate(
     let mut ops = Vec::new();
     let old_status = old.and_then(|o| o.status);
     let now = facts.now;
+    let count = new
+        .status
+        .and_then(|s| s.get("conditions"))
+        .and_then(Value::as_array)
+        .map_or(0, Vec::len);
+    if count > MAX_CONDITIONS {
+        // Validation denies the list as malformed; defaulting it would only cost time.
+        return Patch(ops);
+    }
     for (i, cond) in condition_objects(new.status) {
         let idx = i.to_string();
         let field = |name: &str| pointer(&["status", "conditions", &idx, name]);
-        let mut set = |name: &str, value: Value, present: bool| {
+        // Sets a field unless it already holds the value (so a second pass patches nothing).
+        let mut set = |name: &str, value: Value, current: Option<&Value>| {
+            if current == Some(&value) {
+                return;
+            }
             let path = field(name);
-            ops.push(if present {
+            ops.push(if current.is_some() {
                 PatchOperation::Replace(ReplaceOperation { path, value })
             } else {
                 PatchOperation::Add(AddOperation { path, value })
@@ -222,10 +246,12 @@ pub fn mutate(
                     Some(o) if now <= o => o + chrono::Duration::seconds(1),
                     _ => now,
                 };
+                // RFC 3339 has four-digit years: an old time at the very end of 9999 is kept.
+                let stamp = stamp.min(latest_time());
                 set(
                     "lastTransitionTime",
                     Value::String(format_time(stamp)),
-                    new_ltt.is_some(),
+                    new_ltt,
                 );
             }
         } else if let Some(old_ltt) = old_ltt_str
@@ -234,14 +260,14 @@ pub fn mutate(
             set(
                 "lastTransitionTime",
                 Value::String(old_ltt.to_string()),
-                new_ltt.is_some(),
+                new_ltt,
             );
         }
 
         if let Some(generation) = new.generation {
             let og = cond.get("observedGeneration");
             if og.is_none_or(|v| v.is_null() || v.as_i64() == Some(0)) {
-                set("observedGeneration", Value::from(generation), og.is_some());
+                set("observedGeneration", Value::from(generation), og);
             }
         }
 
@@ -250,11 +276,7 @@ pub fn mutate(
             && let (Some(t), Some(r)) = (ctype, cond.get("reason").and_then(Value::as_str))
             && let Some(entry) = policy.reason(t, r)
         {
-            set(
-                "message",
-                Value::String(entry.message.clone()),
-                message.is_some(),
-            );
+            set("message", Value::String(entry.message.clone()), message);
         }
     }
     Patch(ops)
@@ -270,12 +292,26 @@ fn violation(
     Violation {
         rule,
         path: path.into(),
-        value: value.into(),
+        value: cut(value.into(), VALUE_LIMIT),
         allowed: allowed.into(),
-        message,
+        message: cut(message, MESSAGE_LIMIT),
     }
 }
 
+/// Longest offending value kept in a [`Violation`] (characters).
+const VALUE_LIMIT: usize = 80;
+/// Longest message of one [`Violation`] (characters): a request-controlled string (a 40 000
+/// character condition type, say) never makes an answer or a log line big.
+const MESSAGE_LIMIT: usize = 1000;
+/// Most violations listed in one denial message; the rest are counted.
+const LISTED_VIOLATIONS: usize = 20;
+
+fn cut(s: String, limit: usize) -> String {
+    match s.char_indices().nth(limit) {
+        None => s,
+        Some((i, _)) => format!("{}...", &s[..i]),
+    }
+}
 /// Short display of a JSON value for messages (strings unquoted, others as JSON, long values cut).
 fn show(v: &Value) -> String {
     let s = match v {
@@ -569,6 +605,19 @@ fn read_conditions<'v>(
             return Vec::new();
         }
     };
+    if list.len() > MAX_CONDITIONS {
+        out.push(violation(
+            RuleId::Malformed,
+            "status.conditions",
+            format!("{} entries", list.len()),
+            format!("at most {MAX_CONDITIONS}"),
+            format!(
+                "status.conditions: {} entries; at most {MAX_CONDITIONS} are accepted (one per condition type)",
+                list.len()
+            ),
+        ));
+        return Vec::new();
+    }
     let mut conds: Vec<Cond<'v>> = Vec::with_capacity(list.len());
     for (index, item) in list.iter().enumerate() {
         let at = format!("status.conditions[{index}]");

@@ -800,6 +800,11 @@ pub const DEFAULT_WRITER_USERS: &[&str] = &["system:serviceaccount:kim-system:ki
 /// Groups allowed to write `runtimes/status` by default (spec §4, invariant 8).
 pub const DEFAULT_WRITER_GROUPS: &[&str] = &["system:masters"];
 
+/// Most entries accepted in `status.conditions` (also the CRD's `maxItems`). The model allows
+/// one condition per type and the table has a dozen types; a longer list is denied as malformed
+/// before any per-condition work, which keeps evaluation time and denial size bounded.
+pub const MAX_CONDITIONS: usize = 64;
+
 /// Finalizer the reconciler puts on every Runtime (reconciler spec, step 1).
 pub const FINALIZER: &str =
     "runtime-controller.infrastructure-manager.kyma-project.io/deletion-hook";
