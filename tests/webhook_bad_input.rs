@@ -7,9 +7,9 @@
 //!
 //! Every case runs against an in-process server (`kim::webhook::start`) over real TLS with the
 //! dev certificates of `devcerts::ensure`. Reviews are built from the real sample Runtimes
-//! (`common/model.rs`). Tests marked `#[ignore = "BUG: …"]` reproduce defects found while
-//! attacking the server: they fail today and state the expected behaviour; run them with
-//! `cargo test --test webhook_bad_input -- --ignored`.
+//! (`common/model.rs`). The last tests reproduce defects found while attacking the server
+//! (condition floods, unbounded denials, quadratic checks, slowloris, log forging, body content
+//! in messages, year 9999); they state the expected behaviour and guard the fixes.
 
 #[path = "common/model.rs"]
 mod model;
@@ -1570,17 +1570,19 @@ async fn ten_thousand_conditions() {
         body: r.bytes().await.unwrap().to_vec(),
     };
     let resp = review_of(&a, &is("many-1"), "10 000 conditions");
-    assert_eq!(resp["status"]["code"], 403, "{}", &resp.to_string()[..300]);
+    // Over `MAX_CONDITIONS` the list is refused as malformed before any per-condition work.
+    assert_eq!(resp["status"]["code"], 400, "{resp}");
+    assert_eq!(resp["auditAnnotations"]["violations"], "malformed");
     assert!(
-        resp["auditAnnotations"]["violations"]
+        resp["status"]["message"]
             .as_str()
             .unwrap()
-            .contains("condition-type-duplicate")
+            .contains("10000 entries; at most 64")
     );
     eprintln!("10 000 conditions validated in {:?}", t.elapsed());
 
-    // Mutate: 10 000 conditions that all need defaulting; the patch applies (index paths) and
-    // a second call gives none. `conditions: null` and `[]` need nothing.
+    // Mutate: 10 000 conditions that would all need defaulting get no patch (validation denies
+    // the list); `conditions: null` and `[]` need nothing.
     let body = edited("many-2", |v| {
         let cnd = json!({"type": "Provisioned", "status": "Unknown", "reason": "Pending"});
         v["request"]["object"]["status"]["conditions"] = Value::Array(vec![cnd; 10_000]);
@@ -1589,8 +1591,7 @@ async fn ten_thousand_conditions() {
     let a = post(&env.h2, &env, M, Some(JSON), body.clone()).await;
     let resp = review_of(&a, &is("many-2"), "10 000 conditions (mutate)");
     assert_eq!(resp["allowed"], true);
-    assert_eq!(patch_ops(&resp).map(|p| p.len()), Some(30_000));
-    check_patch(&env, "many-2", &body, &resp).await.unwrap();
+    assert!(patch_ops(&resp).is_none(), "{resp}");
     eprintln!("10 000 conditions mutated in {:?}", t.elapsed());
     assert_serving(&env, "10 000 conditions").await;
 }
@@ -1772,7 +1773,6 @@ fn empty_conditions(uid: &str, n: usize) -> Vec<u8> {
 /// tokio workers busy for seconds: a good review waits until they are done, longer than the
 /// apiserver's 10 s timeout in a debug build (tens of seconds with 7 MiB bodies).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "BUG: evaluation runs on the async workers with no bound on conditions; two 1.2 MB condition floods starve every other review"]
 async fn condition_floods_do_not_starve_other_reviews() {
     let _heavy = HEAVY.lock().await;
     let env = env().await;
@@ -1800,7 +1800,6 @@ async fn condition_floods_do_not_starve_other_reviews() {
 /// A denial lists every violation in full: 100 000 empty conditions (0.4 MB) give a 26 MB
 /// answer (and the same in one log line); a 40 000-char condition type is echoed whole.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "BUG: denial messages are unbounded: 0.4 MB of empty conditions give a 26 MB answer and log line; long types/reasons are echoed whole"]
 async fn denials_are_bounded() {
     let _heavy = HEAVY.lock().await;
     let env = env().await;
@@ -1834,7 +1833,6 @@ async fn denials_are_bounded() {
 /// The duplicate-type check compares each condition with all before it: 40 000 distinct types
 /// (2 MB) take tens of seconds in a debug build (O(n²)); 10 000 take ~2 s.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "BUG: the duplicate condition type check is quadratic: 40 000 distinct types (2 MB) take tens of seconds"]
 async fn distinct_condition_types_are_checked_in_linear_time() {
     let _heavy = HEAVY.lock().await;
     let env = env().await;
@@ -1857,7 +1855,6 @@ async fn distinct_condition_types_are_checked_in_linear_time() {
 /// A client that never finishes its request head keeps its connection (and ~25 KiB) forever:
 /// axum-server disables hyper's 30 s header read timeout and the server does not set one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "BUG: connections that never finish their request head are never closed (no header read timeout): slowloris holds them forever"]
 async fn slowloris_connections_are_closed_by_the_server() {
     let env = env().await;
     let mut s = raw_connect(&env).await;
@@ -1888,7 +1885,6 @@ async fn slowloris_connections_are_closed_by_the_server() {
 /// `uid` and `user` are logged with `Display`: a newline in them starts a forged log line,
 /// an ESC byte reaches the terminal.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "BUG: request.uid and userInfo.username are logged raw: a newline or ESC in them forges log lines"]
 async fn uid_and_username_cannot_forge_log_lines() {
     let env = env().await;
     let uid = "forge-1\nFORGED INFO kim::webhook::server: admission review path=\"/validate\" uid=x decision=\"allowed\"";
@@ -1908,7 +1904,6 @@ async fn uid_and_username_cannot_forge_log_lines() {
 /// serde's type errors quote the offending string in full; the denial message and the log
 /// line then carry body content (here: a PEM private key put where metadata belongs).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "BUG: serde type errors copy whole body strings (e.g. a PEM key given as metadata) into the denial message and the log"]
 async fn malformed_fields_are_not_copied_into_logs() {
     let env = env().await;
     let marker = "kim-leak-marker-MIIEvQIBADANBgkqhkiG9w0BAQEFAASC";
@@ -1929,7 +1924,6 @@ async fn malformed_fields_are_not_copied_into_logs() {
 /// status: defaulting stamps one second later, `+10000-01-01T00:00:00Z`, which is not RFC 3339,
 /// which validate then denies (400) and which mutate patches again on reinvocation.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "BUG: mutate stamps lastTransitionTime +10000-01-01T00:00:00Z after an old 9999-12-31T23:59:59Z; validate denies it, reinvocation patches again"]
 async fn defaulting_after_year_9999_yields_a_valid_timestamp() {
     let env = env().await;
     let body = edited("y10k-1", |v| {

@@ -43,6 +43,35 @@ pub const BODY_LIMIT: usize = 7 * 1024 * 1024;
 /// receives the 413 review instead of a reset connection; beyond it the connection is dropped.
 const DRAIN_LIMIT: u64 = 32 * 1024 * 1024;
 
+/// A request head must arrive within this time, or the connection is closed.
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Bodies up to this size are evaluated on the async worker (microseconds of work); larger
+/// ones on the blocking pool, at most one per core at a time, so that a flood of big reviews
+/// cannot starve small ones (the apiserver's timeout is 10 s by default).
+const INLINE_REVIEW_LIMIT: usize = 256 * 1024;
+
+/// Longest uid, user or detail written to a log line; longer values are cut.
+const LOG_FIELD_LIMIT: usize = 512;
+
+/// A request-controlled string made safe for a log line: cut to [`LOG_FIELD_LIMIT`]
+/// characters, control characters (newline, ESC, …) escaped so nothing can forge a line.
+fn log_safe(s: &str) -> String {
+    let mut out = String::with_capacity(s.len().min(LOG_FIELD_LIMIT));
+    for (i, c) in s.chars().enumerate() {
+        if i == LOG_FIELD_LIMIT {
+            out.push_str("...");
+            break;
+        }
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// When the declared `Content-Length` is already over the limit, only this much of the body
 /// is kept (enough to find `request.uid`, which real apiservers write near the start).
 const PREFIX_WHEN_OVERSIZED: usize = 64 * 1024;
@@ -96,6 +125,8 @@ impl Settings {
 }
 
 struct AppState {
+    /// Bounds how many large reviews are evaluated at once on the blocking pool.
+    heavy: tokio::sync::Semaphore,
     policy: Arc<Policy>,
     metrics: Arc<Metrics>,
     ready: AtomicBool,
@@ -159,6 +190,9 @@ pub async fn start(settings: Settings) -> anyhow::Result<Running> {
     let metrics_addr = metrics_listener.local_addr()?;
 
     let state = Arc::new(AppState {
+        heavy: tokio::sync::Semaphore::new(
+            std::thread::available_parallelism().map_or(2, |n| n.get()),
+        ),
         policy: settings.policy.clone(),
         metrics: metrics.clone(),
         ready: AtomicBool::new(false),
@@ -168,9 +202,15 @@ pub async fn start(settings: Settings) -> anyhow::Result<Running> {
     });
 
     let handle = Handle::new();
-    let server = axum_server::tls_rustls::from_tcp_rustls(listener, tls.clone())
+    let mut server = axum_server::tls_rustls::from_tcp_rustls(listener, tls.clone())
         .context("HTTPS listener")?
         .handle(handle.clone());
+    // axum-server turns hyper's header read timeout off; a client that never finishes its
+    // request head (slowloris) would keep its connection forever.
+    server
+        .http_builder()
+        .http1()
+        .header_read_timeout(HEADER_READ_TIMEOUT);
     let app = router(state.clone());
     let server = tokio::spawn(server.serve(app.into_make_service()));
 
@@ -447,6 +487,36 @@ fn check_content_type(headers: &HeaderMap) -> Result<(), String> {
 
 /// Runs `f`, turning a panic into `None` (logged) so that a bug answers 500 instead of
 /// killing the connection.
+/// Runs [`admission::review`] on a complete body: inline when small, on the blocking pool
+/// (bounded by [`AppState::heavy`]) when larger than [`INLINE_REVIEW_LIMIT`]. A panic in
+/// the review is answered with `reject(500)`; `None` only if that panics too.
+async fn evaluate(
+    st: &Arc<AppState>,
+    hook: Hook,
+    path: &'static str,
+    bytes: Vec<u8>,
+) -> Option<Outcome> {
+    let run = move |policy: &Policy, bytes: &[u8]| {
+        guarded(path, || {
+            admission::review(hook, policy, bytes, chrono::Utc::now())
+        })
+        .or_else(|| {
+            guarded(path, || {
+                admission::reject(500, "internal error in the webhook", bytes)
+            })
+        })
+    };
+    if bytes.len() <= INLINE_REVIEW_LIMIT {
+        return run(&st.policy, &bytes);
+    }
+    let _permit = st.heavy.acquire().await.ok()?;
+    let policy = st.policy.clone();
+    tokio::task::spawn_blocking(move || run(&policy, &bytes))
+        .await
+        .ok()
+        .flatten()
+}
+
 fn guarded(path: &'static str, f: impl FnOnce() -> Outcome) -> Option<Outcome> {
     match std::panic::catch_unwind(AssertUnwindSafe(f)) {
         Ok(o) => Some(o),
@@ -457,21 +527,14 @@ fn guarded(path: &'static str, f: impl FnOnce() -> Outcome) -> Option<Outcome> {
     }
 }
 
-async fn admit(st: &AppState, hook: Hook, path: &'static str, req: Request) -> Response {
+async fn admit(st: &Arc<AppState>, hook: Hook, path: &'static str, req: Request) -> Response {
     let started = Instant::now();
     let _in_flight = st.metrics.in_flight();
     let (parts, body) = req.into_parts();
     let read = read_body(body, &parts.headers, st.body_limit, st.body_timeout).await;
     let outcome = match read {
         BodyRead::Complete(bytes) => match check_content_type(&parts.headers) {
-            Ok(()) => guarded(path, || {
-                admission::review(hook, &st.policy, &bytes, chrono::Utc::now())
-            })
-            .or_else(|| {
-                guarded(path, || {
-                    admission::reject(500, "internal error in the webhook", &bytes)
-                })
-            }),
+            Ok(()) => evaluate(st, hook, path, bytes).await,
             Err(msg) => guarded(path, || admission::reject(400, &msg, &bytes)),
         },
         BodyRead::TooLarge(prefix) => {
@@ -494,16 +557,16 @@ async fn admit(st: &AppState, hook: Hook, path: &'static str, req: Request) -> R
         .observe_request(path, o.allowed, o.code, latency.as_secs_f64());
     tracing::info!(
         path,
-        uid = %o.uid,
-        operation = %o.operation,
-        user = %o.user,
+        uid = %log_safe(&o.uid),
+        operation = %log_safe(&o.operation),
+        user = %log_safe(&o.user),
         decision = if o.allowed { "allowed" } else { "denied" },
         code = o.code,
         rules = %o.rules.join(","),
         latency_us = latency.as_micros() as u64,
         dry_run = o.dry_run,
         patched = o.patched,
-        detail = %o.detail,
+        detail = %log_safe(&o.detail),
         "admission review"
     );
     let mut resp = Response::new(Body::from(o.body));
