@@ -11,4 +11,5 @@ pub mod crd;
 pub mod gardener;
 pub mod reconciler;
 pub mod status;
+pub mod telemetry;
 pub mod webhook;

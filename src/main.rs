@@ -1,4 +1,4 @@
-//! `kim` — thin CLI front: `webhook | review | check | policy | crd`.
+//! `kim` — thin CLI front: `webhook | controller | review | check | policy | crd`.
 
 use clap::{Parser, Subcommand};
 use kim::cli;
@@ -6,7 +6,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 /// Kyma Infrastructure Manager runtime lifecycle: the Runtime status model, its admission
-/// webhook and (soon) its reconciler.
+/// webhook and its reconciler.
 #[derive(Debug, Parser)]
 #[command(name = "kim", version, about, propagate_version = true)]
 struct Cli {

@@ -67,20 +67,11 @@ pub use leader::LeaderElection;
 pub use metrics::Metrics;
 
 use crate::gardener::Config;
+pub use crate::telemetry::{LogFormat, init_tracing};
 use anyhow::{Context as _, bail};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-
-/// Log output format of `kim controller`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
-pub enum LogFormat {
-    /// Human-readable lines.
-    #[default]
-    Text,
-    /// One JSON object per line, fields at the top level.
-    Json,
-}
 
 /// Flags of `kim controller`. Every flag can also be set by the environment variable named
 /// after it (`KIM_` + the flag in upper snake case, e.g. `KIM_GARDENER_KUBECONFIG`).
@@ -154,22 +145,6 @@ pub struct ControllerArgs {
     /// Log format.
     #[arg(long, env = "KIM_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
-}
-
-/// Sets up the global `tracing` subscriber: `format` output on stdout, level filter from
-/// `RUST_LOG` (default `info`). Does nothing if a subscriber is already set.
-pub fn init_tracing(format: LogFormat) {
-    use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
-    let _ = match format {
-        LogFormat::Text => builder.try_init(),
-        LogFormat::Json => builder
-            .json()
-            .flatten_event(true)
-            .with_current_span(false)
-            .try_init(),
-    };
 }
 
 /// Loads and validates the converter configuration, applying `--gardener-project`.

@@ -14,6 +14,7 @@ pub mod devcerts;
 pub mod metrics;
 pub mod server;
 
+pub use crate::telemetry::{LogFormat, init_tracing};
 pub use server::{BODY_LIMIT, Running, Settings, start};
 
 use crate::status::Policy;
@@ -25,16 +26,6 @@ use std::time::Duration;
 
 /// Default cert dir in dev mode, relative to the working directory.
 pub const DEV_CERT_DIR: &str = "certs/dev";
-
-/// Log output format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
-pub enum LogFormat {
-    /// Human-readable lines.
-    #[default]
-    Text,
-    /// One JSON object per line, fields at the top level.
-    Json,
-}
 
 /// Flags of `kim webhook`. Every flag can also be set by the environment variable named
 /// after it (`KIM_` + the flag in upper snake case, e.g. `KIM_CERT_DIR`).
@@ -107,26 +98,6 @@ impl WebhookArgs {
             ..Settings::new(self.effective_cert_dir()?)
         })
     }
-}
-
-/// Sets up the global `tracing` subscriber: `format` output on stdout, level filter from
-/// `RUST_LOG` (default `info`). Does nothing if a subscriber is already set.
-pub fn init_tracing(format: LogFormat) {
-    use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    use std::io::IsTerminal;
-    // Colours only on a terminal: a pipe or file (a container log) gets plain text.
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::stdout().is_terminal());
-    let _ = match format {
-        LogFormat::Text => builder.try_init(),
-        LogFormat::Json => builder
-            .json()
-            .flatten_event(true)
-            .with_current_span(false)
-            .try_init(),
-    };
 }
 
 /// Runs `kim webhook` until SIGTERM or SIGINT, then shuts down gracefully within
