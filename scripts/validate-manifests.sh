@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Offline validation of kim's deployment files: kustomize builds, Kubernetes schemas
-# (kubernetes-validate, strict), the CRD, the sample Runtimes against the CRD's schema,
-# cert-manager objects, the Dockerfile, certs/gen-certs.sh and the shell scripts.
+# (kubernetes-validate, strict), the webhook's and the controller's facts (exact RBAC verbs,
+# ConfigMap kim-controller-config == docs/config.example.yaml), the CRD, the sample Runtimes
+# against the CRD's schema, cert-manager objects, the Dockerfile, certs/gen-certs.sh and the
+# shell scripts.
 # Details: scripts/validate_manifests.py. Run from anywhere; exits non-zero on any failure.
 #
 # Environment:

@@ -10,8 +10,10 @@ What is checked (one line per checked file or build; details under a FAIL):
   schemas     every document of every build: built-in kinds with kubernetes-validate in strict
               mode (unknown fields are errors) for each KIM_K8S_VERSIONS; cert-manager.io/v1
               Issuer/Certificate with the hand-written JSON schemas below; any other kind fails.
-  conformance the facts kim's webhook depends on (names, rules, failurePolicy, ports, probes,
-              security context, RBAC, cert wiring, image tag); see check_conformance().
+  conformance the facts kim's webhook and controller depend on (names, rules, failurePolicy,
+              args, ports, probes, security context, exact RBAC verbs, volumes, cert wiring,
+              image tag, ConfigMap kim-controller-config == docs/config.example.yaml, no
+              committed Gardener kubeconfig Secret); see check_conformance().
   crd         manifests/crd.yaml with kubernetes-validate (CustomResourceDefinition, strict),
               its structure (group, names, v1, status subresource, structural schema) and its
               openAPIV3Schema translated to JSON Schema (meta-validated).
@@ -583,17 +585,40 @@ WEBHOOKS = {
     "ValidatingWebhookConfiguration": ("runtime-status.validate.kim.kyma-project.io", "/validate"),
     "MutatingWebhookConfiguration": ("runtime-status.mutate.kim.kyma-project.io", "/mutate"),
 }
+# Exactly the verbs `kim controller` sends to the control cluster, per namespace and
+# (apiGroup, resource, resourceNames or None): more is an error, less is an error.
+#   runtimes         list+watch: kube-runtime Controller (watcher ListWatch); get: re-read after
+#                    a 409 (reconcile.rs); patch: the finalizer, a JSON patch (reconcile.rs)
+#   runtimes/status  update: replace_status (reconcile.rs, Pass::write)
+#   secrets          get/create/update(replace)/delete: kubeconfig.rs, delete.rs
+#   events.k8s.io    create, patch (EventSeries): kube-runtime 5 events::Recorder, in the
+#                    Runtime's namespace
+#   leases           kube-lease-manager 0.13: get, create (AutoCreate), patch (lock, renew,
+#                    release); create cannot be narrowed by resourceNames
+CONTROLLER_NAMESPACE = "kcp-system"
+LEASE_NAMESPACE, LEASE_NAME = "kim-system", "kim-controller"
+RT_GROUP = "infrastructuremanager.kyma-project.io"
 CONTROLLER_RULES = {
-    "kcp-system": {
-        ("infrastructuremanager.kyma-project.io", "runtimes"): {"get", "list", "watch", "update", "patch"},
-        ("infrastructuremanager.kyma-project.io", "runtimes/status"): {"get", "update", "patch"},
-        ("infrastructuremanager.kyma-project.io", "runtimes/finalizers"): {"update"},
-        ("", "secrets"): {"get", "list", "watch", "create", "update", "patch", "delete"},
-        ("", "events"): {"create", "patch"},
-        ("events.k8s.io", "events"): {"create", "patch"},
+    CONTROLLER_NAMESPACE: {
+        (RT_GROUP, "runtimes", None): {"get", "list", "watch", "patch"},
+        (RT_GROUP, "runtimes/status", None): {"update"},
+        ("", "secrets", None): {"get", "create", "update", "delete"},
+        ("events.k8s.io", "events", None): {"create", "patch"},
     },
-    "kim-system": {("coordination.k8s.io", "leases"): {"get", "create", "update"}},
+    LEASE_NAMESPACE: {
+        ("coordination.k8s.io", "leases", None): {"create"},
+        ("coordination.k8s.io", "leases", (LEASE_NAME,)): {"get", "patch"},
+    },
 }
+CONTROLLER_FLAGS = {
+    "namespace": CONTROLLER_NAMESPACE,
+    "config": "/etc/kim/config/config.yaml",
+    "gardener-kubeconfig": "/etc/kim/gardener/kubeconfig",
+    "metrics-addr": "0.0.0.0:8081",
+    "log-format": "json",
+}
+CONTROLLER_CONFIG_MAP = "kim-controller-config"
+GARDENER_KUBECONFIG_SECRET = "kim-gardener-kubeconfig"
 PLACEHOLDER_CA = "REPLACE-ME"
 
 
@@ -611,8 +636,73 @@ def one(docs, errs, kind, name, ns=None):
     return hits[0]
 
 
-def check_conformance(docs: list[dict], variant: str, crate_version: str | None, crd: dict | None) -> tuple[list[str], list[str]]:
-    """variant: base | cert-manager | static-ca | static-ca-generated. Returns (errors, warnings)."""
+def selects(selector: dict, labels: dict) -> bool:
+    return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
+
+
+def parse_flags(args: list[str]) -> dict:
+    """`--flag=value` and `--flag value` (clap accepts both); a bare `--flag` is "true"."""
+    flags: dict = {}
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a.startswith("--"):
+            if "=" in a:
+                k, v = a[2:].split("=", 1)
+            elif i + 1 < len(args) and not args[i + 1].startswith("--"):
+                k, v = a[2:], args[i + 1]
+                i += 1
+            else:
+                k, v = a[2:], "true"
+            flags[k] = v
+        i += 1
+    return flags
+
+
+def check_restricted(pod: dict, c: dict, who: str) -> list[str]:
+    """The restricted Pod Security Standard plus kim's own rules (uid 65532, read-only root
+    filesystem), for the pod and its container `c`."""
+    errs = []
+    psc = pod.get("securityContext") or {}
+    if psc.get("runAsNonRoot") is not True or psc.get("runAsUser") != 65532:
+        errs.append(f"{who} pod securityContext: runAsNonRoot true and runAsUser 65532 required")
+    if (psc.get("seccompProfile") or {}).get("type") != "RuntimeDefault":
+        errs.append(f"{who} pod securityContext: seccompProfile RuntimeDefault required")
+    sc = c.get("securityContext") or {}
+    if sc.get("readOnlyRootFilesystem") is not True or sc.get("allowPrivilegeEscalation") is not False:
+        errs.append(f"{who} container: readOnlyRootFilesystem true, allowPrivilegeEscalation false required")
+    if sc.get("privileged", False) is not False:
+        errs.append(f"{who} container: privileged")
+    if (sc.get("capabilities") or {}).get("drop") != ["ALL"] or (sc.get("capabilities") or {}).get("add"):
+        errs.append(f"{who} container: capabilities must drop [ALL] and add nothing")
+    if sc.get("runAsUser", 65532) != 65532 or sc.get("runAsNonRoot", True) is not True:
+        errs.append(f"{who} container securityContext overrides the non-root user")
+    if (sc.get("seccompProfile") or {}).get("type", "RuntimeDefault") != "RuntimeDefault":
+        errs.append(f"{who} container: seccompProfile must stay RuntimeDefault")
+    for v in pod.get("volumes") or []:
+        if "hostPath" in v:
+            errs.append(f"{who} pod: hostPath volume {v.get('name')}")
+    for f in ("hostNetwork", "hostPID", "hostIPC"):
+        if pod.get(f):
+            errs.append(f"{who} pod: {f}")
+    return errs
+
+
+def check_resources(c: dict, who: str) -> list[str]:
+    errs = []
+    res = c.get("resources") or {}
+    for part in ("requests", "limits"):
+        for r in ("cpu", "memory"):
+            if r not in (res.get(part) or {}):
+                errs.append(f"{who}: resources.{part}.{r} missing")
+    return errs
+
+
+def check_conformance(docs: list[dict], variant: str, crate_version: str | None, crd: dict | None,
+                      config_text: str | None = None) -> tuple[list[str], list[str]]:
+    """variant: base | cert-manager | static-ca | static-ca-generated. config_text: the content
+    of docs/config.example.yaml, which ConfigMap kim-controller-config must carry verbatim.
+    Returns (errors, warnings)."""
     errs: list[str] = []
     warns: list[str] = []
     one(docs, errs, "Namespace", "kim-system")
@@ -641,18 +731,21 @@ def check_conformance(docs: list[dict], variant: str, crate_version: str | None,
         if not role:
             continue
         for r in role.get("rules") or []:
-            if r.get("resourceNames") or r.get("nonResourceURLs"):
+            if r.get("nonResourceURLs"):
+                errs.append(f"{doc_id(role)}: nonResourceURLs in a namespaced Role")
                 continue
+            names = tuple(sorted(r["resourceNames"])) if r.get("resourceNames") else None
             for g in r.get("apiGroups") or []:
                 for res in r.get("resources") or []:
-                    granted.setdefault(ns, {}).setdefault((g, res), set()).update(r.get("verbs") or [])
+                    granted.setdefault(ns, {}).setdefault((g, res, names), set()).update(r.get("verbs") or [])
     for ns in set(granted) | set(CONTROLLER_RULES):
         got, want = granted.get(ns, {}), CONTROLLER_RULES.get(ns, {})
-        for key in set(got) | set(want):
+        for key in sorted(set(got) | set(want), key=str):
             if got.get(key, set()) != want.get(key, set()):
-                errs.append(f"kim-controller in {ns}: {key[0] or 'core'}/{key[1]} verbs "
+                names = f" resourceNames {list(key[2])}" if key[2] else ""
+                errs.append(f"kim-controller in {ns}: {key[0] or 'core'}/{key[1]}{names} verbs "
                             f"{sorted(got.get(key, set()))}, want {sorted(want.get(key, set()))}")
-        if any("*" in v for v in got.values()) or any("*" in k for k in got):
+        if any("*" in v for v in got.values()) or any("*" in k[:2] for k in got):
             errs.append(f"wildcard in kim-controller's rules in {ns}")
 
     # --- deployment
@@ -679,11 +772,6 @@ def check_conformance(docs: list[dict], variant: str, crate_version: str | None,
             errs.append("webhook pods are not spread (no anti-affinity/topology spread)")
         if pod.get("terminationGracePeriodSeconds") != 30:
             errs.append("terminationGracePeriodSeconds must be 30")
-        psc = pod.get("securityContext") or {}
-        if psc.get("runAsNonRoot") is not True or psc.get("runAsUser") != 65532:
-            errs.append("pod securityContext: runAsNonRoot true and runAsUser 65532 required")
-        if (psc.get("seccompProfile") or {}).get("type") != "RuntimeDefault":
-            errs.append("pod securityContext: seccompProfile RuntimeDefault required")
         cs = pod.get("containers") or []
         if len(cs) != 1:
             errs.append(f"webhook pod has {len(cs)} containers, want 1")
@@ -708,18 +796,8 @@ def check_conformance(docs: list[dict], variant: str, crate_version: str | None,
                 if pr.get("scheme") != "HTTPS" or pr.get("port") not in ("https", 9443) \
                         or (path and pr.get("path") != path):
                     errs.append(f"{probe}: want HTTPS GET {path or '/healthz'} on 9443, got {pr}")
-            res = c.get("resources") or {}
-            for part in ("requests", "limits"):
-                for r in ("cpu", "memory"):
-                    if r not in (res.get(part) or {}):
-                        errs.append(f"resources.{part}.{r} missing")
-            sc = c.get("securityContext") or {}
-            if sc.get("readOnlyRootFilesystem") is not True or sc.get("allowPrivilegeEscalation") is not False:
-                errs.append("container: readOnlyRootFilesystem true, allowPrivilegeEscalation false required")
-            if "ALL" not in ((sc.get("capabilities") or {}).get("drop") or []):
-                errs.append("container: capabilities.drop must contain ALL")
-            if sc.get("runAsUser", 65532) != 65532 or sc.get("runAsNonRoot", True) is not True:
-                errs.append("container securityContext overrides the non-root user")
+            errs += check_resources(c, "webhook")
+            errs += check_restricted(pod, c, "webhook")
             mounts = {m["name"]: m for m in c.get("volumeMounts") or []}
             vols = {v["name"]: v for v in pod.get("volumes") or []}
             certs = [m for m in mounts.values() if m.get("mountPath") == "/etc/kim/certs"]
@@ -753,9 +831,16 @@ def check_conformance(docs: list[dict], variant: str, crate_version: str | None,
         if svc_ports.get(8080) != 8080:
             errs.append("Service port 8080 must reach the metrics port 8080")
     for np in find(docs, "NetworkPolicy", ns="kim-system"):
+        if not selects((np["spec"].get("podSelector") or {}).get("matchLabels") or {}, pod_labels):
+            continue
         ports = {p.get("port") for r in np["spec"].get("ingress") or [] for p in r.get("ports") or []}
         if "Ingress" in (np["spec"].get("policyTypes") or []) and not {9443, "https"} & ports:
             errs.append(f"{doc_id(np)} does not admit port 9443: the API server could not call the webhook")
+
+    # --- the controller
+    e, w = check_controller(docs, crate_version, config_text, pod_labels)
+    errs += e
+    warns += w
 
     # --- webhook configurations
     crd_names = None
@@ -849,6 +934,157 @@ def check_conformance(docs: list[dict], variant: str, crate_version: str | None,
                 cas = [x for x in find(docs, "Certificate") if x["spec"].get("secretName") == issuer["spec"]["ca"]["secretName"]]
                 if len(cas) != 1 or not cas[0]["spec"].get("isCA"):
                     errs.append(f"Issuer {issuer['metadata']['name']}: its CA Secret is not written by an isCA Certificate")
+    return errs, warns
+
+
+def check_controller(docs: list[dict], crate_version: str | None, config_text: str | None,
+                     webhook_labels: dict) -> tuple[list[str], list[str]]:
+    """Deployment kim-controller and its ConfigMap, Service, PodDisruptionBudget and
+    NetworkPolicy; the Gardener kubeconfig Secret must not be part of any build."""
+    errs: list[str] = []
+    warns: list[str] = []
+    labels: dict = {}
+    ports: dict = {}
+    dep = one(docs, errs, "Deployment", "kim-controller", "kim-system")
+    if dep:
+        spec = dep["spec"]
+        pod = spec["template"]["spec"]
+        labels = spec["template"]["metadata"].get("labels") or {}
+        if spec.get("replicas") != 2:
+            errs.append(f"controller Deployment: replicas {spec.get('replicas')}, want 2 (leader + standby)")
+        if not selects((spec.get("selector") or {}).get("matchLabels") or {}, labels):
+            errs.append("controller Deployment selector does not match its pod labels")
+        if selects((spec.get("selector") or {}).get("matchLabels") or {}, webhook_labels):
+            errs.append("controller Deployment selector also matches the webhook pods")
+        if pod.get("serviceAccountName") != "kim-controller":
+            errs.append("controller pods must run as ServiceAccount kim-controller")
+        if pod.get("automountServiceAccountToken") is False:
+            errs.append("controller pods need the ServiceAccount token (in-cluster client)")
+        if not (pod.get("affinity", {}).get("podAntiAffinity") or pod.get("topologySpreadConstraints")):
+            errs.append("controller pods are not spread (no anti-affinity/topology spread)")
+        cs = pod.get("containers") or []
+        if len(cs) != 1 or pod.get("initContainers"):
+            errs.append(f"controller pod has {len(cs)} containers (+ init containers?), want 1")
+        vols = {v["name"]: v for v in pod.get("volumes") or []}
+        for c in cs[:1]:
+            want_image = f"ghcr.io/kyma-project/kim:{crate_version}" if crate_version else None
+            if want_image and c.get("image") != want_image:
+                errs.append(f"controller image {c.get('image')} != {want_image} (Cargo.toml version)")
+            args = c.get("args") or []
+            if not args or args[0] != "controller":
+                errs.append("controller container args must start with the `controller` subcommand")
+            flags = parse_flags(args[1:])
+            for f, v in CONTROLLER_FLAGS.items():
+                if flags.get(f) != v:
+                    errs.append(f"controller flag --{f}={flags.get(f)!r}, want {v!r}")
+            # leader election on, on the Lease the leader-election Role names
+            if flags.get("leader-elect", "true") != "true":
+                errs.append("controller: --leader-elect must stay on with 2 replicas")
+            for f, v in (("lease-name", LEASE_NAME), ("lease-namespace", LEASE_NAMESPACE)):
+                if flags.get(f, v) != v:
+                    errs.append(f"controller --{f}={flags[f]}: the leader-election Role allows {v}")
+            for f in ("kubeconfig", "policy-file", "allowed-writers", "compat", "controller-user"):
+                if f in flags:
+                    warns.append(f"controller flag --{f} set: keep it consistent with the webhook and RBAC")
+            env = {e.get("name"): e for e in c.get("env") or []}
+            for e in env:
+                if e and e.startswith("KIM_"):
+                    errs.append(f"controller env {e}: flags are set as args only (one place to check)")
+            pn = ((env.get("POD_NAME") or {}).get("valueFrom") or {}).get("fieldRef") or {}
+            if pn.get("fieldPath") != "metadata.name":
+                errs.append("controller env POD_NAME must come from metadata.name (Lease identity, Event instance)")
+            for p in c.get("ports") or []:
+                ports[p.get("name")] = p.get("containerPort")
+            if ports != {"metrics": 8081}:
+                errs.append(f"controller container ports {ports}, want metrics 8081 only")
+            for probe, path, required in (("startupProbe", "/healthz", False), ("readinessProbe", "/readyz", True),
+                                          ("livenessProbe", "/healthz", True)):
+                if probe not in c and not required:
+                    continue
+                pr = (c.get(probe) or {}).get("httpGet") or {}
+                if pr.get("scheme", "HTTP") != "HTTP" or pr.get("port") not in ("metrics", 8081) \
+                        or pr.get("path") != path:
+                    errs.append(f"controller {probe}: want HTTP GET {path} on 8081, got {pr}")
+            errs += check_resources(c, "controller")
+            errs += check_restricted(pod, c, "controller")
+            mounts = {m.get("mountPath"): m for m in c.get("volumeMounts") or []}
+            for path, kind, name, key in (
+                    ("/etc/kim/config", "configMap", CONTROLLER_CONFIG_MAP, "config.yaml"),
+                    ("/etc/kim/gardener", "secret", GARDENER_KUBECONFIG_SECRET, "kubeconfig")):
+                m = mounts.get(path)
+                if not m or m.get("readOnly") is not True or m.get("subPath"):
+                    errs.append(f"controller: {kind} {name} must be mounted read-only at {path} (no subPath)")
+                    continue
+                src = vols.get(m.get("name"), {}).get(kind) or {}
+                src_name = src.get("name") if kind == "configMap" else src.get("secretName")
+                if src_name != name:
+                    errs.append(f"controller: {path} comes from {kind} {src_name!r}, want {name}")
+                if src.get("optional") not in (None, False) or (kind == "secret" and src.get("optional") is not False):
+                    errs.append(f"controller: volume {m.get('name')} must be optional: false")
+                items = src.get("items")
+                if items is not None and {"key": key, "path": key} not in [{"key": i.get("key"), "path": i.get("path")} for i in items]:
+                    errs.append(f"controller: volume {m.get('name')} does not project key {key} to {path}/{key}")
+                mode = src.get("defaultMode", 0o644)
+                if kind == "secret" and mode & 0o007:
+                    errs.append(f"controller: Secret {name} is world-readable (defaultMode {oct(mode)})")
+            if set(mounts) - {"/etc/kim/config", "/etc/kim/gardener"}:
+                warns.append(f"controller: extra mounts {sorted(set(mounts) - {'/etc/kim/config', '/etc/kim/gardener'})}")
+
+    # --- the converter configuration: docs/config.example.yaml, verbatim
+    cm = one(docs, errs, "ConfigMap", CONTROLLER_CONFIG_MAP, "kim-system")
+    if cm:
+        data = cm.get("data") or {}
+        if set(data) != {"config.yaml"} or cm.get("binaryData"):
+            errs.append(f"ConfigMap {CONTROLLER_CONFIG_MAP}: keys {sorted(data)}, want [config.yaml]")
+        if config_text is None:
+            errs.append("docs/config.example.yaml not found: cannot compare ConfigMap kim-controller-config")
+        elif data.get("config.yaml") != config_text:
+            import difflib
+            diff = list(difflib.unified_diff(config_text.splitlines(), (data.get("config.yaml") or "").splitlines(),
+                                             "docs/config.example.yaml", f"ConfigMap {CONTROLLER_CONFIG_MAP}",
+                                             lineterm="", n=0))
+            errs.append(f"ConfigMap {CONTROLLER_CONFIG_MAP} config.yaml differs from docs/config.example.yaml: "
+                        + " | ".join(diff[2:8]) + (" | ..." if len(diff) > 8 else ""))
+
+    # --- the Gardener kubeconfig is the operator's, never part of a build
+    for s in find(docs, "Secret"):
+        if s["metadata"].get("name") == GARDENER_KUBECONFIG_SECRET:
+            errs.append(f"{doc_id(s)} is part of the build: the Gardener kubeconfig must not be committed")
+
+    # --- Service, PodDisruptionBudget, NetworkPolicy
+    svc = one(docs, errs, "Service", "kim-controller-metrics", "kim-system")
+    if svc and labels:
+        if not selects(svc["spec"].get("selector") or {}, labels):
+            errs.append("Service kim-controller-metrics does not select the controller pods")
+        if selects(svc["spec"].get("selector") or {}, webhook_labels):
+            errs.append("Service kim-controller-metrics also selects the webhook pods")
+        sp = [(p.get("name"), p.get("port"), ports.get(p.get("targetPort"), p.get("targetPort")))
+              for p in svc["spec"].get("ports") or []]
+        if sp != [("metrics", 8081, 8081)]:
+            errs.append(f"Service kim-controller-metrics ports {sp}, want [metrics 8081 -> 8081]")
+    pdb = one(docs, errs, "PodDisruptionBudget", "kim-controller", "kim-system")
+    if pdb and labels:
+        sel = (pdb["spec"].get("selector") or {}).get("matchLabels") or {}
+        if pdb["spec"].get("minAvailable") != 1 or "maxUnavailable" in pdb["spec"]:
+            errs.append("PodDisruptionBudget kim-controller: minAvailable 1 expected")
+        if not selects(sel, labels) or selects(sel, webhook_labels):
+            errs.append("PodDisruptionBudget kim-controller must select the controller pods only")
+    np = one(docs, errs, "NetworkPolicy", "kim-controller", "kim-system")
+    if np and labels:
+        sel = (np["spec"].get("podSelector") or {}).get("matchLabels") or {}
+        if not selects(sel, labels) or selects(sel, webhook_labels):
+            errs.append("NetworkPolicy kim-controller must select the controller pods only")
+        if np["spec"].get("policyTypes") != ["Ingress"] or "egress" in np["spec"]:
+            errs.append("NetworkPolicy kim-controller: policyTypes must be [Ingress] (egress to the API servers stays open)")
+        rules = np["spec"].get("ingress") or []
+        nports = [(p.get("protocol", "TCP"), p.get("port"), p.get("endPort")) for r in rules for p in r.get("ports") or []]
+        if not rules or any(not r.get("ports") for r in rules) or set(nports) != {("TCP", 8081, None)}:
+            errs.append(f"NetworkPolicy kim-controller: ingress must admit TCP 8081 only, got {rules}")
+    # no other NetworkPolicy may restrict the controller pods
+    for other in find(docs, "NetworkPolicy", ns="kim-system"):
+        if other is not np and labels and \
+                selects((other["spec"].get("podSelector") or {}).get("matchLabels") or {}, labels):
+            errs.append(f"{doc_id(other)} also selects the controller pods")
     return errs, warns
 
 
@@ -965,7 +1201,7 @@ def check_gen_certs(repo: Path, tool, vals: Validators, crate_version) -> tuple[
         for d in docs:
             _, e = vals.any_doc(d)
             errs += e
-        e, w = check_conformance(docs, "static-ca-generated", crate_version, None)
+        e, w = check_conformance(docs, "static-ca-generated", crate_version, None, example_config(repo))
         errs += e
         sec = find(docs, "Secret", "kim-webhook-tls", "kim-system")
         if len(sec) != 1 or sec[0].get("type") != "kubernetes.io/tls":
@@ -989,6 +1225,11 @@ def check_gen_certs(repo: Path, tool, vals: Validators, crate_version) -> tuple[
 
 
 # --------------------------------------------------------------------------------------
+
+def example_config(repo: Path) -> str | None:
+    p = repo / "docs" / "config.example.yaml"
+    return p.read_text() if p.is_file() else None
+
 
 def crate_version(repo: Path) -> str | None:
     try:
@@ -1070,7 +1311,7 @@ def main() -> int:
             errs += e
         warns = []
         if variant != "crd":
-            e, warns = check_conformance(docs, variant, version, crd)
+            e, warns = check_conformance(docs, variant, version, crd, example_config(repo))
             errs += e
         detail = f"{len(docs)} objects: {kinds.get('k8s', 0)} built-in (kubernetes-validate)"
         if kinds.get("cert-manager"):
@@ -1085,7 +1326,7 @@ def main() -> int:
         try:
             docs, _ = build(out, tool)
             errs = [e for doc in docs for e in vals.any_doc(doc)[1]]
-            e, _ = check_conformance(docs, "static-ca-generated", version, crd)
+            e, _ = check_conformance(docs, "static-ca-generated", version, crd, example_config(repo))
             errs += e
             report("FAIL" if errs else "PASS", "certs/out/ (kustomize, local gen-certs output)", f"{len(docs)} objects", errs)
         except (ValueError, Unsupported) as e:
