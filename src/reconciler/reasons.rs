@@ -4,34 +4,7 @@
 //! change of the table that the reconciler does not follow fails the build's tests, not a
 //! write in production.
 
-/// `Provisioned=Unknown`: Runtime accepted, nothing created yet (step 2).
-pub const INITIALISED: &str = "Initialised";
-/// `Provisioned=Unknown`: Shoot created / creation in progress / retryable Gardener failure.
-pub const PENDING: &str = "Pending";
-/// `Provisioned=True`: Gardener finished creating the Shoot.
-pub const SHOOT_CREATION_COMPLETED: &str = "ShootCreationCompleted";
-/// `Provisioned=Unknown`: Shoot update submitted or in progress.
-pub const PROCESSING: &str = "Processing";
-/// `Provisioned=True`: Shoot update finished.
-pub const CONFIGURATION_COMPLETED: &str = "ConfigurationCompleted";
-/// `Provisioned=False` / `Deprovisioned=False`: a Gardener API call failed (retried).
-pub const GARDENER_ERR: &str = "GardenerErr";
-/// `Provisioned=False`: Gardener reports that creation failed for good.
-pub const CREATION_ERR: &str = "CreationErr";
-/// `Provisioned=False`: the Runtime cannot be converted into a Shoot.
-pub const CONVERSION_ERR: &str = "ConversionErr";
-/// `Provisioned=False`: Gardener reports that the update failed for good.
-pub const PROCESSING_ERR: &str = "ProcessingErr";
-/// `KubeconfigReady=True`: kubeconfig Secret written or rotated.
-pub const KUBECONFIG_CREATED: &str = "KubeconfigCreated";
-/// `KubeconfigReady=False`: requesting the kubeconfig or writing the Secret failed.
-pub const KUBERNETES_ERR: &str = "KubernetesErr";
-/// `Configured=True`: administrators' bindings applied.
-pub const ADMINISTRATORS_CONFIGURED: &str = "AdministratorsConfigured";
-/// `Configured=False`: applying the bindings failed (retried).
-pub const CONFIGURATION_ERROR: &str = "ConfigurationError";
-/// `Deprovisioned=Unknown`: Shoot deletion requested / in progress; `False`: it failed.
-pub const GARDENER_SHOOT_DELETED: &str = "GardenerShootDeleted";
+pub use crate::status::table::reasons::*;
 
 #[cfg(test)]
 mod tests {

@@ -206,109 +206,142 @@ pub mod types {
     pub const DEPROVISIONED: &str = "Deprovisioned";
 }
 
+/// Reason names the reconciler writes (spec `reconciler.md`), spelled once here and used in
+/// [`REASONS`] below and by `crate::reconciler`.
+pub mod reasons {
+    /// `Provisioned=Unknown`: Runtime accepted, nothing created yet (step 2).
+    pub const INITIALISED: &str = "Initialised";
+    /// `Provisioned=Unknown`: Shoot created / creation in progress / retryable Gardener failure.
+    pub const PENDING: &str = "Pending";
+    /// `Provisioned=True`: Gardener finished creating the Shoot.
+    pub const SHOOT_CREATION_COMPLETED: &str = "ShootCreationCompleted";
+    /// `Provisioned=Unknown`: Shoot update submitted or in progress.
+    pub const PROCESSING: &str = "Processing";
+    /// `Provisioned=True`: Shoot update finished.
+    pub const CONFIGURATION_COMPLETED: &str = "ConfigurationCompleted";
+    /// `Provisioned=False` / `Deprovisioned=False`: a Gardener API call failed (retried).
+    pub const GARDENER_ERR: &str = "GardenerErr";
+    /// `Provisioned=False`: Gardener reports that creation failed for good.
+    pub const CREATION_ERR: &str = "CreationErr";
+    /// `Provisioned=False`: the Runtime cannot be converted into a Shoot.
+    pub const CONVERSION_ERR: &str = "ConversionErr";
+    /// `Provisioned=False`: Gardener reports that the update failed for good.
+    pub const PROCESSING_ERR: &str = "ProcessingErr";
+    /// `KubeconfigReady=True`: kubeconfig Secret written or rotated.
+    pub const KUBECONFIG_CREATED: &str = "KubeconfigCreated";
+    /// `KubeconfigReady=False`: requesting the kubeconfig or writing the Secret failed.
+    pub const KUBERNETES_ERR: &str = "KubernetesErr";
+    /// `Configured=True`: administrators' bindings applied.
+    pub const ADMINISTRATORS_CONFIGURED: &str = "AdministratorsConfigured";
+    /// `Configured=False`: applying the bindings failed (retried).
+    pub const CONFIGURATION_ERROR: &str = "ConfigurationError";
+    /// `Deprovisioned=Unknown`: Shoot deletion requested / in progress; `False`: it failed.
+    pub const GARDENER_SHOOT_DELETED: &str = "GardenerShootDeleted";
+}
+
 /// Every (type, reason) pair of spec §2, in the spec's order.
 pub const REASONS: &[ReasonRow] = &[
     // Provisioned
     row(
-        "Provisioned",
-        "Initialised",
+        types::PROVISIONED,
+        reasons::INITIALISED,
         &[U],
         "Runtime accepted, nothing created yet",
         Kim,
     ),
     row(
-        "Provisioned",
-        "Pending",
+        types::PROVISIONED,
+        reasons::PENDING,
         &[U],
         "Shoot creation in progress",
         Kim,
     ),
     row(
-        "Provisioned",
-        "ShootCreationCompleted",
+        types::PROVISIONED,
+        reasons::SHOOT_CREATION_COMPLETED,
         &[T],
         "Gardener finished creating the Shoot",
         Kim,
     ),
     row(
-        "Provisioned",
-        "Processing",
+        types::PROVISIONED,
+        reasons::PROCESSING,
         &[U, T, F],
         "Shoot update in progress",
         Kim,
     ),
     row(
-        "Provisioned",
+        types::PROVISIONED,
         "ProcessingCompleted",
         &[T],
         "Shoot update finished",
         Seed,
     ),
     row(
-        "Provisioned",
-        "ConfigurationCompleted",
+        types::PROVISIONED,
+        reasons::CONFIGURATION_COMPLETED,
         &[T],
         "Shoot update finished",
         Kim,
     ),
     row(
-        "Provisioned",
-        "GardenerErr",
+        types::PROVISIONED,
+        reasons::GARDENER_ERR,
         &[F],
         "Gardener API call failed; retrying",
         Kim,
     ),
     row(
-        "Provisioned",
+        types::PROVISIONED,
         "SeedNotFound",
         &[F],
         "No seed in the requested region",
         Compat,
     ),
     row(
-        "Provisioned",
-        "CreationErr",
+        types::PROVISIONED,
+        reasons::CREATION_ERR,
         &[F],
         "Gardener reports that Shoot creation failed",
         Kim,
     ),
     row(
-        "Provisioned",
-        "ConversionErr",
+        types::PROVISIONED,
+        reasons::CONVERSION_ERR,
         &[F],
         "The Runtime cannot be converted into a Shoot",
         Kim,
     ),
     row(
-        "Provisioned",
-        "ProcessingErr",
+        types::PROVISIONED,
+        reasons::PROCESSING_ERR,
         &[F],
         "Gardener reports that the Shoot update failed",
         Kim,
     ),
     row(
-        "Provisioned",
+        types::PROVISIONED,
         "AuditLogErr",
         &[F],
         "Audit log configuration failed",
         Compat,
     ),
     row(
-        "Provisioned",
+        types::PROVISIONED,
         "CustomAuditLogErr",
         &[F],
         "Custom audit log configuration failed",
         Compat,
     ),
     row(
-        "Provisioned",
+        types::PROVISIONED,
         "OidcConfigurationErr",
         &[F],
         "OIDC configuration failed",
         Compat,
     ),
     row(
-        "Provisioned",
+        types::PROVISIONED,
         "RegistryCacheConfigured",
         &[F],
         "Registry cache check failed",
@@ -316,93 +349,93 @@ pub const REASONS: &[ReasonRow] = &[
     ),
     // KubeconfigReady
     row(
-        "KubeconfigReady",
-        "KubeconfigCreated",
+        types::KUBECONFIG_READY,
+        reasons::KUBECONFIG_CREATED,
         &[T],
         "Kubeconfig Secret written",
         Kim,
     ),
     row(
-        "KubeconfigReady",
+        types::KUBECONFIG_READY,
         "GardenerClusterCRCreated",
         &[U],
         "GardenerCluster created, waiting for the kubeconfig",
         Compat,
     ),
     row(
-        "KubeconfigReady",
+        types::KUBECONFIG_READY,
         "GardenerClusterCRReady",
         &[T],
         "Kubeconfig Secret ready",
         Compat,
     ),
     row(
-        "KubeconfigReady",
-        "KubernetesErr",
+        types::KUBECONFIG_READY,
+        reasons::KUBERNETES_ERR,
         &[F],
         "Requesting or storing the kubeconfig failed",
         Kim,
     ),
     // Configured
     row(
-        "Configured",
+        types::CONFIGURED,
         "ConfigurationStarted",
         &[U],
         "Administrators' bindings being applied",
         Seed,
     ),
     row(
-        "Configured",
-        "ConfigurationCompleted",
+        types::CONFIGURED,
+        reasons::CONFIGURATION_COMPLETED,
         &[T],
         "Administrators configured",
         Seed,
     ),
     row(
-        "Configured",
-        "AdministratorsConfigured",
+        types::CONFIGURED,
+        reasons::ADMINISTRATORS_CONFIGURED,
         &[T],
         "Administrators configured",
         Kim,
     ),
     row(
-        "Configured",
-        "ConfigurationError",
+        types::CONFIGURED,
+        reasons::CONFIGURATION_ERROR,
         &[F],
         "Applying the administrators' bindings failed",
         Kim,
     ),
     // Deprovisioned
     del(
-        "Deprovisioned",
+        types::DEPROVISIONED,
         "GardenerClusterCRDeleted",
         &[U, T],
         "GardenerCluster deleted",
         Compat,
     ),
     del(
-        "Deprovisioned",
+        types::DEPROVISIONED,
         "KubeconfigDeleted",
         &[U, T],
         "Kubeconfig Secret deleted",
         Kim,
     ),
     del(
-        "Deprovisioned",
-        "GardenerShootDeleted",
+        types::DEPROVISIONED,
+        reasons::GARDENER_SHOOT_DELETED,
         &[U, F],
         "Shoot deletion requested",
         Kim,
     ),
     del(
-        "Deprovisioned",
-        "GardenerErr",
+        types::DEPROVISIONED,
+        reasons::GARDENER_ERR,
         &[F],
         "Gardener API delete call failed; retrying",
         Kim,
     ),
     del(
-        "Deprovisioned",
+        types::DEPROVISIONED,
         "StructuredConfigDeleted",
         &[F],
         "Structured authentication config cleanup failed",
