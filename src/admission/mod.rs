@@ -108,9 +108,12 @@ struct UserInfoIn {
     groups: Option<Vec<String>>,
 }
 
+/// `request` of an AdmissionReview; `O` is how `object`/`oldObject` are held: decoded in the
+/// same pass ([`ObjectIn`], the fast path) or as raw JSON decoded later (`&RawValue`, the path
+/// that reports precise errors).
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct RequestIn<'a> {
+struct RequestIn<'a, O> {
     #[serde(borrow, default)]
     uid: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
@@ -123,12 +126,54 @@ struct RequestIn<'a> {
     operation: Option<Cow<'a, str>>,
     #[serde(default)]
     user_info: Option<UserInfoIn>,
-    #[serde(borrow, default)]
-    object: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    old_object: Option<&'a RawValue>,
+    #[serde(default = "none")]
+    object: Option<O>,
+    #[serde(default = "none")]
+    old_object: Option<O>,
     #[serde(default)]
     dry_run: Option<bool>,
+}
+
+fn none<O>() -> Option<O> {
+    None
+}
+
+/// The whole review decoded in one pass (the common case: a well-formed v1 review).
+#[derive(Deserialize)]
+struct FastReview<'a> {
+    #[serde(rename = "apiVersion", borrow, default)]
+    api_version: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    kind: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    request: Option<RequestIn<'a, ObjectIn<'a>>>,
+}
+
+/// How a request's objects become [`ObjectIn`]s.
+trait ObjectSource<'a> {
+    fn into_object(self, field: &str) -> Result<ObjectIn<'a>, String>;
+}
+
+impl<'a> ObjectSource<'a> for ObjectIn<'a> {
+    fn into_object(self, _: &str) -> Result<ObjectIn<'a>, String> {
+        Ok(self)
+    }
+}
+
+impl<'a> ObjectSource<'a> for &'a RawValue {
+    fn into_object(self, field: &str) -> Result<ObjectIn<'a>, String> {
+        serde_json::from_str::<ObjectIn<'a>>(self.get())
+            .map_err(|e| format!("request.{field} is not a valid Runtime: {}", json_error(&e)))
+    }
+}
+
+fn object_of<'a, O: ObjectSource<'a>>(o: Option<O>, field: &str) -> Result<ObjectIn<'a>, String> {
+    match o {
+        None => Err(format!(
+            "request.{field} is required for a Runtime status UPDATE"
+        )),
+        Some(o) => o.into_object(field),
+    }
 }
 
 /// Only the uid, for error paths where the full request does not decode.
@@ -374,6 +419,22 @@ pub fn reject(code: u16, message: &str, body: &[u8]) -> Outcome {
 ///
 /// `now` is the request time used by defaulting.
 pub fn review(hook: Hook, policy: &Policy, body: &[u8], now: DateTime<Utc>) -> Outcome {
+    // Fast path: one pass over the body (spec and managedFields skipped, never materialised).
+    if let Ok(FastReview {
+        api_version,
+        kind,
+        request: Some(req),
+    }) = serde_json::from_slice::<FastReview<'_>>(body)
+        && kind.as_deref() == Some("AdmissionReview")
+        && let Some(api_version) = match api_version.as_deref() {
+            Some(REVIEW_API_VERSION) => Some(REVIEW_API_VERSION),
+            Some(REVIEW_API_VERSION_BETA) => Some(REVIEW_API_VERSION_BETA),
+            _ => None,
+        }
+    {
+        return answer(hook, policy, api_version, req, now, Vec::new());
+    }
+    // Anything else: field by field, for a precise answer (bare requests, errors, odd objects).
     let env: ReviewIn<'_> = match serde_json::from_slice(body) {
         Ok(e) => e,
         Err(e) => {
@@ -427,7 +488,7 @@ pub fn review(hook: Hook, policy: &Policy, body: &[u8], now: DateTime<Utc>) -> O
         };
         (api_version, raw)
     };
-    let req: RequestIn<'_> = match serde_json::from_str(raw_req.get()) {
+    let req: RequestIn<'_, &RawValue> = match serde_json::from_str(raw_req.get()) {
         Ok(r) => r,
         Err(e) => {
             let uid = serde_json::from_str::<UidOnly<'_>>(raw_req.get())
@@ -442,6 +503,18 @@ pub fn review(hook: Hook, policy: &Policy, body: &[u8], now: DateTime<Utc>) -> O
             );
         }
     };
+    answer(hook, policy, api_version, req, now, warnings)
+}
+
+/// Answers a decoded request (both decoding paths end here).
+fn answer<'a, O: ObjectSource<'a>>(
+    hook: Hook,
+    policy: &Policy,
+    api_version: &'static str,
+    req: RequestIn<'a, O>,
+    now: DateTime<Utc>,
+    mut warnings: Vec<String>,
+) -> Outcome {
     let Some(uid) = req.uid.as_deref().filter(|u| !u.is_empty()) else {
         return denied(api_version, "", 400, "request.uid is missing", &warnings);
     };
@@ -508,8 +581,8 @@ pub fn review(hook: Hook, policy: &Policy, body: &[u8], now: DateTime<Utc>) -> O
     }
 
     let (new_obj, old_obj) = match (
-        decode_object(req.object, "object"),
-        decode_object(req.old_object, "oldObject"),
+        object_of(req.object, "object"),
+        object_of(req.old_object, "oldObject"),
     ) {
         (Ok(n), Ok(o)) => (n, o),
         (Err(e), _) | (_, Err(e)) => return base(denied(api_version, uid, 400, &e, &warnings)),
@@ -576,15 +649,5 @@ pub fn review(hook: Hook, policy: &Policy, body: &[u8], now: DateTime<Utc>) -> O
                 ..Outcome::default()
             })
         }
-    }
-}
-
-fn decode_object<'a>(raw: Option<&'a RawValue>, field: &str) -> Result<ObjectIn<'a>, String> {
-    match raw.filter(|r| r.get() != "null") {
-        None => Err(format!(
-            "request.{field} is required for a Runtime status UPDATE"
-        )),
-        Some(r) => serde_json::from_str::<ObjectIn<'a>>(r.get())
-            .map_err(|e| format!("request.{field} is not a valid Runtime: {}", json_error(&e))),
     }
 }
