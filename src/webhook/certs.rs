@@ -117,6 +117,19 @@ pub fn build(pair: &CertPair) -> anyhow::Result<Loaded> {
             other => anyhow!("{CERT_FILE}/{KEY_FILE}: {other}"),
         })?;
     config.alpn_protocols = ALPN.iter().map(|p| p.to_vec()).collect();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    if not_after <= now {
+        // Served anyway: refusing would turn a late renewal into a crash loop, and the hot
+        // reload picks up the renewed certificate without a restart. But say it loudly: the
+        // apiserver rejects an expired certificate, and with `failurePolicy: Fail` every
+        // Runtime status write then fails.
+        tracing::warn!(
+            not_after,
+            "the serving certificate has expired; the apiserver will reject it until it is renewed"
+        );
+    }
     Ok(Loaded {
         config: Arc::new(config),
         not_after,
