@@ -419,12 +419,16 @@ pub fn reject(code: u16, message: &str, body: &[u8]) -> Outcome {
 ///
 /// `now` is the request time used by defaulting.
 pub fn review(hook: Hook, policy: &Policy, body: &[u8], now: DateTime<Utc>) -> Outcome {
+    // JSON is UTF-8 (RFC 8259 §8.1); skipped strings would not be checked by the parser.
+    let Ok(text) = std::str::from_utf8(body) else {
+        return reject(400, "request body is not valid UTF-8 JSON", body);
+    };
     // Fast path: one pass over the body (spec and managedFields skipped, never materialised).
     if let Ok(FastReview {
         api_version,
         kind,
         request: Some(req),
-    }) = serde_json::from_slice::<FastReview<'_>>(body)
+    }) = serde_json::from_str::<FastReview<'_>>(text)
         && kind.as_deref() == Some("AdmissionReview")
         && let Some(api_version) = match api_version.as_deref() {
             Some(REVIEW_API_VERSION) => Some(REVIEW_API_VERSION),
