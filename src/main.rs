@@ -55,44 +55,32 @@ fn offline(f: impl FnOnce(&mut dyn Write, &mut dyn Write) -> u8) -> ExitCode {
 }
 
 fn webhook(args: kim::webhook::WebhookArgs) -> ExitCode {
-    kim::webhook::init_tracing(args.log_format);
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("kim: cannot start the async runtime: {e}");
-            return ExitCode::from(1);
-        }
-    };
-    match rt.block_on(kim::webhook::run(args)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            // One line: the error and its causes, never a backtrace.
-            eprintln!("kim webhook: {e:#}");
-            ExitCode::from(1)
-        }
-    }
+    kim::telemetry::init_tracing(args.log_format);
+    serve("kim webhook", kim::webhook::run(args))
 }
 
 fn controller(args: kim::reconciler::ControllerArgs) -> ExitCode {
-    kim::reconciler::init_tracing(args.log_format);
+    kim::telemetry::init_tracing(args.log_format);
+    serve("kim controller", kim::reconciler::run(args))
+}
+
+/// Runs a server command on a multi-threaded tokio runtime; an error is one line on stderr
+/// (the error and its causes, never a backtrace) and exit code 1.
+fn serve(name: &str, command: impl std::future::Future<Output = anyhow::Result<()>>) -> ExitCode {
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("kim: cannot start the async runtime: {e}");
+            eprintln!("{name}: cannot start the async runtime: {e}");
             return ExitCode::from(1);
         }
     };
-    match rt.block_on(kim::reconciler::run(args)) {
+    match rt.block_on(command) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            // One line: the error and its causes, never a backtrace.
-            eprintln!("kim controller: {e:#}");
+            eprintln!("{name}: {e:#}");
             ExitCode::from(1)
         }
     }

@@ -229,7 +229,7 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
         "kim controller starting"
     );
     let result = run_with(settings, async {
-        match shutdown_signal().await {
+        match crate::signal::shutdown_signal().await {
             Ok(s) => tracing::info!(signal = s, "shutting down"),
             Err(e) => tracing::error!(error = %e, "signal handler failed; shutting down"),
         }
@@ -237,23 +237,4 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
     .await;
     server.stop();
     result
-}
-
-async fn shutdown_signal() -> anyhow::Result<&'static str> {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
-        tokio::select! {
-            _ = term.recv() => Ok("SIGTERM"),
-            r = tokio::signal::ctrl_c() => r.map(|_| "SIGINT").context("waiting for SIGINT"),
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        tokio::signal::ctrl_c()
-            .await
-            .context("waiting for Ctrl-C")?;
-        Ok("SIGINT")
-    }
 }

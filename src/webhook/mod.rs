@@ -138,7 +138,7 @@ pub async fn run(args: WebhookArgs) -> anyhow::Result<()> {
         );
     }
     tokio::select! {
-        signal = shutdown_signal() => {
+        signal = crate::signal::shutdown_signal() => {
             tracing::info!(signal = %signal?, grace_seconds = grace.as_secs(), "shutting down");
         }
         err = running.stopped() => return err,
@@ -150,24 +150,4 @@ pub async fn run(args: WebhookArgs) -> anyhow::Result<()> {
     running.shutdown(grace - delay).await?;
     tracing::info!("stopped");
     Ok(())
-}
-
-/// Waits for SIGTERM or SIGINT; returns its name.
-async fn shutdown_signal() -> anyhow::Result<&'static str> {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
-        tokio::select! {
-            _ = term.recv() => Ok("SIGTERM"),
-            r = tokio::signal::ctrl_c() => r.map(|_| "SIGINT").context("waiting for SIGINT"),
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        tokio::signal::ctrl_c()
-            .await
-            .context("waiting for Ctrl-C")?;
-        Ok("SIGINT")
-    }
 }
