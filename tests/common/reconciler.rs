@@ -111,6 +111,18 @@ impl Running {
             .expect("controller stops in time");
         r.expect("controller task").expect("controller result");
     }
+
+    /// Kills it abruptly: the task is aborted wherever it is (in-flight reconciles and API
+    /// calls are dropped mid-way, nothing is shut down gracefully), as when the process is
+    /// killed.
+    pub async fn abort(mut self) {
+        self.task.abort();
+        let joined = (&mut self.task).await;
+        if let Err(e) = &joined {
+            assert!(e.is_cancelled(), "controller task failed: {e}");
+        }
+        drop(self.stop.take());
+    }
 }
 
 /// The three clusters, the simulated Gardener and the controller(s).
@@ -298,6 +310,18 @@ impl Env {
         s.runtime_timeout = Duration::from_secs(5);
         s.metrics = Arc::new(Metrics::new());
         s
+    }
+
+    /// A `kube::Config` of the control cluster as the controller's user (to build clients with
+    /// other timeouts or retries than [`Env::settings`]).
+    pub fn controller_kube_config(&self) -> kube::Config {
+        self.kcp.kube_config(Some(CONTROLLER_TOKEN))
+    }
+
+    /// A kubeconfig (YAML) of the control cluster as the controller's user, for running the
+    /// `kim` binary against this environment.
+    pub fn controller_kubeconfig_yaml(&self) -> String {
+        self.kcp.kubeconfig_yaml(Some(CONTROLLER_TOKEN))
     }
 
     /// Leader election on Lease `kim-controller` in `kim-system` with a short duration.

@@ -1,0 +1,1668 @@
+//! `kim controller` under faults (issue 6, item 6) and the reconciler side of "no secret
+//! material anywhere" (issue 6, item 7).
+//!
+//! Every test runs the real kube-runtime Controller (`kim::reconciler::run_with`, or the `kim`
+//! binary) over HTTP against `testenv` servers: the control cluster, Gardener (the simulated
+//! Gardener stepped in the background) and **one runtime cluster per Runtime** (each Shoot's
+//! `adminkubeconfig` points at its own server, so "one binding per administrator" is checked
+//! per cluster). Every status write goes through the status-model admission hook of
+//! `common/reconciler.rs` (`kim::status::evaluate` with the writer's user): a denial, or a write
+//! that would need defaulting, is recorded and fails the test.
+//!
+//! # Faults
+//!
+//! A seeded xorshift RNG decides for every API call the controller makes (control cluster:
+//! the calls made as the controller's user; Gardener and the runtime clusters: all calls)
+//! whether it fails — 20 % of them — and how: 409 (30 % of the faults), 429 (25 %), 500 (30 %),
+//! a hang that the client must time out (10 %), or a late answer, processed by the server only
+//! after the client gave up (5 %). Watches only get 429 or 500. The sequence of decisions is
+//! reproducible from the seed; which call gets which decision depends on scheduling.
+//!
+//! kube's default client retries 429/503/504 by itself (`kube::Config::default_retry`). The
+//! controller's control-cluster and Gardener clients are built here from
+//! `ServerHandle::kube_config` with `default_retry = false` and a 1 s read timeout
+//! (`reset_reader_on_write`), so every injected fault reaches the controller. The runtime-cluster
+//! clients are built by the controller itself from the kubeconfig Secret
+//! (`kube::Config::from_custom_kubeconfig`, `Settings::runtime_timeout` = 1 s here): their
+//! default retry stays on, so a 429 from a runtime cluster is retried inside the client (counted
+//! as injected all the same); 409, 500, hangs and late answers reach the controller.
+//!
+//! # Tests
+//!
+//! - `runtimes_reach_ready_under_random_api_faults` (item 6): N Runtimes built from the samples
+//!   (unique names, Shoot names and runtime ids, two administrators each, every third with
+//!   Kubernetes 1.32 and so a structured-authentication ConfigMap) all reach `Ready` under 20 %
+//!   faults on all three clusters, then are all `Ready` at the same time with the faults still
+//!   on; no status write is `Failed`, none was denied or needed defaulting; exactly one Shoot per
+//!   Runtime (no `generateName`), one kubeconfig Secret, one binding per administrator in each
+//!   runtime cluster.
+//! - `runtimes_deleted_mid_provisioning_leave_nothing_behind` (item 6), under the same faults:
+//!   a quarter of the Runtimes deleted right after creation, a quarter before their Shoot exists
+//!   (Shoot creation held by Gardener's admission until the deletion), a quarter while Gardener
+//!   is `Processing`, a quarter after their kubeconfig Secret exists (bindings held in their
+//!   runtime cluster): no Runtime (so no finalizer), Shoot, Secret or ConfigMap left.
+//! - `controller_killed_and_restarted_mid_flow_resumes_without_duplicates` (item 6): the
+//!   controller's task aborted (not a graceful stop) at 8 random points while Runtimes are
+//!   created in batches and provisioned, a new controller started each time: all `Ready`, one
+//!   Shoot, Secret and binding set each, `Initialised` never written twice, nothing denied.
+//! - `no_secret_material_in_logs_events_status_or_metrics` and
+//!   `the_binary_emits_no_secret_material` (item 7): kubeconfigs with a unique marker, a bearer
+//!   token and a real private key (`client-key-data`), taken through the error paths (token
+//!   rejected by the runtime cluster, Secret write failing, unparsable kubeconfig, unusable key)
+//!   and to `Ready` and deletion; the logs (in-process: every event at TRACE, text and JSON;
+//!   binary: stdout and stderr at `RUST_LOG=debug`), all Events, every status write and
+//!   condition message, the stored Runtimes and `/metrics` are searched for the token, the
+//!   marker, the key's lines and base64 pieces of the key and of the kubeconfig.
+//! - Two `#[ignore]`d reproductions of bugs found on the way (client timeouts; see their
+//!   `ignore` reasons): `runtime_cluster_calls_get_their_whole_timeout_on_a_reused_connection`,
+//!   `the_binary_gets_past_a_hung_gardener_call` (waits 60 s before failing).
+//!
+//! # Environment
+//!
+//! - `KIM_FAULTS_N`: Runtimes per test; default 40, so that the file stays within ~90 s in a
+//!   debug build on 2 shared cores (35–50 s measured). N = 100, the issue's figure, took 60 s
+//!   for the file on quiet cores and 150 s while other builds shared them:
+//!   `KIM_FAULTS_N=100 cargo test --test reconciler_faults`.
+//! - `KIM_FAULTS_SEED`: seed of the fault and kill-point RNGs (default `0x6b696d2d6661756c`).
+//!
+//! The fault tests reconcile 32 Runtimes in parallel (the default is 4) to keep the run short.
+//! Measured figures are printed with `eprintln!` (`cargo test --test reconciler_faults --
+//! --nocapture`).
+
+#[path = "common/reconciler.rs"]
+mod common;
+
+use base64::Engine as _;
+use common::*;
+use kim::api::Runtime;
+use kim::reconciler::Settings;
+use kim::reconciler::admins::binding_name;
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use testenv::{
+    AdmissionDecision, FaultAction, FaultRule, Gvr, RequestInfo, ServerConfig, ServerHandle,
+    UserInfo, Verb, XorShift,
+};
+
+/// Runtimes per test by default; `KIM_FAULTS_N=100` runs the issue's figure (see the header).
+const DEFAULT_N: usize = 40;
+/// Share of the controller's API calls that fail.
+const RATE: f64 = 0.2;
+/// Read timeout of the controller's clients in the fault tests.
+const CLIENT_TIMEOUT: Duration = Duration::from_millis(1000);
+/// Runtimes reconciled in parallel in the fault tests.
+const CONCURRENCY: u16 = 32;
+/// Period of the simulated Gardener's steps (each step reads every Shoot: the main CPU cost of
+/// these tests after the runtime-cluster clients, so not too often).
+const STEP: Duration = Duration::from_millis(100);
+/// Deadline of every wait on all Runtimes: 30 s plus 1 s per Runtime (debug build, 2 shared
+/// cores, the other tests of this file running alongside).
+fn limit() -> Duration {
+    Duration::from_secs(30 + n_runtimes() as u64)
+}
+/// The samples every test's Runtimes are built from, in turn.
+const SAMPLES: [&str; 6] = [
+    "aws-minimal.yaml",
+    "aws-trial.yaml",
+    "aws.yaml",
+    "azure-fremium.yaml",
+    "azure.yaml",
+    "infrastructuremanager_v1_runtime.yaml",
+];
+
+fn n_runtimes() -> usize {
+    std::env::var("KIM_FAULTS_N")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or(DEFAULT_N)
+}
+
+fn seed() -> u64 {
+    std::env::var("KIM_FAULTS_SEED")
+        .ok()
+        .and_then(|v| {
+            let v = v.trim();
+            match v.strip_prefix("0x") {
+                Some(hex) => u64::from_str_radix(hex, 16).ok(),
+                None => v.parse().ok(),
+            }
+        })
+        .unwrap_or(0x6b69_6d2d_6661_756c)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fault injection
+// ---------------------------------------------------------------------------------------------
+
+/// The random fault injector shared by all servers of a test.
+struct Faults {
+    rng: Mutex<XorShift>,
+    rate: f64,
+    on: AtomicBool,
+    /// Calls eligible for a fault, per cluster.
+    seen: Mutex<BTreeMap<&'static str, u64>>,
+    /// Faults injected, per (cluster, kind).
+    hits: Mutex<BTreeMap<(&'static str, &'static str), u64>>,
+}
+
+impl Faults {
+    fn new(seed: u64, rate: f64) -> Arc<Faults> {
+        Arc::new(Faults {
+            rng: Mutex::new(XorShift::new(seed)),
+            rate,
+            on: AtomicBool::new(true),
+            seen: Mutex::new(BTreeMap::new()),
+            hits: Mutex::new(BTreeMap::new()),
+        })
+    }
+
+    /// Injects faults into the calls `server` gets (only those of `user`, if given).
+    fn install(self: &Arc<Self>, server: &ServerHandle, cluster: &'static str, user: Option<&str>) {
+        let f = self.clone();
+        let user = user.map(String::from);
+        server.set_fault_fn(move |req| {
+            if user.as_ref().is_some_and(|u| *u != req.user.username) {
+                return None;
+            }
+            f.decide(cluster, req)
+        });
+    }
+
+    fn decide(&self, cluster: &'static str, req: &RequestInfo) -> Option<FaultAction> {
+        let verb = req.verb?;
+        if !self.on.load(Ordering::SeqCst) {
+            return None;
+        }
+        *self.seen.lock().unwrap().entry(cluster).or_default() += 1;
+        let (hit, x) = {
+            let mut rng = self.rng.lock().unwrap();
+            (rng.next_f64() < self.rate, rng.next_f64())
+        };
+        if !hit {
+            return None;
+        }
+        let (kind, action) = if verb == Verb::Watch {
+            if x < 0.5 {
+                ("429", FaultAction::fail(429))
+            } else {
+                ("500", FaultAction::fail(500))
+            }
+        } else if x < 0.30 {
+            ("409", FaultAction::fail(409))
+        } else if x < 0.55 {
+            ("429", FaultAction::fail(429))
+        } else if x < 0.85 {
+            ("500", FaultAction::fail(500))
+        } else if x < 0.95 {
+            ("hang", FaultAction::Hang)
+        } else {
+            (
+                "late",
+                FaultAction::Delay(CLIENT_TIMEOUT + Duration::from_millis(500)),
+            )
+        };
+        *self
+            .hits
+            .lock()
+            .unwrap()
+            .entry((cluster, kind))
+            .or_default() += 1;
+        Some(action)
+    }
+
+    fn off(&self) {
+        self.on.store(false, Ordering::SeqCst);
+    }
+
+    fn total(&self) -> u64 {
+        self.hits.lock().unwrap().values().sum()
+    }
+
+    fn summary(&self) -> String {
+        let seen = self.seen.lock().unwrap().clone();
+        let hits = self.hits.lock().unwrap().clone();
+        seen.iter()
+            .map(|(cluster, calls)| {
+                let kinds: Vec<String> = hits
+                    .iter()
+                    .filter(|((c, _), _)| c == cluster)
+                    .map(|((_, k), n)| format!("{k}: {n}"))
+                    .collect();
+                let total: u64 = hits
+                    .iter()
+                    .filter(|((c, _), _)| c == cluster)
+                    .map(|(_, n)| n)
+                    .sum();
+                format!(
+                    "{cluster}: {total} of {calls} calls ({:.1} %) [{}]",
+                    100.0 * total as f64 / (*calls).max(1) as f64,
+                    kinds.join(", ")
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Runtimes, runtime clusters, controller settings
+// ---------------------------------------------------------------------------------------------
+
+/// `n` Runtimes built from the samples in turn, with unique names, Shoot names and runtime
+/// ids, a second administrator each, and Kubernetes 1.32 (structured-authentication ConfigMap)
+/// for every third.
+fn runtimes(prefix: &str, n: usize) -> Vec<Runtime> {
+    (0..n)
+        .map(|i| {
+            let mut rt = sample(SAMPLES[i % SAMPLES.len()]);
+            let name = format!("{prefix}-{i:03}");
+            rt.metadata.name = Some(name.clone());
+            rt.metadata.namespace = Some(NS.to_string());
+            let labels = rt.metadata.labels.get_or_insert_with(Default::default);
+            labels.insert("kyma-project.io/runtime-id".into(), runtime_id(&name));
+            labels.insert("kyma-project.io/shoot-name".into(), name.clone());
+            rt.spec.shoot.name = name.clone();
+            if i % 3 == 1 {
+                rt.spec
+                    .shoot
+                    .kubernetes
+                    .get_or_insert_with(Default::default)
+                    .version = Some("1.32.1".into());
+            }
+            rt.spec
+                .security
+                .administrators
+                .push(format!("owner-{i}@myorg.com"));
+            rt
+        })
+        .collect()
+}
+
+fn runtime_id(name: &str) -> String {
+    format!("rid-{name}")
+}
+
+fn name_of(rt: &Runtime) -> String {
+    rt.metadata.name.clone().expect("name")
+}
+
+fn secret_of(rt: &Runtime) -> String {
+    format!("kubeconfig-{}", runtime_id(&name_of(rt)))
+}
+
+/// One runtime cluster per Runtime (by Shoot name); the Gardener's `adminkubeconfig` returns a
+/// kubeconfig for the Shoot's own cluster.
+async fn runtime_clusters(env: &Env, rts: &[Runtime]) -> HashMap<String, ServerHandle> {
+    let mut clusters = HashMap::new();
+    let mut kubeconfigs = HashMap::new();
+    for rt in rts {
+        let shoot = rt.spec.shoot.name.clone();
+        let token = format!("admin-token-{shoot}");
+        let server = testenv::start(
+            ServerConfig::default()
+                .name(&shoot)
+                .user(&token, UserInfo::new("shoot-admin", &["system:masters"])),
+        )
+        .await
+        .expect("runtime cluster");
+        kubeconfigs.insert(shoot.clone(), server.kubeconfig_yaml(Some(&token)));
+        clusters.insert(shoot, server);
+    }
+    let fallback = env.runtime.kubeconfig_yaml(None);
+    env.garden.set_admin_kubeconfig(move |req| {
+        kubeconfigs
+            .get(&req.name)
+            .cloned()
+            .unwrap_or_else(|| fallback.clone())
+    });
+    clusters
+}
+
+/// Controller settings whose clients see every injected fault: no built-in retry, a read
+/// timeout for hung calls; a shorter runtime-cluster timeout; more Runtimes in parallel.
+fn fault_settings(env: &Env) -> Settings {
+    let client = |mut c: kube::Config| {
+        c.default_retry = false;
+        c.read_timeout = Some(CLIENT_TIMEOUT);
+        c.reset_reader_on_write = true;
+        kube::Client::try_from(c).expect("client")
+    };
+    let mut s = env.settings();
+    s.kcp = client(env.controller_kube_config());
+    s.garden = client(env.garden.kube_config(None));
+    s.runtime_timeout = CLIENT_TIMEOUT;
+    s.concurrency = CONCURRENCY;
+    s
+}
+
+/// Settings of the restarted controllers: the default clients, more Runtimes in parallel.
+fn restart_settings(env: &Env) -> Settings {
+    let mut s = env.settings();
+    s.concurrency = CONCURRENCY;
+    s
+}
+
+// ---------------------------------------------------------------------------------------------
+// Waiting and checks
+// ---------------------------------------------------------------------------------------------
+
+/// Polls `check` every 50 ms until it holds; panics after `limit` with `status()`. Returns the
+/// time it took.
+async fn wait_for(
+    what: &str,
+    limit: Duration,
+    mut check: impl FnMut() -> bool,
+    status: impl Fn() -> String,
+) -> Duration {
+    let start = Instant::now();
+    while !check() {
+        if start.elapsed() > limit {
+            panic!("timed out after {limit:?} waiting for {what}\n{}", status());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    start.elapsed()
+}
+
+/// Runtime name → `status.state` ("" without one) of every stored Runtime.
+fn states(env: &Env) -> BTreeMap<String, String> {
+    env.kcp
+        .list(&Gvr::runtimes(), Some(NS))
+        .iter()
+        .map(|r| {
+            (
+                r["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+                r.pointer("/status/state")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string(),
+            )
+        })
+        .collect()
+}
+
+/// Counts per state, and the Runtimes not in `want` (at most 10 listed).
+fn state_report(env: &Env, want: &str) -> String {
+    let st = states(env);
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    for s in st.values() {
+        *counts.entry(s.as_str()).or_default() += 1;
+    }
+    let others: Vec<String> = st
+        .iter()
+        .filter(|(_, s)| s.as_str() != want)
+        .take(10)
+        .map(|(n, _)| {
+            let writes: Vec<String> = env.writes_of(n).iter().map(Write::short).collect();
+            format!("{n}:\n    {}", writes.join("\n    "))
+        })
+        .collect();
+    format!(
+        "states: {counts:?}\nfindings: {:?}\nnot {want}:\n  {}",
+        env.findings.lock().unwrap(),
+        others.join("\n  ")
+    )
+}
+
+/// Waits until every Runtime is `Ready` and no status write came for 2 s (longer than a
+/// client timeout plus a late answer).
+async fn settle_ready(env: &Env, n: usize) {
+    let mut count = env.writes.lock().unwrap().len();
+    let mut since = Instant::now();
+    wait_for(
+        "all Runtimes Ready and no status write for 2 s",
+        limit(),
+        || {
+            let now = env.writes.lock().unwrap().len();
+            if now != count {
+                count = now;
+                since = Instant::now();
+            }
+            all_ready(env, n) && since.elapsed() >= Duration::from_secs(2)
+        },
+        || state_report(env, "Ready"),
+    )
+    .await;
+}
+
+fn all_ready(env: &Env, n: usize) -> bool {
+    let st = states(env);
+    st.len() == n && st.values().all(|s| s == "Ready")
+}
+
+/// No status write with state `Failed`; nothing the status model denied or had to default.
+fn assert_model_clean_and_never_failed(env: &Env, metrics: &[Arc<kim::reconciler::Metrics>]) {
+    let failed: Vec<String> = env
+        .writes()
+        .iter()
+        .filter(|w| w.state == "Failed")
+        .map(|w| format!("{}: {}", w.name, w.short()))
+        .collect();
+    assert!(
+        failed.is_empty(),
+        "status writes with state Failed: {failed:#?}"
+    );
+    let findings = env.findings.lock().unwrap().clone();
+    assert!(findings.is_empty(), "status model findings: {findings:#?}");
+    let denied: u64 = metrics.iter().map(|m| m.status_denials()).sum();
+    assert_eq!(denied, 0, "writes the controller's own model check denied");
+}
+
+/// Exactly one Shoot per Runtime (named after it, annotated with its runtime id, no
+/// `generateName`), and nothing else in the Gardener store.
+fn assert_one_shoot_each(env: &Env, rts: &[Runtime]) {
+    let shoots = env.garden.list(&Gvr::shoots(), None);
+    let mut by_name: BTreeMap<String, usize> = BTreeMap::new();
+    for s in &shoots {
+        assert!(
+            s["metadata"].get("generateName").is_none(),
+            "a Shoot with generateName: {}",
+            s["metadata"]
+        );
+        let name = s["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        assert_eq!(
+            s["metadata"]["annotations"]["infrastructuremanager.kyma-project.io/runtime-id"],
+            runtime_id(&name).as_str(),
+            "Shoot {name} belongs to its Runtime"
+        );
+        *by_name.entry(name).or_default() += 1;
+    }
+    let want: BTreeMap<String, usize> =
+        rts.iter().map(|r| (r.spec.shoot.name.clone(), 1)).collect();
+    assert_eq!(by_name, want, "exactly one Shoot per Runtime");
+}
+
+/// Exactly one kubeconfig Secret per Runtime and no other Secret in the namespace.
+fn assert_one_secret_each(env: &Env, rts: &[Runtime]) {
+    let got: BTreeSet<String> = env
+        .kcp
+        .list(&Gvr::secrets(), Some(NS))
+        .iter()
+        .map(|s| {
+            s["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect();
+    let want: BTreeSet<String> = rts.iter().map(secret_of).collect();
+    assert_eq!(got, want, "exactly one kubeconfig Secret per Runtime");
+}
+
+/// In every runtime cluster: exactly one binding per administrator of its Runtime, nothing else.
+fn assert_one_binding_per_admin(clusters: &HashMap<String, ServerHandle>, rts: &[Runtime]) {
+    for rt in rts {
+        let server = &clusters[&rt.spec.shoot.name];
+        let mut got: Vec<(String, String)> = server
+            .list(&Gvr::cluster_role_bindings(), None)
+            .iter()
+            .map(|b| {
+                (
+                    b["metadata"]["name"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string(),
+                    b["subjects"][0]["name"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string(),
+                )
+            })
+            .collect();
+        got.sort();
+        let mut want: Vec<(String, String)> = rt
+            .spec
+            .security
+            .administrators
+            .iter()
+            .map(|a| (binding_name(a), a.clone()))
+            .collect();
+        want.sort();
+        assert_eq!(
+            got,
+            want,
+            "bindings of {}: exactly one per administrator",
+            name_of(rt)
+        );
+    }
+}
+
+/// Successful creates of `plural` (main resource) by name, from the request log.
+fn creates(server: &ServerHandle, plural: &str) -> usize {
+    server.count_requests(|r| r.verb == Some(Verb::Create) && r.is(plural, None) && r.code == 201)
+}
+
+/// Ready → not Ready transitions in the status writes: (Runtime, the write after Ready with
+/// its conditions' messages).
+fn ready_regressions(env: &Env) -> Vec<(String, String)> {
+    let mut last: HashMap<String, String> = HashMap::new();
+    let mut found = Vec::new();
+    for w in env.writes() {
+        if let Some(prev) = last.insert(w.name.clone(), w.state.clone())
+            && prev == "Ready"
+            && w.state != "Ready"
+        {
+            let messages: Vec<&str> = w.status["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|c| c["message"].as_str())
+                .filter(|m| !m.is_empty())
+                .collect();
+            found.push((w.name.clone(), format!("{} {messages:?}", w.short())));
+        }
+    }
+    found
+}
+
+fn error_counts(metrics: &kim::reconciler::Metrics) -> String {
+    metrics
+        .encode()
+        .lines()
+        .filter(|l| l.starts_with("kim_controller_reconcile_errors_total{"))
+        .map(|l| l.trim_start_matches("kim_controller_reconcile_errors_total"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+// ---------------------------------------------------------------------------------------------
+// Item 6: faults
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runtimes_reach_ready_under_random_api_faults() {
+    let n = n_runtimes();
+    let env = Env::start_with(Options {
+        start_controller: false,
+        ..Options::default()
+    })
+    .await;
+    let rts = runtimes("flt", n);
+    let clusters = runtime_clusters(&env, &rts).await;
+    let faults = Faults::new(seed(), RATE);
+    faults.install(&env.kcp, "kcp", Some(CONTROLLER_USER));
+    faults.install(&env.garden, "garden", None);
+    for server in clusters.values() {
+        faults.install(server, "runtime", None);
+    }
+    let started = Instant::now();
+    let controller = env.spawn(fault_settings(&env));
+    let metrics = controller.metrics.clone();
+    for rt in &rts {
+        env.create(rt).await;
+    }
+    let stepper = env.sim.run_every(STEP);
+
+    let names: Vec<String> = rts.iter().map(name_of).collect();
+    wait_for(
+        "every Runtime to reach Ready under faults",
+        limit(),
+        || {
+            let writes = env.writes.lock().unwrap();
+            let ready: HashSet<&str> = writes
+                .iter()
+                .filter(|w| w.state == "Ready")
+                .map(|w| w.name.as_str())
+                .collect();
+            names.iter().all(|n| ready.contains(n.as_str()))
+        },
+        || {
+            format!(
+                "{}\nfaults: {}",
+                state_report(&env, "Ready"),
+                faults.summary()
+            )
+        },
+    )
+    .await;
+    let reached = started.elapsed();
+    wait_for(
+        "all Runtimes Ready at the same time, faults still on",
+        limit(),
+        || all_ready(&env, n),
+        || {
+            format!(
+                "{}\nfaults: {}",
+                state_report(&env, "Ready"),
+                faults.summary()
+            )
+        },
+    )
+    .await;
+    let under_faults = started.elapsed();
+    faults.off();
+    let injected = faults.total();
+    let summary = faults.summary();
+    // Calls that failed just before the faults were switched off are retried: wait for quiet.
+    settle_ready(&env, n).await;
+    stepper.abort();
+    controller.stop().await;
+
+    assert_model_clean_and_never_failed(&env, std::slice::from_ref(&metrics));
+    assert!(all_ready(&env, n), "{}", state_report(&env, "Ready"));
+    assert_one_shoot_each(&env, &rts);
+    assert_one_secret_each(&env, &rts);
+    assert_one_binding_per_admin(&clusters, &rts);
+    let writes = env.writes().len();
+    let binding_creates: usize = clusters
+        .values()
+        .map(|s| creates(s, "clusterrolebindings"))
+        .sum();
+    eprintln!(
+        "faults: {n} Runtimes, seed {:#x}, rate {RATE}: every one Ready after {:.1} s, all Ready at once after {:.1} s (total {:.1} s); \
+         {injected} faults injected ({summary}); {writes} status writes ({:.1} per Runtime), 0 Failed, 0 denied; \
+         {} Ready→Pending regressions (e.g. {:?}); {} reconciles, errors {}; Shoot creates 201: {}, Secret creates 201: {}, binding creates 201: {binding_creates}",
+        seed(),
+        reached.as_secs_f64(),
+        under_faults.as_secs_f64(),
+        started.elapsed().as_secs_f64(),
+        writes as f64 / n as f64,
+        ready_regressions(&env).len(),
+        ready_regressions(&env).first(),
+        metrics.reconciles(),
+        error_counts(&metrics),
+        creates(&env.garden, "shoots"),
+        creates(&env.kcp, "secrets"),
+    );
+    let hits = faults.hits.lock().unwrap().clone();
+    for cluster in ["kcp", "garden", "runtime"] {
+        let n: u64 = hits
+            .iter()
+            .filter(|((c, _), _)| *c == cluster)
+            .map(|(_, n)| n)
+            .sum();
+        assert!(n > 0, "faults were injected into the {cluster} cluster");
+    }
+    for kind in ["409", "429", "500", "hang", "late"] {
+        let n: u64 = hits
+            .iter()
+            .filter(|((_, k), _)| *k == kind)
+            .map(|(_, n)| n)
+            .sum();
+        assert!(n > 0, "{kind} faults were injected");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runtimes_deleted_mid_provisioning_leave_nothing_behind() {
+    let n = n_runtimes().max(4);
+    let env = Env::start_with(Options {
+        start_controller: false,
+        ..Options::default()
+    })
+    .await;
+    let rts = runtimes("del", n);
+    let clusters = runtime_clusters(&env, &rts).await;
+    let faults = Faults::new(seed() ^ 0xde1e7e, RATE);
+    faults.install(&env.kcp, "kcp", Some(CONTROLLER_USER));
+    faults.install(&env.garden, "garden", None);
+    for server in clusters.values() {
+        faults.install(server, "runtime", None);
+    }
+    // Four groups, by index: 0 deleted right after creation; 1 deleted before its Shoot exists
+    // (Shoot creation held by Gardener's admission); 2 deleted while Gardener is Processing;
+    // 3 deleted after the kubeconfig Secret exists (bindings held in its runtime cluster).
+    let group = |g: usize| -> Vec<String> {
+        rts.iter()
+            .enumerate()
+            .filter(|(i, _)| i % 4 == g)
+            .map(|(_, r)| name_of(r))
+            .collect()
+    };
+    let (g0, g1, g2, g3) = (group(0), group(1), group(2), group(3));
+    let held: Arc<Mutex<HashSet<String>>> = Arc::new(Mutex::new(g1.iter().cloned().collect()));
+    {
+        let held = held.clone();
+        env.garden.set_admission(move |req| {
+            if req.gvr == Gvr::shoots()
+                && req.verb == Verb::Create
+                && req.subresource.is_none()
+                && held.lock().unwrap().contains(&req.name)
+            {
+                AdmissionDecision::Deny {
+                    code: 500,
+                    message: "held by the test: Shoot creation blocked".into(),
+                }
+            } else {
+                AdmissionDecision::Allow
+            }
+        });
+    }
+    for name in &g3 {
+        clusters[name]
+            .add_fault(FaultRule::new(FaultAction::fail(500)).resource("clusterrolebindings"));
+    }
+    let started = Instant::now();
+    let controller = env.spawn(fault_settings(&env));
+    let metrics = controller.metrics.clone();
+    for rt in &rts {
+        env.create(rt).await;
+        let name = name_of(rt);
+        if g0.contains(&name) {
+            env.delete(&name).await;
+        }
+    }
+    let report = || format!("{}\nfaults: {}", state_report(&env, ""), faults.summary());
+
+    // Group 1: Pending with Provisioned=False/GardenerErr, finalizer on, no Shoot.
+    wait_for(
+        "group 1 blocked before its Shoot, groups 2 and 3 with a Shoot",
+        limit(),
+        || {
+            g1.iter().all(|n| {
+                env.condition(n, "Provisioned")
+                    .is_some_and(|(s, r, _)| s == "False" && r == "GardenerErr")
+            }) && g2.iter().chain(&g3).all(|n| env.shoot(n).is_some())
+        },
+        report,
+    )
+    .await;
+    for name in &g1 {
+        assert!(env.shoot(name).is_none(), "{name}: no Shoot yet");
+        let rt = env.runtime_json(name).expect("Runtime");
+        assert_eq!(
+            rt["metadata"]["finalizers"][0],
+            kim::status::table::FINALIZER
+        );
+        env.delete(name).await;
+    }
+    held.lock().unwrap().clear();
+
+    // Group 2: one Gardener step → Create Processing; deleted once the status shows it.
+    env.sim.step();
+    wait_for(
+        "group 2 with Create/Processing in its status",
+        limit(),
+        || {
+            g2.iter().all(|n| {
+                env.runtime_json(n).is_some_and(|r| {
+                    r.pointer("/status/shootLastOperation/type") == Some(&Value::from("Create"))
+                        && r.pointer("/status/shootLastOperation/state")
+                            == Some(&Value::from("Processing"))
+                })
+            })
+        },
+        report,
+    )
+    .await;
+    for name in &g2 {
+        env.delete(name).await;
+    }
+
+    // Group 3: Gardener finishes; deleted once the kubeconfig Secret exists.
+    let stepper = env.sim.run_every(STEP);
+    let by_name: HashMap<String, &Runtime> = rts.iter().map(|r| (name_of(r), r)).collect();
+    wait_for(
+        "group 3 with its kubeconfig Secret",
+        limit(),
+        || {
+            g3.iter().all(|n| {
+                env.kcp
+                    .get(&Gvr::secrets(), Some(NS), &secret_of(by_name[n]))
+                    .is_some()
+            })
+        },
+        report,
+    )
+    .await;
+    for name in &g3 {
+        assert_ne!(
+            env.state(name).as_deref(),
+            Some("Ready"),
+            "{name} held before Ready"
+        );
+        env.delete(name).await;
+    }
+
+    let gone = wait_for(
+        "every Runtime gone",
+        limit(),
+        || env.kcp.list(&Gvr::runtimes(), Some(NS)).is_empty(),
+        report,
+    )
+    .await;
+    let total = started.elapsed();
+    faults.off();
+    let summary = faults.summary();
+    stepper.abort();
+    controller.stop().await;
+
+    assert!(
+        env.garden.list(&Gvr::shoots(), None).is_empty(),
+        "no Shoot left"
+    );
+    assert!(
+        env.kcp.list(&Gvr::secrets(), Some(NS)).is_empty(),
+        "no Secret left: {:?}",
+        env.kcp.list(&Gvr::secrets(), Some(NS))
+    );
+    assert!(
+        env.garden
+            .list(&Gvr::new("", "v1", "configmaps"), Some(GARDEN_NS))
+            .is_empty(),
+        "no structured-authentication ConfigMap left"
+    );
+    assert_model_clean_and_never_failed(&env, std::slice::from_ref(&metrics));
+    // Runtimes of a group whose Shoot existed (the controller asked to delete it).
+    let had_shoot = |g: &[String]| -> usize {
+        g.iter()
+            .filter(|n| {
+                env.garden.count_requests(|r| {
+                    r.verb == Some(Verb::Delete)
+                        && r.is("shoots", None)
+                        && r.name.as_deref() == Some(n.as_str())
+                }) > 0
+            })
+            .count()
+    };
+    let shoots_created = creates(&env.garden, "shoots");
+    let config_maps = env.garden.count_requests(|r| {
+        r.is("configmaps", None) && r.verb == Some(Verb::Patch) && r.code < 300
+    });
+    eprintln!(
+        "deletions: {n} Runtimes deleted mid-provisioning (seed {:#x}; {} right after creation, of which {} got a Shoot; {} before their Shoot existed; {} while Gardener was Processing; {} after their Secret existed): \
+         all gone {:.1} s after the last deletion, {:.1} s in all; {shoots_created} Shoots created and deleted, {config_maps} ConfigMap applies; nothing left; \
+         faults injected: {} ({summary})",
+        seed() ^ 0xde1e7e,
+        g0.len(),
+        had_shoot(&g0),
+        g1.len(),
+        g2.len(),
+        g3.len(),
+        gone.as_secs_f64(),
+        total.as_secs_f64(),
+        faults.total(),
+    );
+    assert!(
+        shoots_created <= n,
+        "at most one Shoot created per Runtime: {shoots_created} creates for {n} Runtimes"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn controller_killed_and_restarted_mid_flow_resumes_without_duplicates() {
+    const KILLS: usize = 8;
+    let n = n_runtimes();
+    let env = Env::start_with(Options {
+        start_controller: false,
+        ..Options::default()
+    })
+    .await;
+    let rts = runtimes("rst", n);
+    let clusters = runtime_clusters(&env, &rts).await;
+    let mut rng = XorShift::new(seed() ^ 0x0c0ffee);
+    let stepper = env.sim.run_every(STEP);
+    let started = Instant::now();
+    let mut metrics = Vec::new();
+    let mut kill_points = Vec::new();
+    let batch = n.div_ceil(KILLS);
+    for k in 0..KILLS {
+        let controller = env.spawn(restart_settings(&env));
+        metrics.push(controller.metrics.clone());
+        for rt in rts.iter().skip(k * batch).take(batch) {
+            env.create(rt).await;
+        }
+        // The kill point: a random moment 100–800 ms into this controller's life.
+        let life = Duration::from_millis(100 + (rng.next_f64() * 700.0) as u64);
+        tokio::time::sleep(life).await;
+        let st = states(&env);
+        let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+        for s in st.values() {
+            *counts.entry(s.clone()).or_default() += 1;
+        }
+        kill_points.push(format!(
+            "{}ms/{} reconciles/{:?}",
+            life.as_millis(),
+            controller.metrics.reconciles(),
+            counts
+        ));
+        controller.abort().await;
+    }
+    let last = env.spawn(restart_settings(&env));
+    metrics.push(last.metrics.clone());
+    let ready = wait_for(
+        "all Runtimes Ready after the restarts",
+        limit(),
+        || all_ready(&env, n),
+        || state_report(&env, "Ready"),
+    )
+    .await;
+    stepper.abort();
+    last.stop().await;
+
+    assert_model_clean_and_never_failed(&env, &metrics);
+    assert_one_shoot_each(&env, &rts);
+    assert_one_secret_each(&env, &rts);
+    assert_one_binding_per_admin(&clusters, &rts);
+    // No step is repeated as if new: `Initialised` at most once, never back from Ready.
+    for rt in &rts {
+        let name = name_of(rt);
+        let writes = env.writes_of(&name);
+        let initialised = writes
+            .iter()
+            .filter(|w| {
+                w.conditions
+                    .iter()
+                    .any(|(t, _, r)| t == "Provisioned" && r == "Initialised")
+            })
+            .count();
+        assert!(
+            initialised <= 1,
+            "{name}: Initialised written {initialised} times: {:#?}",
+            shorts(&writes)
+        );
+    }
+    let writes = env.writes().len();
+    eprintln!(
+        "restarts: {n} Runtimes, {KILLS} abrupt kills (seed {:#x}; life/reconciles/states at each kill: {}); all Ready {:.1} s after the last restart, {:.1} s in all; \
+         {writes} status writes ({:.1} per Runtime), 0 denied; Shoot creates 201: {}, Secret creates 201: {}; reconciles per controller: {:?}; \
+         Ready→Pending regressions (no fault injected here): {:?}",
+        seed() ^ 0x0c0ffee,
+        kill_points.join(", "),
+        ready.as_secs_f64(),
+        started.elapsed().as_secs_f64(),
+        writes as f64 / n as f64,
+        creates(&env.garden, "shoots"),
+        creates(&env.kcp, "secrets"),
+        metrics.iter().map(|m| m.reconciles()).collect::<Vec<_>>(),
+        ready_regressions(&env),
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Timeouts of the controller's clients
+// ---------------------------------------------------------------------------------------------
+
+/// A runtime-cluster call answered well within `Settings::runtime_timeout` succeeds, also on
+/// a pooled connection that sat idle before it: the timeout counts from the request, not from
+/// when the connection went idle.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "BUG: the runtime-cluster client sets read_timeout without reset_reader_on_write \
+            (src/reconciler/admins.rs, runtime_client): the time a pooled connection sat idle counts \
+            against the next call, so a call answered within the timeout fails (SendRequest) and a \
+            Ready Runtime flips to Pending, Configured=False/ConfigurationError"]
+async fn runtime_cluster_calls_get_their_whole_timeout_on_a_reused_connection() {
+    let env = Env::start_with(Options {
+        start_controller: false,
+        resync: Duration::from_millis(500),
+        ..Options::default()
+    })
+    .await;
+    let rts = runtimes("idle", 1);
+    let name = name_of(&rts[0]);
+    let clusters = runtime_clusters(&env, &rts).await;
+    let cluster = &clusters[&name];
+    let mut settings = env.settings();
+    settings.runtime_timeout = Duration::from_secs(1);
+    let controller = env.spawn(settings);
+    env.create(&rts[0]).await;
+    env.step_until("Ready", |e| e.state(&name).as_deref() == Some("Ready"))
+        .await;
+    let ready_writes = env.writes_of(&name).len();
+    // From now on every binding list is answered after 0.6 s: within the 1 s timeout. A no-op
+    // resync every 0.5 s lists the bindings again on the pooled connection.
+    cluster.add_fault(
+        FaultRule::new(FaultAction::Delay(Duration::from_millis(600)))
+            .verb(Verb::List)
+            .resource("clusterrolebindings"),
+    );
+    let lists = |s: &ServerHandle| {
+        s.count_requests(|r| r.verb == Some(Verb::List) && r.is("clusterrolebindings", None))
+    };
+    let before = lists(cluster);
+    wait_for(
+        "six more binding lists",
+        Duration::from_secs(30),
+        || lists(cluster) >= before + 6,
+        || format!("{} lists", lists(cluster) - before),
+    )
+    .await;
+    controller.stop().await;
+    let after: Vec<String> = env.writes_of(&name)[ready_writes..]
+        .iter()
+        .map(|w| {
+            let messages: Vec<&str> = w.status["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|c| c["message"].as_str())
+                .filter(|m| !m.is_empty())
+                .collect();
+            format!("{} {messages:?}", w.short())
+        })
+        .collect();
+    eprintln!(
+        "reused connection: {} binding lists answered in 0.6 s each (timeout 1 s), {} status writes after Ready: {after:#?}",
+        lists(cluster) - before,
+        after.len()
+    );
+    assert!(
+        after.is_empty(),
+        "a call answered within its timeout failed, and the Ready Runtime went Pending: {after:#?}"
+    );
+}
+
+/// `kim controller` (the binary, with the clients it builds itself) gets past a Gardener call
+/// that never returns: the call times out and the Runtime is retried.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "BUG: kim controller builds its control-cluster and Gardener clients without a read \
+            timeout (src/reconciler/mod.rs, client_from_kubeconfig and Client::try_default; kube's \
+            default read_timeout is None): one call that never answers blocks that Runtime's \
+            reconcile, and the Runtime, forever"]
+async fn the_binary_gets_past_a_hung_gardener_call() {
+    let env = Env::start_with(Options {
+        start_controller: false,
+        ..Options::default()
+    })
+    .await;
+    let rts = runtimes("hang", 1);
+    let name = name_of(&rts[0]);
+    let _clusters = runtime_clusters(&env, &rts).await;
+    // The first read of the Shoot never gets an answer.
+    env.garden.add_fault(
+        FaultRule::new(FaultAction::Hang)
+            .verb(Verb::Get)
+            .resource("shoots")
+            .main_resource()
+            .times(1),
+    );
+    let mut kim = KimProcess::start(&env, &[]);
+    let stepper = env.sim.run_every(STEP);
+    env.create(&rts[0]).await;
+    let limit = Duration::from_secs(60);
+    let start = Instant::now();
+    while env.state(&name).as_deref() != Some("Ready") && start.elapsed() < limit {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    stepper.abort();
+    let ready = env.state(&name).as_deref() == Some("Ready");
+    let hung = env
+        .garden
+        .count_requests(|r| r.verb == Some(Verb::Get) && r.is("shoots", None));
+    let (stdout, stderr) = kim.stop();
+    eprintln!(
+        "hung Gardener call: Ready = {ready} after {:.1} s; Shoot GETs answered: {hung}; writes: {:#?}",
+        start.elapsed().as_secs_f64(),
+        shorts(&env.writes_of(&name))
+    );
+    assert!(
+        ready,
+        "the Runtime is stuck behind a Gardener call that never returns (no read timeout on the \
+         controller's clients)\nwrites: {:#?}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        shorts(&env.writes_of(&name))
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// The `kim` binary
+// ---------------------------------------------------------------------------------------------
+
+/// `kim controller` run as a process against the environment, its stdout and stderr captured.
+struct KimProcess {
+    child: std::process::Child,
+    stdout: Arc<Mutex<String>>,
+    stderr: Arc<Mutex<String>>,
+    _dir: tempfile::TempDir,
+}
+
+impl KimProcess {
+    /// Starts `kim controller` (no leader election, metrics on an ephemeral port, JSON logs at
+    /// `debug`) with kubeconfig files for the control cluster (as the controller's user) and
+    /// Gardener.
+    fn start(env: &Env, extra: &[&str]) -> KimProcess {
+        use std::io::Read;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let kcp = dir.path().join("kcp.kubeconfig");
+        let garden = dir.path().join("garden.kubeconfig");
+        std::fs::write(&kcp, env.controller_kubeconfig_yaml()).unwrap();
+        std::fs::write(&garden, env.garden.kubeconfig_yaml(None)).unwrap();
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_kim"))
+            .arg("controller")
+            .arg("--kubeconfig")
+            .arg(&kcp)
+            .arg("--gardener-kubeconfig")
+            .arg(&garden)
+            .arg("--config")
+            .arg(manifest_dir().join("docs/config.example.yaml"))
+            .args([
+                "--namespace",
+                NS,
+                "--leader-elect=false",
+                "--metrics-addr",
+                "127.0.0.1:0",
+                "--log-format",
+                "json",
+                "--gardener-retry-seconds",
+                "1",
+            ])
+            .args(extra)
+            .env("RUST_LOG", "debug")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("kim controller starts");
+        let pipe = |mut r: Box<dyn Read + Send>| {
+            let buf = Arc::new(Mutex::new(String::new()));
+            let b = buf.clone();
+            std::thread::spawn(move || {
+                let mut chunk = [0u8; 8192];
+                while let Ok(n) = r.read(&mut chunk) {
+                    if n == 0 {
+                        break;
+                    }
+                    b.lock()
+                        .unwrap()
+                        .push_str(&String::from_utf8_lossy(&chunk[..n]));
+                }
+            });
+            buf
+        };
+        let stdout = pipe(Box::new(child.stdout.take().unwrap()));
+        let stderr = pipe(Box::new(child.stderr.take().unwrap()));
+        KimProcess {
+            child,
+            stdout,
+            stderr,
+            _dir: dir,
+        }
+    }
+
+    /// The metrics address it logged at start-up.
+    async fn metrics_addr(&self) -> std::net::SocketAddr {
+        let start = Instant::now();
+        loop {
+            let out = self.stdout.lock().unwrap().clone();
+            if let Some(addr) = out.lines().find_map(|l| {
+                let v: Value = serde_json::from_str(l).ok()?;
+                v["metrics_addr"].as_str()?.parse().ok()
+            }) {
+                return addr;
+            }
+            assert!(
+                start.elapsed() < TIMEOUT,
+                "no metrics address logged:\n{out}\n{}",
+                self.stderr.lock().unwrap()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// SIGTERM, wait (at most 10 s, then SIGKILL); returns (stdout, stderr).
+    fn stop(&mut self) -> (String, String) {
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let start = Instant::now();
+        while self.child.try_wait().ok().flatten().is_none() {
+            if start.elapsed() > Duration::from_secs(10) {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        // Let the reader threads drain the pipes.
+        std::thread::sleep(Duration::from_millis(100));
+        (
+            self.stdout.lock().unwrap().clone(),
+            self.stderr.lock().unwrap().clone(),
+        )
+    }
+}
+
+impl Drop for KimProcess {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// `GET /metrics` over plain HTTP/1.0.
+async fn scrape(addr: std::net::SocketAddr) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.expect("metrics");
+    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
+        .await
+        .unwrap();
+    let mut buf = String::new();
+    s.read_to_string(&mut buf).await.unwrap();
+    assert!(
+        buf.starts_with("HTTP/1.0 200") || buf.starts_with("HTTP/1.1 200"),
+        "{buf}"
+    );
+    buf
+}
+
+// ---------------------------------------------------------------------------------------------
+// Item 7: no secret material in logs, events, status messages or metrics
+// ---------------------------------------------------------------------------------------------
+
+fn b64(s: &str) -> String {
+    base64::engine::general_purpose::STANDARD.encode(s)
+}
+
+/// A kubeconfig for `url` with a bearer token, a client certificate and key, and `marker` as
+/// the context's namespace (a string found nowhere else).
+fn secret_kubeconfig(
+    url: &str,
+    token: &str,
+    marker: &str,
+    cert_pem: &str,
+    key_pem: &str,
+) -> String {
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: shoot\n  cluster:\n    server: {url}\n\
+         contexts:\n- name: shoot\n  context:\n    cluster: shoot\n    user: shoot-admin\n    namespace: {marker}\n\
+         current-context: shoot\nusers:\n- name: shoot-admin\n  user:\n    token: {token}\n\
+         \x20   client-certificate-data: {}\n    client-key-data: {}\n",
+        b64(cert_pem),
+        b64(key_pem)
+    )
+}
+
+/// 32-character pieces of `s` at every 4th position from 0 (base64 stays aligned there): any
+/// copy of `s`, whole or cut at a group boundary, contains one of them.
+fn pieces(s: &str) -> Vec<String> {
+    let chars: Vec<char> = s.chars().collect();
+    (0..chars.len().saturating_sub(32))
+        .step_by(64)
+        .map(|i| chars[i..i + 32].iter().collect())
+        .collect()
+}
+
+/// Four Runtimes whose kubeconfigs carry secret material, each on an error path first:
+/// 0: its runtime cluster rejects the token (401) until the test registers it;
+/// 1: the kubeconfig Secret cannot be written (500) until the test lifts the fault;
+/// 2: the kubeconfig is no valid YAML (stays failing);
+/// 3: the client key is no key (PEM of garbage).
+struct SecretScenario {
+    rts: Vec<Runtime>,
+    clusters: HashMap<String, ServerHandle>,
+    tokens: Vec<String>,
+    /// (what, secret string) that must appear nowhere.
+    needles: Vec<(String, String)>,
+}
+
+impl SecretScenario {
+    async fn new(env: &Env) -> SecretScenario {
+        let rts = runtimes("sec", 4);
+        let run = format!(
+            "{:016x}",
+            XorShift::new(
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap()
+                    .as_nanos() as u64
+            )
+            .next_u64()
+        );
+        let certs = kim::webhook::devcerts::generate("kim-leak-test", &["localhost"]).unwrap();
+        let garbage_key = format!(
+            "-----BEGIN PRIVATE KEY-----\n{}\n-----END PRIVATE KEY-----\n",
+            b64(&format!("garbage-private-key-material-{run}-not-a-key"))
+        );
+        let mut needles: Vec<(String, String)> = Vec::new();
+        let mut kubeconfigs = HashMap::new();
+        let mut clusters = HashMap::new();
+        let mut tokens = Vec::new();
+        for (i, rt) in rts.iter().enumerate() {
+            let shoot = rt.spec.shoot.name.clone();
+            let token = format!("rt-bearer-token-{i}-{run}");
+            let marker = format!("kubeconfig-marker-{i}-{run}");
+            let server = testenv::start(ServerConfig::default().name(&shoot))
+                .await
+                .expect("runtime cluster");
+            if i != 0 {
+                server.add_user(&token, UserInfo::new("shoot-admin", &["system:masters"]));
+            }
+            let key = if i == 3 { &garbage_key } else { &certs.key_pem };
+            let mut kubeconfig =
+                secret_kubeconfig(server.url(), &token, &marker, &certs.cert_pem, key);
+            if i == 2 {
+                kubeconfig.push_str("preferences: {colors: [unterminated\n");
+            }
+            needles.push((format!("{shoot}: bearer token"), token.clone()));
+            needles.push((format!("{shoot}: bearer token, base64"), b64(&token)));
+            needles.push((format!("{shoot}: kubeconfig marker"), marker.clone()));
+            for line in key
+                .lines()
+                .filter(|l| !l.starts_with("-----") && l.len() >= 16)
+            {
+                needles.push((format!("{shoot}: private key line"), line.to_string()));
+            }
+            for p in pieces(&b64(key)) {
+                needles.push((format!("{shoot}: client-key-data"), p));
+            }
+            for p in pieces(&b64(&kubeconfig)) {
+                needles.push((format!("{shoot}: kubeconfig, base64"), p));
+            }
+            kubeconfigs.insert(shoot.clone(), kubeconfig);
+            clusters.insert(shoot, server);
+            tokens.push(token);
+        }
+        env.garden.set_admin_kubeconfig(move |req| {
+            kubeconfigs.get(&req.name).cloned().unwrap_or_default()
+        });
+        SecretScenario {
+            rts,
+            clusters,
+            tokens,
+            needles,
+        }
+    }
+
+    fn name(&self, i: usize) -> String {
+        name_of(&self.rts[i])
+    }
+
+    /// Runs the Runtimes through their error paths, lifts the first two, waits for Ready, then
+    /// deletes everything. Returns the Runtimes as stored before the deletion and the first
+    /// one's kubeconfig Secret (where the secret material legitimately is).
+    async fn run(&self, env: &Env) -> (Vec<Value>, Value) {
+        let limit = Duration::from_secs(40);
+        let report = || state_report(env, "Ready");
+        let false_cond = |n: &str, t: &str, r: &str| {
+            env.condition(n, t)
+                .is_some_and(|(s, reason, _)| s == "False" && reason == r)
+        };
+        // 1: the Secret cannot be written.
+        env.kcp.add_fault(
+            FaultRule::new(FaultAction::fail(500))
+                .verb(Verb::Create)
+                .resource("secrets")
+                .user(CONTROLLER_USER),
+        );
+        env.create(&self.rts[1]).await;
+        let n1 = self.name(1);
+        wait_for(
+            "the Secret write failure",
+            limit,
+            || false_cond(&n1, "KubeconfigReady", "KubernetesErr"),
+            report,
+        )
+        .await;
+        env.kcp.clear_faults();
+        // 0, 2, 3.
+        for i in [0, 2, 3] {
+            env.create(&self.rts[i]).await;
+        }
+        let (n0, n2, n3) = (self.name(0), self.name(2), self.name(3));
+        wait_for(
+            "the runtime-cluster errors",
+            limit,
+            || {
+                false_cond(&n0, "Configured", "ConfigurationError")
+                    && false_cond(&n2, "Configured", "ConfigurationError")
+                    && env.runtime_json(&n3).is_some_and(|r| {
+                        r["status"]["conditions"]
+                            .as_array()
+                            .is_some_and(|cs| cs.iter().any(|c| c["status"] == "False"))
+                            || r["status"]["state"] == "Ready"
+                    })
+                    && env.state(&n1).as_deref() == Some("Ready")
+            },
+            report,
+        )
+        .await;
+        // 0: the runtime cluster learns the token.
+        self.clusters[&n0].add_user(
+            &self.tokens[0],
+            UserInfo::new("shoot-admin", &["system:masters"]),
+        );
+        wait_for(
+            "the first Runtime Ready",
+            limit,
+            || env.state(&n0).as_deref() == Some("Ready"),
+            report,
+        )
+        .await;
+        let snapshot: Vec<Value> = (0..4)
+            .filter_map(|i| env.runtime_json(&self.name(i)))
+            .collect();
+        let secret = env
+            .kcp
+            .get(&Gvr::secrets(), Some(NS), &secret_of(&self.rts[0]))
+            .expect("the first Runtime's kubeconfig Secret");
+        for i in 0..4 {
+            env.delete(&self.name(i)).await;
+        }
+        wait_for(
+            "every Runtime gone",
+            limit,
+            || env.kcp.list(&Gvr::runtimes(), Some(NS)).is_empty(),
+            report,
+        )
+        .await;
+        (snapshot, secret)
+    }
+
+    /// The search works: the needles of the first Runtime's kubeconfig are found in its
+    /// kubeconfig Secret.
+    fn assert_needles_found_in(&self, secret: &Value) {
+        let text = serde_json::to_string(secret).unwrap();
+        let shoot = &self.rts[0].spec.shoot.name;
+        let found = self
+            .needles
+            .iter()
+            .filter(|(what, n)| what.starts_with(shoot.as_str()) && text.contains(n.as_str()))
+            .count();
+        assert!(
+            found >= 3,
+            "the kubeconfig's base64 pieces are found in its Secret ({found})"
+        );
+    }
+}
+
+/// Everything but the logs: all status writes, all condition messages, the stored Runtimes,
+/// all Events, and the metrics text.
+fn emitted(env: &Env, snapshot: &[Value], metrics: String) -> Vec<(String, String)> {
+    let writes: Vec<Value> = env.writes().into_iter().map(|w| w.status).collect();
+    let messages: Vec<String> = writes
+        .iter()
+        .chain(snapshot.iter().map(|r| &r["status"]))
+        .flat_map(|s| s["conditions"].as_array().cloned().unwrap_or_default())
+        .filter_map(|c| c["message"].as_str().map(String::from))
+        .collect();
+    let mut events = env
+        .kcp
+        .list(&Gvr::new("events.k8s.io", "v1", "events"), None);
+    events.extend(env.kcp.list(&Gvr::new("", "v1", "events"), None));
+    vec![
+        (
+            "status writes".into(),
+            serde_json::to_string(&writes).unwrap(),
+        ),
+        ("condition messages".into(), messages.join("\n")),
+        (
+            "stored Runtimes".into(),
+            serde_json::to_string(snapshot).unwrap(),
+        ),
+        ("events".into(), serde_json::to_string(&events).unwrap()),
+        ("metrics".into(), metrics),
+    ]
+}
+
+/// Asserts that no needle is in any haystack, and that the haystacks hold what they should
+/// (the error paths were taken and captured).
+fn assert_no_secret_material(haystacks: &[(String, String)], needles: &[(String, String)]) {
+    let mut leaks = Vec::new();
+    for (where_, text) in haystacks {
+        for (what, needle) in needles {
+            if let Some(at) = text.find(needle.as_str()) {
+                let from = text[..at]
+                    .char_indices()
+                    .rev()
+                    .nth(120)
+                    .map_or(0, |(i, _)| i);
+                let to = (at + needle.len() + 80).min(text.len());
+                let to = (to..=text.len())
+                    .find(|i| text.is_char_boundary(*i))
+                    .unwrap_or(text.len());
+                leaks.push(format!("{what} in {where_}: …{}…", &text[from..to]));
+            }
+        }
+    }
+    assert!(
+        leaks.is_empty(),
+        "secret material found:\n{}",
+        leaks.join("\n")
+    );
+    let all = |name: &str| {
+        haystacks
+            .iter()
+            .filter(|(w, _)| w == name)
+            .map(|(_, t)| t.as_str())
+            .collect::<String>()
+    };
+    let messages = all("condition messages");
+    for expected in ["Unauthorized", "injected fault (500)", "cannot be parsed"] {
+        assert!(
+            messages.contains(expected),
+            "the error path with {expected:?} was captured in the status messages:\n{messages}"
+        );
+    }
+    let events = all("events");
+    assert!(
+        events.contains("\"Warning\""),
+        "Warning events were captured"
+    );
+    assert!(
+        all("metrics").contains("kim_controller_status_writes_total"),
+        "the metrics were captured"
+    );
+}
+
+/// The in-process controller with a tracing subscriber that writes every event (TRACE, all
+/// targets, text and JSON) to a buffer; the test runs on one thread so that every task the
+/// controller spawns logs there.
+#[test]
+fn no_secret_material_in_logs_events_status_or_metrics() {
+    #[derive(Clone, Default)]
+    struct Buffer(Arc<Mutex<Vec<u8>>>);
+    impl std::io::Write for Buffer {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    use tracing_subscriber::layer::SubscriberExt as _;
+    let logs = Buffer::default();
+    let (text, json) = (logs.clone(), logs.clone());
+    let subscriber = tracing_subscriber::registry()
+        .with(tracing_subscriber::filter::LevelFilter::TRACE)
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_ansi(false)
+                .with_writer(move || text.clone()),
+        )
+        .with(
+            tracing_subscriber::fmt::layer()
+                .json()
+                .with_writer(move || json.clone()),
+        );
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let started = Instant::now();
+        let env = Env::start_with(Options {
+            start_controller: false,
+            ..Options::default()
+        })
+        .await;
+        let scenario = SecretScenario::new(&env).await;
+        let controller = env.spawn(env.settings());
+        let metrics = controller.metrics.clone();
+        let server = kim::reconciler::metrics::serve("127.0.0.1:0".parse().unwrap(), metrics)
+            .await
+            .unwrap();
+        let stepper = env.sim.run_every(STEP);
+        let (snapshot, secret) = scenario.run(&env).await;
+        scenario.assert_needles_found_in(&secret);
+        stepper.abort();
+        let metrics_text = scrape(server.addr).await;
+        server.stop();
+        controller.stop().await;
+        let logs = String::from_utf8_lossy(&logs.0.lock().unwrap()).into_owned();
+        let mut haystacks = emitted(&env, &snapshot, metrics_text);
+        for expected in ["status written", "reconcile failed", "kubeconfig Secret written"] {
+            assert!(logs.contains(expected), "the logs hold {expected:?}");
+        }
+        let sizes: Vec<String> = haystacks
+            .iter()
+            .map(|(w, t)| format!("{w}: {} B", t.len()))
+            .collect();
+        haystacks.push(("logs".into(), logs.clone()));
+        assert_no_secret_material(&haystacks, &scenario.needles);
+        eprintln!(
+            "secrets (in-process): {} needles searched in {} B of logs (TRACE, {} lines), {}; none found; {:.1} s",
+            scenario.needles.len(),
+            logs.len(),
+            logs.lines().count(),
+            sizes.join(", "),
+            started.elapsed().as_secs_f64()
+        );
+    });
+}
+
+/// The same with the `kim` binary: its stdout and stderr (JSON logs, `RUST_LOG=debug`) and its
+/// `/metrics` endpoint.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binary_emits_no_secret_material() {
+    let started = Instant::now();
+    let env = Env::start_with(Options {
+        start_controller: false,
+        ..Options::default()
+    })
+    .await;
+    let scenario = SecretScenario::new(&env).await;
+    let mut kim = KimProcess::start(&env, &[]);
+    let addr = kim.metrics_addr().await;
+    let stepper = env.sim.run_every(STEP);
+    let (snapshot, secret) = scenario.run(&env).await;
+    scenario.assert_needles_found_in(&secret);
+    stepper.abort();
+    let metrics_text = scrape(addr).await;
+    let (stdout, stderr) = kim.stop();
+    for expected in [
+        "status written",
+        "reconcile failed",
+        "kubeconfig Secret written",
+    ] {
+        assert!(
+            stdout.contains(expected),
+            "stdout holds {expected:?}:\n{stdout}"
+        );
+    }
+    let mut haystacks = emitted(&env, &snapshot, metrics_text);
+    haystacks.push(("stdout".into(), stdout.clone()));
+    haystacks.push(("stderr".into(), stderr.clone()));
+    assert_no_secret_material(&haystacks, &scenario.needles);
+    eprintln!(
+        "secrets (kim binary): {} needles searched in {} B of stdout ({} lines), {} B of stderr, {} B of events, {} B of metrics; none found; {:.1} s",
+        scenario.needles.len(),
+        stdout.len(),
+        stdout.lines().count(),
+        stderr.len(),
+        haystacks[3].1.len(),
+        haystacks[4].1.len(),
+        started.elapsed().as_secs_f64()
+    );
+}
