@@ -987,10 +987,6 @@ async fn controller_killed_and_restarted_mid_flow_resumes_without_duplicates() {
 /// a pooled connection that sat idle before it: the timeout counts from the request, not from
 /// when the connection went idle.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "BUG: the runtime-cluster client sets read_timeout without reset_reader_on_write \
-            (src/reconciler/admins.rs, runtime_client): the time a pooled connection sat idle counts \
-            against the next call, so a call answered within the timeout fails (SendRequest) and a \
-            Ready Runtime flips to Pending, Configured=False/ConfigurationError"]
 async fn runtime_cluster_calls_get_their_whole_timeout_on_a_reused_connection() {
     let env = Env::start_with(Options {
         start_controller: false,

@@ -199,6 +199,8 @@ pub async fn runtime_client(ctx: &Ctx, key: &str, secret: &Secret) -> Result<Cli
     config.connect_timeout = Some(timeout);
     config.read_timeout = Some(timeout);
     config.write_timeout = Some(timeout);
+    // The timeout counts from when a request is sent, not from when its pooled connection went idle.
+    config.reset_reader_on_write = true;
     let client = Client::try_from(config)
         .map_err(|e| Error::RuntimeCluster(format!("Secret {name}: cannot build a client: {e}")))?;
     ctx.cache_client(key, &rv, client.clone());
