@@ -51,6 +51,10 @@
 //! ([`ServerHandle::compact_history`]) and, with the default `kube` feature, a ready
 //! `kube::Client` ([`ServerHandle::client`]).
 //!
+//! [`WebhookStage`] (module [`webhook_stage`]) is an admission hook that calls real admission
+//! webhooks over HTTPS as kube-apiserver does, configured from the
+//! `Mutating`/`ValidatingWebhookConfiguration`s of a kustomize directory (kim's `manifests/`).
+//!
 //! # What is approximated
 //!
 //! - **Server-side apply** is a JSON merge patch of the applied object; the field manager is
@@ -105,6 +109,7 @@ mod server;
 mod status;
 mod store;
 mod watch;
+pub mod webhook_stage;
 
 pub use hooks::{
     AdminKubeconfigFn, AdminKubeconfigRequest, AdmissionDecision, AdmissionFn, AdmissionRequest,
@@ -116,3 +121,4 @@ pub use selector::{FieldSelector, LabelRequirement, LabelSelector};
 pub use server::{ServerConfig, ServerHandle, kubeconfig_yaml, start};
 pub use status::{ApiError, reason_for};
 pub use store::EventType;
+pub use webhook_stage::{WebhookConfigurations, WebhookStage};
