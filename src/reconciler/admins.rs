@@ -195,13 +195,12 @@ pub async fn runtime_client(ctx: &Ctx, key: &str, secret: &Secret) -> Result<Cli
         .map_err(|_| {
             Error::RuntimeCluster(format!("Secret {name}: the kubeconfig cannot be loaded"))
         })?;
+    // Every request has a deadline counted from when it is sent (see [`super::client`]).
     let timeout = ctx.settings.runtime_timeout;
-    config.connect_timeout = Some(timeout);
-    config.read_timeout = Some(timeout);
-    config.write_timeout = Some(timeout);
-    // The timeout counts from when a request is sent, not from when its pooled connection went idle.
-    config.reset_reader_on_write = true;
-    let client = Client::try_from(config)
+    if !timeout.is_zero() {
+        config.connect_timeout = Some(timeout);
+    }
+    let client = super::client::build(config, timeout)
         .map_err(|e| Error::RuntimeCluster(format!("Secret {name}: cannot build a client: {e}")))?;
     ctx.cache_client(key, &rv, client.clone());
     Ok(client)
@@ -211,7 +210,8 @@ pub async fn runtime_client(ctx: &Ctx, key: &str, secret: &Secret) -> Result<Cli
 /// `provisioningCompleted: true`.
 ///
 /// Errors: the runtime cluster cannot be reached or the bindings cannot be applied (after
-/// writing `Pending`, `Configured=False/ConfigurationError`).
+/// writing `Pending`, `Configured=False/ConfigurationError`, unless [`Pass::reports`] holds a
+/// transient error of a `Ready` Runtime back).
 pub async fn run(pass: &mut Pass<'_>, secret: &Secret) -> Result<(), Error> {
     let ctx = pass.ctx;
     let key = pass.key();
@@ -244,14 +244,16 @@ pub async fn run(pass: &mut Pass<'_>, secret: &Secret) -> Result<(), Error> {
             .await
         }
         Err(e) => {
-            pass.set(Update::new(
-                State::Pending,
-                vec![
-                    Cond::new(CONFIGURED, CondStatus::False, CONFIGURATION_ERROR)
-                        .with_message(e.to_string()),
-                ],
-            ))
-            .await?;
+            if pass.reports(&e) {
+                pass.set(Update::new(
+                    State::Pending,
+                    vec![
+                        Cond::new(CONFIGURED, CondStatus::False, CONFIGURATION_ERROR)
+                            .with_message(e.to_string()),
+                    ],
+                ))
+                .await?;
+            }
             Err(e)
         }
     }

@@ -48,7 +48,13 @@ pub struct Settings {
     /// Wait before annotating a Shoot whose operation failed with retryable codes
     /// `gardener.cloud/operation: retry` (default 60 s).
     pub gardener_retry_delay: Duration,
-    /// Connect and read timeout of runtime-cluster clients (default 30 s).
+    /// How long transient errors of a Runtime that is `Ready` for its current generation are
+    /// only retried before they are written into its status (`Pending`, the step's `False`
+    /// condition); default 60 s. Zero: written at once. See [`super::reconcile::Pass::reports`].
+    pub transient_error_grace: Duration,
+    /// Deadline of every request to a runtime cluster (default 30 s; see
+    /// [`super::client`]). The control-cluster and Gardener clients are built by the caller
+    /// ([`super::client::build`] gives them the same deadlines).
     pub runtime_timeout: Duration,
     /// Leader election; `None` runs the Controller at once.
     pub leader_election: Option<LeaderElection>,
@@ -73,7 +79,8 @@ impl Settings {
             backoff_min: Duration::from_secs(1),
             backoff_max: Duration::from_secs(300),
             gardener_retry_delay: Duration::from_secs(60),
-            runtime_timeout: Duration::from_secs(30),
+            transient_error_grace: Duration::from_secs(60),
+            runtime_timeout: super::client::DEFAULT_REQUEST_TIMEOUT,
             leader_election: None,
             metrics: Arc::new(Metrics::new()),
             reporter: "kim-controller".to_string(),
@@ -101,6 +108,9 @@ pub struct Ctx {
     retries: Mutex<HashMap<String, (String, Instant)>>,
     /// Runtime key → (Secret resourceVersion, client).
     clients: Mutex<HashMap<String, (String, Client)>>,
+    /// Runtime key → when its first transient error since its last successful reconcile was
+    /// held back from the status.
+    transient: Mutex<HashMap<String, Instant>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -128,6 +138,7 @@ impl Ctx {
             backoffs: Mutex::new(HashMap::new()),
             retries: Mutex::new(HashMap::new()),
             clients: Mutex::new(HashMap::new()),
+            transient: Mutex::new(HashMap::new()),
         }
     }
 
@@ -151,9 +162,20 @@ impl Ctx {
         b.next().unwrap_or(self.settings.backoff_max)
     }
 
-    /// Resets the error backoff of `key` (after a successful reconcile).
+    /// Resets the error backoff of `key` and the clock of its transient errors (after a
+    /// successful reconcile).
     pub fn reset_backoff(&self, key: &str) {
         lock(&self.backoffs).remove(key);
+        lock(&self.transient).remove(key);
+    }
+
+    /// How long `key` has had transient errors: since the first one after its last successful
+    /// reconcile (zero for the first, whose time is recorded now).
+    pub fn transient_for(&self, key: &str) -> Duration {
+        lock(&self.transient)
+            .entry(key.to_string())
+            .or_insert_with(Instant::now)
+            .elapsed()
     }
 
     /// For a Gardener operation that failed with retryable codes (identified by
@@ -199,6 +221,7 @@ impl Ctx {
         lock(&self.backoffs).remove(key);
         lock(&self.retries).remove(key);
         lock(&self.clients).remove(key);
+        lock(&self.transient).remove(key);
         self.metrics().forget(key);
     }
 }

@@ -61,6 +61,30 @@ impl Error {
             _ => None,
         }
     }
+
+    /// Whether the error is transient: a retry of the same call may well succeed with nothing
+    /// changed (see [`transient`]). Errors of the runtime cluster's configuration (an unusable
+    /// kubeconfig, an unmanaged binding in the way), unusable answers and model denials are
+    /// not.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Error::Api { source, .. } => transient(source),
+            Error::Stale(_) => true,
+            Error::StatusDenied(_) | Error::RuntimeCluster(_) | Error::Other(_) => false,
+        }
+    }
+}
+
+/// Whether a client error is transient (spec: "409, 429, 5xx, timeouts"): the server answered
+/// 408, 409, 429 or 5xx, or there was no (complete) answer — a request timeout
+/// ([`super::client::RequestTimedOut`]), a connection error, a stream cut. Other answers
+/// (400, 401, 403, 404, 422, …) and client-side errors (TLS, authentication, decoding) are not.
+pub fn transient(e: &kube::Error) -> bool {
+    match e {
+        kube::Error::Api(s) => matches!(s.code, 408 | 409 | 429) || s.code >= 500,
+        kube::Error::HyperError(_) | kube::Error::Service(_) | kube::Error::ReadEvents(_) => true,
+        _ => false,
+    }
 }
 
 /// The HTTP status code of a `kube::Error::Api`, if any.

@@ -68,13 +68,19 @@ pub fn renew_in(secret: Option<&Secret>, now: DateTime<Utc>, rotate_after: Durat
     rotate_after.saturating_sub(age)
 }
 
-/// Writes `KubeconfigReady=False/KubernetesErr` (state `Pending`) and returns the error.
+/// Writes `KubeconfigReady=False/KubernetesErr` (state `Pending`) unless [`Pass::reports`]
+/// holds it back, and returns the error.
 async fn failed<T>(pass: &mut Pass<'_>, error: Error, message: String) -> Result<T, Error> {
-    pass.set(Update::new(
-        State::Pending,
-        vec![Cond::new(KUBECONFIG_READY, CondStatus::False, KUBERNETES_ERR).with_message(message)],
-    ))
-    .await?;
+    if pass.reports(&error) {
+        pass.set(Update::new(
+            State::Pending,
+            vec![
+                Cond::new(KUBECONFIG_READY, CondStatus::False, KUBERNETES_ERR)
+                    .with_message(message),
+            ],
+        ))
+        .await?;
+    }
     Err(error)
 }
 

@@ -32,9 +32,14 @@
 //!
 //! Transient API errors (409, 429, 5xx, timeouts, connection errors) requeue the Runtime with
 //! a per-object exponential backoff ([`backon`]) and leave it `Pending` (or `Terminating`) with
-//! the step's condition `False` — never `Failed`. A Gardener operation that failed with
-//! retryable codes is retried by annotating the Shoot `gardener.cloud/operation: retry` after
+//! the step's condition `False` — never `Failed`. A Runtime that is `Ready` for its generation
+//! stays `Ready` through them for [`Settings::transient_error_grace`] (retried, not written; see
+//! [`reconcile::Pass::reports`]). A Gardener operation that failed with retryable codes is
+//! retried by annotating the Shoot `gardener.cloud/operation: retry` after
 //! [`Settings::gardener_retry_delay`].
+//!
+//! Every API request of the controller has a deadline (`--request-timeout-seconds`, 30 s): the
+//! answer must be complete within it, a watch's answer must start within it ([`client`]).
 //!
 //! # Running
 //!
@@ -50,6 +55,7 @@
 #![deny(missing_docs)]
 
 pub mod admins;
+pub mod client;
 pub mod controller;
 pub mod delete;
 pub mod error;
@@ -132,6 +138,18 @@ pub struct ControllerArgs {
     #[arg(long, env = "KIM_CONCURRENCY", default_value_t = 4)]
     pub concurrency: u16,
 
+    /// Deadline of every API request to the control cluster, Gardener and the runtime
+    /// clusters, in seconds: the answer must be complete within it (a watch's answer must
+    /// start within it; its stream is ended by the server's `timeoutSeconds`). `0`: none.
+    #[arg(long, env = "KIM_REQUEST_TIMEOUT_SECONDS", default_value_t = client::DEFAULT_REQUEST_TIMEOUT.as_secs())]
+    pub request_timeout_seconds: u64,
+
+    /// Seconds that transient API errors (409, 429, 5xx, timeouts) of a Runtime that is `Ready`
+    /// for its generation are only retried before they are written into its status (`Pending`
+    /// with the failed step's `False` condition). `0`: written at once.
+    #[arg(long, env = "KIM_TRANSIENT_ERROR_GRACE_SECONDS", default_value_t = 60)]
+    pub transient_error_grace_seconds: u64,
+
     /// The controller's user name as the API server authenticates it; status writes are
     /// checked against the policy as this user before they are sent.
     #[arg(long = "controller-user", env = "KIM_CONTROLLER_USER", default_value = crate::status::table::DEFAULT_WRITER_USERS[0])]
@@ -173,13 +191,13 @@ pub fn load_config(path: &Path, project: Option<&str>) -> anyhow::Result<Config>
     Ok(config)
 }
 
-async fn client_from_kubeconfig(path: &Path) -> anyhow::Result<kube::Client> {
+async fn client_from_kubeconfig(path: &Path, timeout: Duration) -> anyhow::Result<kube::Client> {
     let kc = kube::config::Kubeconfig::read_from(path)
         .with_context(|| format!("reading kubeconfig {}", path.display()))?;
     let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
         .await
         .with_context(|| format!("loading kubeconfig {}", path.display()))?;
-    kube::Client::try_from(config).context("building the client")
+    client::build(config, timeout).context("building the client")
 }
 
 /// Runs `kim controller` until SIGTERM or SIGINT.
@@ -192,13 +210,20 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
     let config = load_config(&args.config, args.gardener_project.as_deref())
         .with_context(|| format!("--config {}", args.config.display()))?;
     let policy = args.policy.load().map_err(|e| anyhow::anyhow!(e))?;
+    let timeout = Duration::from_secs(args.request_timeout_seconds);
     let kcp = match &args.kubeconfig {
-        Some(p) => client_from_kubeconfig(p).await.context("--kubeconfig")?,
-        None => kube::Client::try_default()
+        Some(p) => client_from_kubeconfig(p, timeout)
             .await
-            .context("control cluster client (in-cluster or KUBECONFIG)")?,
+            .context("--kubeconfig")?,
+        None => {
+            let config = kube::Config::infer()
+                .await
+                .context("control cluster client (in-cluster or KUBECONFIG)")?;
+            client::build(config, timeout)
+                .context("control cluster client (in-cluster or KUBECONFIG)")?
+        }
     };
-    let garden = client_from_kubeconfig(&args.gardener_kubeconfig)
+    let garden = client_from_kubeconfig(&args.gardener_kubeconfig, timeout)
         .await
         .context("--gardener-kubeconfig")?;
 
@@ -208,6 +233,8 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
     settings.resync = Duration::from_secs(args.resync_seconds.max(1));
     settings.gardener_retry_delay = Duration::from_secs(args.gardener_retry_seconds);
     settings.concurrency = args.concurrency.max(1);
+    settings.runtime_timeout = timeout;
+    settings.transient_error_grace = Duration::from_secs(args.transient_error_grace_seconds);
     if args.leader_elect {
         settings.leader_election = Some(LeaderElection {
             lease_name: args.lease_name.clone(),

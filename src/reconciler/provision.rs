@@ -83,16 +83,19 @@ fn updating(pass: &Pass<'_>) -> bool {
         || condition(pass.status(), PROVISIONED).is_some_and(|c| c.reason == PROCESSING)
 }
 
-/// Writes `Pending`, `Provisioned=False/GardenerErr` with the error, and returns the error
-/// (retried with backoff).
+/// Writes `Pending`, `Provisioned=False/GardenerErr` with the error (unless
+/// [`Pass::reports`] holds it back), and returns the error (retried with backoff).
 async fn gardener_failed<T>(pass: &mut Pass<'_>, what: String, e: kube::Error) -> Result<T, Error> {
     let message = format!("{what}: {}", error::describe(&e));
-    pass.set(Update::new(
-        State::Pending,
-        vec![Cond::new(PROVISIONED, CondStatus::False, GARDENER_ERR).with_message(message)],
-    ))
-    .await?;
-    Err(Error::api(what, e))
+    let error = Error::api(what, e);
+    if pass.reports(&error) {
+        pass.set(Update::new(
+            State::Pending,
+            vec![Cond::new(PROVISIONED, CondStatus::False, GARDENER_ERR).with_message(message)],
+        ))
+        .await?;
+    }
+    Err(error)
 }
 
 /// Writes `Failed`, `Provisioned=False/ConversionErr` with `message`; the Runtime waits for a

@@ -6,7 +6,7 @@ use super::controller::Ctx;
 use super::error::{self, Error};
 use super::status::{Update, changed, check, next_status, shoot_changed};
 use crate::api::{Runtime, RuntimeStatus};
-use crate::status::{CondStatus, denial_message, table::FINALIZER};
+use crate::status::{CondStatus, State, denial_message, table::FINALIZER};
 use chrono::Utc;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Patch, PatchParams, PostParams};
@@ -122,6 +122,41 @@ impl<'a> Pass<'a> {
     /// The Runtime's current status, if any.
     pub fn status(&self) -> Option<&RuntimeStatus> {
         self.rt.status.as_ref()
+    }
+
+    /// Whether the Runtime is `Ready` for its current generation: state `Ready` and every
+    /// condition observed at `metadata.generation` (no update under way).
+    pub fn ready_for_generation(&self) -> bool {
+        let generation = self.rt.metadata.generation;
+        self.status().is_some_and(|s| {
+            s.state == Some(State::Ready)
+                && s.conditions
+                    .iter()
+                    .all(|c| c.observed_generation == generation)
+        })
+    }
+
+    /// Whether the failure `error` of a step is written into the status (`Pending` with the
+    /// step's `False` condition, as the spec says for each step) before it is retried, or only
+    /// retried with the Runtime's backoff.
+    ///
+    /// Only retried: a transient error ([`Error::is_transient`]: 409, 429, 5xx, timeouts,
+    /// connection errors) of a Runtime that is `Ready` for its current generation, until its
+    /// transient errors have lasted [`super::Settings::transient_error_grace`] (counted from the
+    /// first one after its last successful reconcile). A read that failed once on a resync says
+    /// nothing about the runtime, and writing it would flip `Ready` → `Pending` → `Ready` (two or
+    /// three writes and Events) for a blip; an outage that lasts is reported. Everything else —
+    /// provisioning, updates, deletion, errors a retry will not fix — is written at once.
+    pub fn reports(&self, error: &Error) -> bool {
+        if !error.is_transient() || !self.ready_for_generation() {
+            return true;
+        }
+        let lasted = self.ctx.transient_for(&self.key());
+        if lasted >= self.ctx.settings.transient_error_grace {
+            return true;
+        }
+        tracing::debug!(runtime = %self.key(), error = %error, lasted = ?lasted, "transient error of a Ready Runtime; retrying without a status write");
+        false
     }
 
     /// Adds the finalizer if it is missing (JSON patch guarded by a `test` of the list read —

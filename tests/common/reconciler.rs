@@ -112,6 +112,11 @@ impl Running {
         r.expect("controller task").expect("controller result");
     }
 
+    /// Whether its task has ended (returned or panicked) without being asked to stop.
+    pub fn task_finished(&self) -> bool {
+        self.task.is_finished()
+    }
+
     /// Kills it abruptly: the task is aborted wherever it is (in-flight reconciles and API
     /// calls are dropped mid-way, nothing is shut down gracefully), as when the process is
     /// killed.
