@@ -341,11 +341,9 @@ impl GardenerSim {
         st.total_steps += 1;
         let step_duration = st.config.step_duration;
         st.clock += chrono::Duration::from_std(step_duration).unwrap_or_default();
-        let live: Vec<String> = shoots
-            .iter()
-            .filter_map(|s| meta_str(s, "uid").map(String::from))
-            .collect();
-        st.tracks.retain(|uid, _| live.contains(uid));
+        let live: std::collections::HashSet<&str> =
+            shoots.iter().filter_map(|s| meta_str(s, "uid")).collect();
+        st.tracks.retain(|uid, _| live.contains(uid.as_str()));
         let mut changed = 0;
         for shoot in &shoots {
             if self.step_shoot(&mut st, shoot) {

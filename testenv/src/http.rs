@@ -268,7 +268,7 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> R
         }
     };
     record.code = response.status().as_u16();
-    lock(&shared.log).push(record);
+    shared.log_request(record);
     response
 }
 

@@ -45,8 +45,9 @@
 //!
 //! Test hooks on the [`ServerHandle`]: fault injection ([`FaultRule`], seeded
 //! [`XorShift`] RNG, or a closure), an admission hook on every write
-//! ([`ServerHandle::set_admission`]), a request log ([`ServerHandle::requests`]), direct store
-//! access ([`ServerHandle::get`], [`ServerHandle::list`], [`ServerHandle::put`],
+//! ([`ServerHandle::set_admission`]), a request log ([`ServerHandle::requests`], bounded by
+//! [`ServerConfig::request_log_limit`]; [`ServerHandle::request_count`] counts every request),
+//! direct store access ([`ServerHandle::get`], [`ServerHandle::list`], [`ServerHandle::put`],
 //! [`ServerHandle::modify`], [`ServerHandle::delete`]), history compaction
 //! ([`ServerHandle::compact_history`]) and, with the default `kube` feature, a ready
 //! `kube::Client` ([`ServerHandle::client`]).

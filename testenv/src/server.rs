@@ -2,13 +2,16 @@
 //! shared by HTTP handlers and direct store access.
 
 use std::{
-    collections::HashMap,
+    collections::{HashMap, VecDeque},
     future::Future,
-    sync::{Arc, Mutex, MutexGuard},
+    sync::{
+        Arc, Mutex, MutexGuard,
+        atomic::{AtomicU64, Ordering},
+    },
     time::Duration,
 };
 
-use axum::{Router, extract::DefaultBodyLimit};
+use axum::{Router, extract::DefaultBodyLimit, serve::ListenerExt};
 use serde_json::Value;
 use tokio::sync::watch;
 
@@ -41,6 +44,12 @@ pub struct ServerConfig {
     pub users: Vec<(String, UserInfo)>,
     /// Name used for the cluster/context/user in generated kubeconfigs (default `testenv`).
     pub name: String,
+    /// How many requests the request log ([`ServerHandle::requests`]) keeps (default:
+    /// unbounded). When full, the oldest record is dropped (counted by
+    /// [`ServerHandle::dropped_requests`]); `0` switches the log off. Long runs with many
+    /// objects (benchmarks) should bound it; [`ServerHandle::request_count`] counts every
+    /// request either way.
+    pub request_log_limit: usize,
 }
 
 impl Default for ServerConfig {
@@ -52,6 +61,7 @@ impl Default for ServerConfig {
             bookmark_interval: Duration::from_secs(1),
             users: Vec::new(),
             name: "testenv".to_string(),
+            request_log_limit: usize::MAX,
         }
     }
 }
@@ -93,6 +103,13 @@ impl ServerConfig {
         self
     }
 
+    /// Bounds the request log (`0`: no log); see [`ServerConfig::request_log_limit`].
+    #[must_use]
+    pub fn request_log_limit(mut self, n: usize) -> Self {
+        self.request_log_limit = n;
+        self
+    }
+
     /// Sets the kubeconfig cluster/context name.
     #[must_use]
     pub fn name(mut self, name: &str) -> Self {
@@ -129,7 +146,9 @@ pub(crate) struct Shared {
     pub fault_fn: Mutex<Option<FaultFn>>,
     pub admission: Mutex<Option<AdmissionFn>>,
     pub plugins: Mutex<Vec<(String, AdmissionFn)>>,
-    pub log: Mutex<Vec<RequestRecord>>,
+    pub log: Mutex<RequestLog>,
+    /// Every request served (whether or not the log keeps it).
+    pub served: AtomicU64,
     pub users: Mutex<HashMap<String, UserInfo>>,
     pub admin_kubeconfig: Mutex<Option<AdminKubeconfigFn>>,
     pub url: String,
@@ -140,7 +159,42 @@ pub(crate) struct Shared {
 
 const WRITE_ATTEMPTS: usize = 16;
 
+/// The request log: the latest `limit` records and how many older ones were dropped.
+pub(crate) struct RequestLog {
+    records: VecDeque<RequestRecord>,
+    limit: usize,
+    dropped: u64,
+}
+
+impl RequestLog {
+    fn new(limit: usize) -> Self {
+        Self {
+            records: VecDeque::new(),
+            limit,
+            dropped: 0,
+        }
+    }
+
+    fn push(&mut self, record: RequestRecord) {
+        if self.limit == 0 {
+            self.dropped += 1;
+            return;
+        }
+        if self.records.len() >= self.limit {
+            self.records.pop_front();
+            self.dropped += 1;
+        }
+        self.records.push_back(record);
+    }
+}
+
 impl Shared {
+    /// Logs a served request.
+    pub fn log_request(&self, record: RequestRecord) {
+        self.served.fetch_add(1, Ordering::Relaxed);
+        lock(&self.log).push(record);
+    }
+
     pub fn notify(&self, rv: u64) {
         self.rv_tx.send_replace(rv);
     }
@@ -435,13 +489,22 @@ pub async fn start(config: ServerConfig) -> std::io::Result<ServerHandle> {
         fault_fn: Mutex::new(None),
         admission: Mutex::new(None),
         plugins: Mutex::new(Vec::new()),
-        log: Mutex::new(Vec::new()),
+        log: Mutex::new(RequestLog::new(config.request_log_limit)),
+        served: AtomicU64::new(0),
         users: Mutex::new(config.users.into_iter().collect()),
         admin_kubeconfig: Mutex::new(None),
         url,
         name: config.name,
         bookmark_interval: config.bookmark_interval,
         shutdown: shutdown_rx.clone(),
+    });
+    // Small writes (response heads, watch events) go out at once: with Nagle's algorithm a
+    // watch event written while the previous one is unacknowledged waits for the client's
+    // delayed ACK (up to 40 ms on Linux).
+    let listener = listener.tap_io(|tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!("testenv: TCP_NODELAY: {e}");
+        }
     });
     let app = Router::new()
         .fallback(crate::http::handle)
@@ -667,19 +730,34 @@ impl ServerHandle {
 
     // ----- request log -----
 
-    /// All requests served so far.
+    /// All requests served so far (the latest [`ServerConfig::request_log_limit`] of them).
     pub fn requests(&self) -> Vec<RequestRecord> {
-        lock(&self.shared.log).clone()
+        lock(&self.shared.log).records.iter().cloned().collect()
     }
 
     /// Number of logged requests matching `pred`.
     pub fn count_requests(&self, pred: impl Fn(&RequestRecord) -> bool) -> usize {
-        lock(&self.shared.log).iter().filter(|r| pred(r)).count()
+        lock(&self.shared.log)
+            .records
+            .iter()
+            .filter(|r| pred(r))
+            .count()
     }
 
     /// Empties the request log.
     pub fn clear_requests(&self) {
-        lock(&self.shared.log).clear();
+        lock(&self.shared.log).records.clear();
+    }
+
+    /// Every request served since the start, including those the log dropped or never kept
+    /// ([`ServerConfig::request_log_limit`]) and those before [`Self::clear_requests`].
+    pub fn request_count(&self) -> u64 {
+        self.shared.served.load(Ordering::Relaxed)
+    }
+
+    /// Requests the bounded log dropped (or did not keep, with a limit of 0).
+    pub fn dropped_requests(&self) -> u64 {
+        lock(&self.shared.log).dropped
     }
 
     // ----- adminkubeconfig -----

@@ -2,7 +2,10 @@
 //! event history for watches, and the apiserver's object rules (create defaults, status/spec
 //! separation, generation, finalizers) as pure functions.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::{
+    collections::{BTreeMap, HashMap, VecDeque},
+    sync::Arc,
+};
 
 use serde_json::{Map, Value, json};
 
@@ -52,7 +55,8 @@ pub(crate) struct Store {
     index: HashMap<Gvr, usize>,
     objects: Vec<BTreeMap<ObjKey, Value>>,
     pub rv: u64,
-    pub history: VecDeque<Event>,
+    /// Shared with the watch streams reading it (no deep copy per watcher).
+    pub history: VecDeque<Arc<Event>>,
     /// Events with `rv <= compacted` may be missing from `history`.
     pub compacted: u64,
     history_limit: usize,
@@ -464,13 +468,13 @@ impl Store {
     }
 
     fn push_event(&mut self, res: usize, etype: EventType, object: Value, prev: Option<Value>) {
-        self.history.push_back(Event {
+        self.history.push_back(Arc::new(Event {
             rv: self.rv,
             res,
             etype,
             object,
             prev,
-        });
+        }));
         while self.history.len() > self.history_limit {
             if let Some(e) = self.history.pop_front() {
                 self.compacted = e.rv;
@@ -537,15 +541,17 @@ impl Store {
     }
 
     /// Events with `rv > after`, or `Err(oldest available)` if some were compacted away.
-    pub fn events_after(&self, after: u64) -> Result<Vec<Event>, u64> {
+    pub fn events_after(&self, after: u64) -> Result<Vec<Arc<Event>>, u64> {
         if after < self.compacted {
             return Err(self.compacted + 1);
         }
         let Some(first) = self.history.front() else {
             return Ok(Vec::new());
         };
-        let skip = after.saturating_sub(first.rv - 1) as usize;
-        Ok(self.history.iter().skip(skip).cloned().collect())
+        // Resource versions in the history are consecutive: index straight to the first event
+        // after `after` instead of walking the history.
+        let skip = (after.saturating_sub(first.rv - 1) as usize).min(self.history.len());
+        Ok(self.history.range(skip..).cloned().collect())
     }
 }
 

@@ -7,6 +7,7 @@ use axum::{
     http::{HeaderValue, StatusCode, header},
     response::{IntoResponse, Response},
 };
+use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::{sync::mpsc, time::Instant};
 
@@ -58,14 +59,11 @@ impl Filter {
     }
 
     fn line(&self, etype: &str, obj: &Value) -> Bytes {
-        let obj = if self.meta_only {
-            to_meta(obj)
+        if self.meta_only {
+            filter_line_raw(etype, &to_meta(obj))
         } else {
-            obj.clone()
-        };
-        let mut s = serde_json::to_vec(&json!({"type": etype, "object": obj})).expect("json");
-        s.push(b'\n');
-        Bytes::from(s)
+            filter_line_raw(etype, obj)
+        }
     }
 }
 
@@ -137,6 +135,7 @@ pub(crate) fn watch_response(
     let mut lines: Vec<Bytes> = Vec::new();
     let mut cursor;
     let mut gone = false;
+    let mut initial = None;
     {
         let st = lock(&shared.store);
         match requested {
@@ -149,18 +148,22 @@ pub(crate) fn watch_response(
             }
             _ => {
                 // No resourceVersion / "0" / streaming list: synthetic ADDED for the current
-                // state, then changes from now on.
+                // state, then changes from now on (encoded below, outside the store lock).
                 cursor = st.rv;
-                for obj in st.list(res, ns) {
-                    if filter.matches(&obj) {
-                        lines.push(filter.line("ADDED", &obj));
-                    }
-                }
-                if send_initial {
-                    let bm = bookmark(info, meta_only, cursor, true);
-                    lines.push(filter_line_raw("BOOKMARK", &bm));
-                }
+                initial = Some(st.list(res, ns));
             }
+        }
+    }
+    if let Some(objects) = initial {
+        lines.reserve(objects.len() + 1);
+        for obj in &objects {
+            if filter.matches(obj) {
+                lines.push(filter.line("ADDED", obj));
+            }
+        }
+        if send_initial {
+            let bm = bookmark(info, meta_only, cursor, true);
+            lines.push(filter_line_raw("BOOKMARK", &bm));
         }
     }
     let (tx, rx) = mpsc::channel::<Bytes>(256);
@@ -239,8 +242,16 @@ pub(crate) fn watch_response(
     resp
 }
 
+/// One watch event as sent: `{"type": …, "object": …}` (borrowed, no copy of the object).
+#[derive(Serialize)]
+struct Line<'a> {
+    #[serde(rename = "type")]
+    etype: &'a str,
+    object: &'a Value,
+}
+
 fn filter_line_raw(etype: &str, obj: &Value) -> Bytes {
-    let mut s = serde_json::to_vec(&json!({"type": etype, "object": obj})).expect("json");
+    let mut s = serde_json::to_vec(&Line { etype, object: obj }).expect("json");
     s.push(b'\n');
     Bytes::from(s)
 }
