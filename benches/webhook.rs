@@ -64,7 +64,53 @@ fn main() -> anyhow::Result<()> {
         let dir = args.get(i + 1).context("--serve-ceiling DIR")?;
         return serve_ceiling(Path::new(dir));
     }
+    if let Some(i) = args.iter().position(|a| a == EVAL_COUNT) {
+        let n: u64 = args
+            .get(i + 1)
+            .and_then(|n| n.parse().ok())
+            .context("--eval-count N [DIR]")?;
+        return eval_count(n, args.get(i + 2).map(Path::new));
+    }
     bench()
+}
+
+/// Argument for instruction counting (`valgrind --tool=callgrind`): builds the two reviews,
+/// optionally writes them to DIR (`validate.json`, `mutate.json`), then runs
+/// `admission::review` N times per hook and exits; no servers.
+const EVAL_COUNT: &str = "--eval-count";
+
+fn eval_count(n: u64, dump: Option<&Path>) -> anyhow::Result<()> {
+    let policy = Policy::builtin();
+    let reviews = build_reviews(&policy)?;
+    if let Some(dir) = dump {
+        std::fs::write(dir.join("validate.json"), &reviews.validate)?;
+        std::fs::write(dir.join("mutate.json"), &reviews.mutate)?;
+    }
+    let now = chrono::Utc::now();
+    // `WEBHOOK_BENCH_EVAL_HOOK=validate|mutate` runs only that hook.
+    let only = std::env::var("WEBHOOK_BENCH_EVAL_HOOK").unwrap_or_default();
+    for (hook, body) in [
+        (Hook::Validate, &reviews.validate),
+        (Hook::Mutate, &reviews.mutate),
+    ] {
+        if !only.is_empty() && only != hook.as_str() {
+            continue;
+        }
+        for _ in 0..n {
+            std::hint::black_box(admission::review(
+                hook,
+                &policy,
+                std::hint::black_box(body),
+                now,
+            ));
+        }
+    }
+    println!(
+        "{n} reviews per hook (/validate {} bytes, /mutate {} bytes)",
+        reviews.validate.len(),
+        reviews.mutate.len()
+    );
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------------

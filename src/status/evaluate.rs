@@ -13,20 +13,94 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use json_patch::{AddOperation, Patch, PatchOperation, ReplaceOperation};
 use jsonptr::PointerBuf;
 use serde::Serialize;
-use serde_json::{Map, Value};
+use serde_json::Value;
 use std::fmt::Write as _;
 
+/// Read access to a JSON value, as evaluation needs it. Implemented for [`serde_json::Value`]
+/// and for the admission decoder's borrowed values, so the same rules run on either without
+/// converting. Semantics are those of `serde_json::Value`: `get` is `None` unless the value is
+/// an object with that key; `==` is JSON equality (objects compared as maps).
+pub trait JsonView: PartialEq + Sized {
+    /// The member `key` of an object; `None` for a missing key or a non-object.
+    fn get(&self, key: &str) -> Option<&Self>;
+    /// The string, if this is one.
+    fn as_str(&self) -> Option<&str>;
+    /// The boolean, if this is one.
+    fn as_bool(&self) -> Option<bool>;
+    /// The number as `i64`, if it is an integer in range (as `Value::as_i64`).
+    fn as_i64(&self) -> Option<i64>;
+    /// The elements, if this is an array.
+    fn as_array(&self) -> Option<&[Self]>;
+    /// Whether this is an object.
+    fn is_object(&self) -> bool;
+    /// Whether this is `null`.
+    fn is_null(&self) -> bool;
+    /// JSON equality with a `serde_json::Value`.
+    fn eq_value(&self, v: &Value) -> bool;
+    /// Compact JSON, exactly as `serde_json` writes the equivalent `Value`.
+    fn to_json(&self) -> String;
+}
+
+impl JsonView for Value {
+    fn get(&self, key: &str) -> Option<&Value> {
+        Value::get(self, key)
+    }
+    fn as_str(&self) -> Option<&str> {
+        Value::as_str(self)
+    }
+    fn as_bool(&self) -> Option<bool> {
+        Value::as_bool(self)
+    }
+    fn as_i64(&self) -> Option<i64> {
+        Value::as_i64(self)
+    }
+    fn as_array(&self) -> Option<&[Value]> {
+        Value::as_array(self).map(Vec::as_slice)
+    }
+    fn is_object(&self) -> bool {
+        Value::is_object(self)
+    }
+    fn is_null(&self) -> bool {
+        Value::is_null(self)
+    }
+    fn eq_value(&self, v: &Value) -> bool {
+        self == v
+    }
+    fn to_json(&self) -> String {
+        self.to_string()
+    }
+}
+
 /// What the evaluation needs of one Runtime object: `metadata.generation`, whether
-/// `metadata.deletionTimestamp` is set, and `status` (`None` when absent or `null`).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Snapshot<'a> {
+/// `metadata.deletionTimestamp` is set, and `status` (`None` when absent or `null`). `J` is
+/// how the status is held ([`JsonView`]); `serde_json::Value` unless said otherwise.
+#[derive(Debug)]
+pub struct Snapshot<'a, J = Value> {
     /// `metadata.generation`; on a status write it equals the stored generation, which is the
     /// value for `observedGeneration` (admission-protocol.md).
     pub generation: Option<i64>,
     /// `metadata.deletionTimestamp` is set (the Runtime is being deleted; spec §3 footnote ¹).
     pub deleting: bool,
     /// `status`, `None` when absent or `null` (∅ in spec §3).
-    pub status: Option<&'a Value>,
+    pub status: Option<&'a J>,
+}
+
+impl<J> Clone for Snapshot<'_, J> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<J> Copy for Snapshot<'_, J> {}
+
+impl<J> Default for Snapshot<'_, J> {
+    fn default() -> Self {
+        Snapshot {
+            generation: None,
+            deleting: false,
+            status: None,
+        }
+    }
 }
 
 impl<'a> Snapshot<'a> {
@@ -162,20 +236,20 @@ fn pointer(tokens: &[&str]) -> PointerBuf {
 
 /// Conditions as a list of `(index, object)`; non-object entries and a non-array `conditions`
 /// are skipped (validation reports them).
-fn condition_objects(status: Option<&Value>) -> impl Iterator<Item = (usize, &Map<String, Value>)> {
+fn condition_objects<J: JsonView>(status: Option<&J>) -> impl Iterator<Item = (usize, &J)> {
     status
         .and_then(|s| s.get("conditions"))
-        .and_then(Value::as_array)
+        .and_then(J::as_array)
         .into_iter()
         .flatten()
         .enumerate()
-        .filter_map(|(i, c)| c.as_object().map(|o| (i, o)))
+        .filter(|(_, c)| c.is_object())
 }
 
-fn find_by_type<'v>(status: Option<&'v Value>, ctype: &str) -> Option<&'v Map<String, Value>> {
+fn find_by_type<'v, J: JsonView>(status: Option<&'v J>, ctype: &str) -> Option<&'v J> {
     condition_objects(status)
         .map(|(_, o)| o)
-        .find(|o| o.get("type").and_then(Value::as_str) == Some(ctype))
+        .find(|o| o.get("type").and_then(J::as_str) == Some(ctype))
 }
 
 /// Defaulting of spec §5 as JSON Patch operations against the object `new` was read from.
@@ -190,10 +264,10 @@ fn find_by_type<'v>(status: Option<&'v Value>, ctype: &str) -> Option<&'v Map<St
 ///
 /// Paths only under `/status/conditions/<i>/`, built token by token (escaped). Applying the
 /// result and calling `mutate` again yields an empty patch.
-pub fn mutate(
+pub fn mutate<J: JsonView>(
     policy: &Policy,
-    old: Option<&Snapshot<'_>>,
-    new: &Snapshot<'_>,
+    old: Option<&Snapshot<'_, J>>,
+    new: &Snapshot<'_, J>,
     facts: &Facts,
 ) -> Patch {
     let mut ops = Vec::new();
@@ -202,18 +276,17 @@ pub fn mutate(
     let count = new
         .status
         .and_then(|s| s.get("conditions"))
-        .and_then(Value::as_array)
-        .map_or(0, Vec::len);
+        .and_then(J::as_array)
+        .map_or(0, <[J]>::len);
     if count > MAX_CONDITIONS {
         // Validation denies the list as malformed; defaulting it would only cost time.
         return Patch(ops);
     }
     for (i, cond) in condition_objects(new.status) {
-        let idx = i.to_string();
-        let field = |name: &str| pointer(&["status", "conditions", &idx, name]);
+        let field = |name: &str| pointer(&["status", "conditions", &i.to_string(), name]);
         // Sets a field unless it already holds the value (so a second pass patches nothing).
-        let mut set = |name: &str, value: Value, current: Option<&Value>| {
-            if current == Some(&value) {
+        let mut set = |name: &str, value: Value, current: Option<&J>| {
+            if current.is_some_and(|c| c.eq_value(&value)) {
                 return;
             }
             let path = field(name);
@@ -223,13 +296,13 @@ pub fn mutate(
                 PatchOperation::Add(AddOperation { path, value })
             });
         };
-        let ctype = cond.get("type").and_then(Value::as_str);
+        let ctype = cond.get("type").and_then(J::as_str);
         let old_cond = ctype.and_then(|t| find_by_type(old_status, t));
         let new_ltt = cond.get("lastTransitionTime");
-        let new_ltt_str = new_ltt.and_then(Value::as_str);
+        let new_ltt_str = new_ltt.and_then(J::as_str);
         let old_ltt_str = old_cond
             .and_then(|o| o.get("lastTransitionTime"))
-            .and_then(Value::as_str);
+            .and_then(J::as_str);
         let status_changed = old_cond.is_none_or(|o| o.get("status") != cond.get("status"));
 
         if status_changed {
@@ -273,7 +346,7 @@ pub fn mutate(
 
         let message = cond.get("message");
         if message.is_none_or(|m| m.is_null() || m.as_str() == Some(""))
-            && let (Some(t), Some(r)) = (ctype, cond.get("reason").and_then(Value::as_str))
+            && let (Some(t), Some(r)) = (ctype, cond.get("reason").and_then(J::as_str))
             && let Some(entry) = policy.reason(t, r)
         {
             set("message", Value::String(entry.message.clone()), message);
@@ -313,10 +386,10 @@ fn cut(s: String, limit: usize) -> String {
     }
 }
 /// Short display of a JSON value for messages (strings unquoted, others as JSON, long values cut).
-fn show(v: &Value) -> String {
-    let s = match v {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
+fn show<J: JsonView>(v: &J) -> String {
+    let s = match v.as_str() {
+        Some(s) => s.to_string(),
+        None => v.to_json(),
     };
     if s.chars().count() > 80 {
         let mut cut: String = s.chars().take(77).collect();
@@ -327,10 +400,10 @@ fn show(v: &Value) -> String {
     }
 }
 
-fn state_of(status: Option<&Value>) -> Option<State> {
+fn state_of<J: JsonView>(status: Option<&J>) -> Option<State> {
     status
         .and_then(|s| s.get("state"))
-        .and_then(Value::as_str)
+        .and_then(J::as_str)
         .and_then(State::parse)
 }
 
@@ -346,10 +419,10 @@ fn state_list(policy: &Policy) -> String {
 /// Validation of spec §3 and §4 on the object as written (the validating webhook's view).
 /// Returns every violation, in the order: writer, shape and state, transition, conditions,
 /// state requirements, `provisioningCompleted`, `lastTransitionTime`.
-pub fn validate(
+pub fn validate<J: JsonView>(
     policy: &Policy,
-    old: Option<&Snapshot<'_>>,
-    new: &Snapshot<'_>,
+    old: Option<&Snapshot<'_, J>>,
+    new: &Snapshot<'_, J>,
     facts: &Facts,
 ) -> Vec<Violation> {
     let mut out = Vec::new();
@@ -385,7 +458,7 @@ pub fn validate(
         }
         return out;
     };
-    let Some(status_obj) = status.as_object() else {
+    if !status.is_object() {
         out.push(violation(
             RuleId::Malformed,
             "status",
@@ -394,11 +467,12 @@ pub fn validate(
             format!("status: must be an object, got {}", show(status)),
         ));
         return out;
-    };
+    }
+    let status_obj = status;
 
     // §1 — state.
-    let new_state = match status_obj.get("state") {
-        None | Some(Value::Null) => {
+    let new_state = match status_obj.get("state").filter(|v| !v.is_null()) {
+        None => {
             out.push(violation(
                 RuleId::StateRequired,
                 "status.state",
@@ -449,7 +523,8 @@ pub fn validate(
 
     // §4.6 — provisioningCompleted never goes back.
     match status_obj.get("provisioningCompleted") {
-        None | Some(Value::Null) | Some(Value::Bool(_)) => {}
+        None => {}
+        Some(v) if v.is_null() || v.as_bool().is_some() => {}
         Some(other) => out.push(violation(
             RuleId::Malformed,
             "status.provisioningCompleted",
@@ -463,12 +538,9 @@ pub fn validate(
     }
     let was_completed = old_status
         .and_then(|s| s.get("provisioningCompleted"))
-        .and_then(Value::as_bool)
+        .and_then(J::as_bool)
         == Some(true);
-    let is_completed = status_obj
-        .get("provisioningCompleted")
-        .and_then(Value::as_bool)
-        == Some(true);
+    let is_completed = status_obj.get("provisioningCompleted").and_then(J::as_bool) == Some(true);
     if was_completed && !is_completed {
         let got = status_obj
             .get("provisioningCompleted")
@@ -487,8 +559,9 @@ pub fn validate(
         let (Some(ctype), Some(ltt)) = (c.ctype, c.obj.get("lastTransitionTime")) else {
             continue;
         };
-        let path = format!("status.conditions[{}].lastTransitionTime", c.index);
+        let path = || format!("status.conditions[{}].lastTransitionTime", c.index);
         let Some(new_t) = ltt.as_str().and_then(parse_time) else {
+            let path = path();
             out.push(violation(
                 RuleId::ConditionShape,
                 path.clone(),
@@ -501,7 +574,7 @@ pub fn validate(
         let Some(old_c) = find_by_type(old_status, ctype) else {
             continue;
         };
-        let Some(old_ltt) = old_c.get("lastTransitionTime").and_then(Value::as_str) else {
+        let Some(old_ltt) = old_c.get("lastTransitionTime").and_then(J::as_str) else {
             continue;
         };
         let Some(old_t) = parse_time(old_ltt) else {
@@ -509,6 +582,7 @@ pub fn validate(
         };
         let same_status = old_c.get("status") == c.obj.get("status");
         if same_status && new_t != old_t {
+            let path = path();
             out.push(violation(
                 RuleId::LastTransitionTime,
                 path.clone(),
@@ -521,6 +595,7 @@ pub fn validate(
                 ),
             ));
         } else if !same_status && new_t < old_t {
+            let path = path();
             out.push(violation(
                 RuleId::LastTransitionTime,
                 path.clone(),
@@ -574,10 +649,19 @@ fn check_transition(
     }
 }
 
+/// `status.conditions[i]`, formatted only when a message needs it.
+struct At(usize);
+
+impl std::fmt::Display for At {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "status.conditions[{}]", self.0)
+    }
+}
+
 /// A condition as read for validation.
-struct Cond<'v> {
+struct Cond<'v, J> {
     index: usize,
-    obj: &'v Map<String, Value>,
+    obj: &'v J,
     /// `type`, when it is a string.
     ctype: Option<&'v str>,
     status: Option<CondStatus>,
@@ -586,14 +670,15 @@ struct Cond<'v> {
     deletion: bool,
 }
 
-fn read_conditions<'v>(
+fn read_conditions<'v, J: JsonView>(
     policy: &Policy,
-    status: &'v Map<String, Value>,
+    status: &'v J,
     out: &mut Vec<Violation>,
-) -> Vec<Cond<'v>> {
+) -> Vec<Cond<'v, J>> {
     let list = match status.get("conditions") {
-        None | Some(Value::Null) => return Vec::new(),
-        Some(Value::Array(a)) => a,
+        None => return Vec::new(),
+        Some(v) if v.is_null() => return Vec::new(),
+        Some(v) if v.as_array().is_some() => v.as_array().unwrap_or_default(),
         Some(other) => {
             out.push(violation(
                 RuleId::Malformed,
@@ -618,13 +703,13 @@ fn read_conditions<'v>(
         ));
         return Vec::new();
     }
-    let mut conds: Vec<Cond<'v>> = Vec::with_capacity(list.len());
+    let mut conds: Vec<Cond<'v, J>> = Vec::with_capacity(list.len());
     for (index, item) in list.iter().enumerate() {
-        let at = format!("status.conditions[{index}]");
-        let Some(obj) = item.as_object() else {
+        let at = At(index);
+        if !item.is_object() {
             out.push(violation(
                 RuleId::ConditionShape,
-                at.clone(),
+                at.to_string(),
                 show(item),
                 "an object",
                 format!(
@@ -633,10 +718,11 @@ fn read_conditions<'v>(
                 ),
             ));
             continue;
-        };
+        }
+        let obj = item;
         let field = |name: &str, out: &mut Vec<Violation>| -> Option<&'v str> {
             match obj.get(name) {
-                Some(Value::String(s)) if !s.is_empty() => Some(s.as_str()),
+                Some(v) if v.as_str().is_some_and(|s| !s.is_empty()) => v.as_str(),
                 Some(v) => {
                     out.push(violation(
                         RuleId::ConditionShape,
@@ -773,12 +859,12 @@ fn read_conditions<'v>(
     conds
 }
 
-fn check_requirement(
+fn check_requirement<J>(
     policy: &Policy,
     state: State,
     req: Requirement,
     rule: RuleId,
-    conds: &[Cond<'_>],
+    conds: &[Cond<'_, J>],
     out: &mut Vec<Violation>,
 ) {
     match req {

@@ -8,8 +8,8 @@ pub mod render;
 pub mod table;
 
 pub use evaluate::{
-    Decision, Facts, Snapshot, Violation, denial_code, denial_message, evaluate, format_time,
-    mutate, validate,
+    Decision, Facts, JsonView, Snapshot, Violation, denial_code, denial_message, evaluate,
+    format_time, mutate, validate,
 };
 pub use policy::{Policy, PolicyError, PolicyFile, Writers};
 pub use table::{CompatSwitch, CondStatus, RuleId, State};
