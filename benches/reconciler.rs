@@ -8,8 +8,9 @@
 //!   in-memory API servers;
 //! - **scale**: N Runtimes (default 1 000 and 10 000) created at once and provisioned
 //!   concurrently: total time, the controller's peak RSS (target ≤ 200 MiB at 10 000), then a
-//!   restart of the controller with all N `Ready` and the time until every Runtime was
-//!   reconciled once — a full no-op resync (target ≤ 10 s, 0 writes);
+//!   restart of the controller with all N `Ready` (the simulated Gardener no longer stepping)
+//!   and the time until every Runtime was reconciled once — a full no-op resync (target
+//!   ≤ 10 s, 0 writes);
 //! - **webhook latency** (p50/p99) as seen by testenv's admission stage
 //!   (`testenv::WebhookStage`, the real `kim webhook` called over HTTPS for every write of the
 //!   control cluster) during the 1 000-Runtime run.
@@ -457,12 +458,18 @@ impl Clusters {
         KimProc::spawn(&args, cfg.kim_rust_log.as_deref())
     }
 
-    async fn shutdown(mut self) {
+    /// Stops stepping the simulated Gardener (a step lists and compares every Shoot, which
+    /// costs the harness CPU even when nothing changes).
+    async fn stop_stepping(&mut self) {
         self.stop_stepper.store(true, Ordering::Relaxed);
         if let Some(h) = self.stepper.take() {
             h.abort();
             let _ = h.await;
         }
+    }
+
+    async fn shutdown(mut self) {
+        self.stop_stepping().await;
         self.kcp.shutdown();
         self.garden.shutdown();
         self.runtime.shutdown();
@@ -1013,7 +1020,7 @@ async fn scale_phase(
             ""
         }
     );
-    let c = Clusters::start(cfg, false).await?;
+    let mut c = Clusters::start(cfg, false).await?;
     let per_call_us = Arc::new(Mutex::new(Vec::new()));
     let mut drainer = None;
     if let Some(w) = webhook {
@@ -1196,7 +1203,9 @@ async fn scale_phase(
         });
     }
 
-    // Full no-op resync: restart the controller with all N Ready.
+    // Full no-op resync: restart the controller with all N Ready. Every Shoot is done: the
+    // simulator stops, so that its steps do not compete with the controller for the CPU.
+    c.stop_stepping().await;
     kim.stop();
     settle(&c, Duration::from_secs(1)).await;
     let before_writes = c.total_writes();
