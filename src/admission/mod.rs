@@ -313,10 +313,39 @@ struct Answer<'a> {
     audit: BTreeMap<&'static str, String>,
 }
 
+/// The patch as JSON, byte for byte as `serde_json::to_writer(out, patch)` writes it; `add` and
+/// `replace` (the operations defaulting makes) without serde's tagged-enum machinery.
+fn write_patch(out: &mut Vec<u8>, patch: &json_patch::Patch) -> serde_json::Result<()> {
+    use json_patch::PatchOperation;
+    out.push(b'[');
+    for (n, op) in patch.0.iter().enumerate() {
+        if n > 0 {
+            out.push(b',');
+        }
+        let (name, path, value) = match op {
+            PatchOperation::Add(a) => ("add", &a.path, &a.value),
+            PatchOperation::Replace(r) => ("replace", &r.path, &r.value),
+            other => {
+                serde_json::to_writer(&mut *out, other)?;
+                continue;
+            }
+        };
+        out.extend_from_slice(b"{\"op\":\"");
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(b"\",\"path\":");
+        serde_json::to_writer(&mut *out, path.as_str())?;
+        out.extend_from_slice(b",\"value\":");
+        serde_json::to_writer(&mut *out, value)?;
+        out.push(b'}');
+    }
+    out.push(b']');
+    Ok(())
+}
+
 fn encode(a: Answer<'_>) -> Vec<u8> {
     let patch = a.patch.filter(|p| !p.0.is_empty()).and_then(|p| {
         let mut json = Vec::with_capacity(128 * p.0.len());
-        if serde_json::to_writer(&mut json, p).is_err() {
+        if write_patch(&mut json, p).is_err() {
             json = b"[]".to_vec();
         }
         let mut quoted = String::with_capacity(json.len() * 4 / 3 + 8);
@@ -717,6 +746,50 @@ fn answer<'a, O: ObjectSource<'a>>(
                 detail: message,
                 ..Outcome::default()
             })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use json_patch::{
+        AddOperation, Patch, PatchOperation, RemoveOperation, ReplaceOperation, TestOperation,
+    };
+    use jsonptr::PointerBuf;
+    use serde_json::json;
+
+    #[test]
+    fn write_patch_writes_what_serde_writes() {
+        let p = |s: &str| PointerBuf::from_tokens(["status", "conditions", "0", s]);
+        let patches = [
+            Patch(vec![]),
+            Patch(vec![PatchOperation::Add(AddOperation {
+                path: p("message"),
+                value: json!("a \"quoted\" \\ \u{1} é message"),
+            })]),
+            Patch(vec![
+                PatchOperation::Add(AddOperation {
+                    path: p("lastTransitionTime"),
+                    value: json!("2026-11-01T10:00:00Z"),
+                }),
+                PatchOperation::Replace(ReplaceOperation {
+                    path: p("observedGeneration"),
+                    value: json!(3),
+                }),
+                PatchOperation::Remove(RemoveOperation { path: p("a~b/c") }),
+                PatchOperation::Test(TestOperation {
+                    path: p("x"),
+                    value: json!({"b": [1, 2.5, null], "a": true}),
+                }),
+            ]),
+        ];
+        for patch in &patches {
+            let mut out = Vec::new();
+            super::write_patch(&mut out, patch).unwrap();
+            assert_eq!(
+                String::from_utf8(out).unwrap(),
+                serde_json::to_string(patch).unwrap()
+            );
         }
     }
 }

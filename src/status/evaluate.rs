@@ -234,6 +234,17 @@ fn pointer(tokens: &[&str]) -> PointerBuf {
     PointerBuf::from_tokens(tokens.iter().copied())
 }
 
+/// `/status/conditions/<i>/<name>`: one string when `name` needs no escaping (the field names
+/// used here), otherwise token by token.
+fn condition_field(i: usize, name: &str) -> PointerBuf {
+    if !name.contains(['~', '/'])
+        && let Ok(p) = PointerBuf::parse(format!("/status/conditions/{i}/{name}"))
+    {
+        return p;
+    }
+    pointer(&["status", "conditions", &i.to_string(), name])
+}
+
 /// Conditions as a list of `(index, object)`; non-object entries and a non-array `conditions`
 /// are skipped (validation reports them).
 fn condition_objects<J: JsonView>(status: Option<&J>) -> impl Iterator<Item = (usize, &J)> {
@@ -283,7 +294,7 @@ pub fn mutate<J: JsonView>(
         return Patch(ops);
     }
     for (i, cond) in condition_objects(new.status) {
-        let field = |name: &str| pointer(&["status", "conditions", &i.to_string(), name]);
+        let field = |name: &str| condition_field(i, name);
         // Sets a field unless it already holds the value (so a second pass patches nothing).
         let mut set = |name: &str, value: Value, current: Option<&J>| {
             if current.is_some_and(|c| c.eq_value(&value)) {
