@@ -20,6 +20,8 @@
 //! asserted on them (a benchmark, not a test). Only broken set-up (a review that does not
 //! produce the expected answer in-process, a server that does not start) aborts the run.
 
+#[path = "../tests/common/mod.rs"]
+mod common;
 #[path = "../tests/common/model.rs"]
 mod model;
 
@@ -64,6 +66,9 @@ fn main() -> anyhow::Result<()> {
         let dir = args.get(i + 1).context("--serve-ceiling DIR")?;
         return serve_ceiling(Path::new(dir));
     }
+    if args.iter().any(|a| a == ROTATION) {
+        return rotation();
+    }
     if let Some(i) = args.iter().position(|a| a == EVAL_COUNT) {
         let n: u64 = args
             .get(i + 1)
@@ -72,6 +77,230 @@ fn main() -> anyhow::Result<()> {
         return eval_count(n, args.get(i + 2).map(Path::new));
     }
     bench()
+}
+
+/// Argument that runs only the rotation pass (issue 6 item 3), see [`rotation`].
+const ROTATION: &str = "--rotation";
+/// Paced rate of the rotation pass, requests per second.
+const ROTATION_RATE: f64 = 500.0;
+
+/// One request of the rotation pass.
+struct Sent {
+    /// Scheduled send time and actual send time.
+    due: Instant,
+    sent: Instant,
+    end: Instant,
+    /// `Ok(certificate index)`; `Err((refused before sending, message))`.
+    got: Result<Option<usize>, (bool, String)>,
+}
+
+/// Certificate rotation and SIGTERM under an open-loop paced load, against the release `kim`
+/// binary: requests are sent on a fixed 500/s schedule (a send is never held back by a slow
+/// answer) over 16 keep-alive HTTP/1.1 clients; a Secret-volume style cert dir is swapped to a
+/// certificate of a new CA after 3 s; SIGTERM after 6 s while the load goes on. Reports the
+/// achieved rate, late sends (> 5 ms behind schedule), failures, swap -> new certificate on a
+/// new connection, and the exit time.
+fn rotation() -> anyhow::Result<()> {
+    let policy = Policy::builtin();
+    let reviews = build_reviews(&policy)?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async move {
+        let one = common::certs("rotation CA one");
+        let two = common::certs("rotation CA two");
+        let (old_der, new_der) = (common::der_of(&one.cert_pem), common::der_of(&two.cert_pem));
+        let mut kd = common::KubeletDir::new(&one.cert_pem, &one.key_pem);
+        let mut server = Server::kim(kd.path(), Some("warn"))?;
+        let addr = server.addr;
+        let cas = [one.ca_pem.as_str(), two.ca_pem.as_str()];
+        let clients: Vec<reqwest::Client> = (0..16)
+            .map(|_| common::client(&cas, addr, true))
+            .collect();
+        let known = Arc::new(vec![old_der, new_der.clone()]);
+        let bodies = Arc::new([
+            ("/validate", reviews.validate.clone(), false),
+            ("/mutate", reviews.mutate.clone(), true),
+        ]);
+        let start = Instant::now();
+        let period = Duration::from_secs_f64(1.0 / ROTATION_RATE);
+        let mut tasks = Vec::new();
+        let (mut swapped, mut signalled, mut new_cert_after, mut exited) = (None, None, None, None);
+        let probe = common::builder(&cas, addr, true)
+            .pool_max_idle_per_host(0)
+            .build()?;
+        for n in 0u64.. {
+            let due = start + period * n as u32;
+            tokio::time::sleep_until(due.into()).await;
+            let now = Instant::now();
+            if swapped.is_none() && now - start >= Duration::from_secs(3) {
+                kd.swap(&two.cert_pem, &two.key_pem);
+                let at = Instant::now();
+                swapped = Some(at);
+                // A fresh connection every 50 ms until it presents the new certificate.
+                let (probe, new_der) = (probe.clone(), new_der.clone());
+                new_cert_after = Some(tokio::spawn(async move {
+                    while at.elapsed() < Duration::from_secs(20) {
+                        if let Ok(r) = probe.get(common::url(addr, "/healthz")).send().await
+                            && common::peer_cert(&r) == new_der
+                        {
+                            return Some(at.elapsed());
+                        }
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                    None
+                }));
+            }
+            if signalled.is_none() && now - start >= Duration::from_secs(6) {
+                Command::new("kill")
+                    .arg("-TERM")
+                    .arg(server.pid().to_string())
+                    .status()?;
+                signalled = Some(Instant::now());
+            }
+            if let Some(sig) = signalled {
+                if exited.is_none()
+                    && let Some(status) = server.child.try_wait()?
+                {
+                    exited = Some((Instant::now() - sig, status));
+                }
+                if now - sig >= Duration::from_secs(2) {
+                    break;
+                }
+            }
+            let client = clients[n as usize % clients.len()].clone();
+            let (bodies, known) = (bodies.clone(), known.clone());
+            tasks.push(tokio::spawn(async move {
+                let (path, template, patch) = &bodies[n as usize % 2];
+                let uid = format!("{n:08}-0000-4000-8000-000000000000");
+                let body = String::from_utf8_lossy(template).replace(UID_PLACEHOLDER, &uid);
+                let sent = Instant::now();
+                let r = client
+                    .post(common::url(addr, path))
+                    .header("content-type", "application/json")
+                    .body(body)
+                    .send()
+                    .await;
+                let got = match r {
+                    Err(e) => Err((e.is_connect(), e.to_string())),
+                    Ok(resp) => {
+                        let cert = resp
+                            .extensions()
+                            .get::<reqwest::tls::TlsInfo>()
+                            .and_then(|i| i.peer_certificate())
+                            .and_then(|d| known.iter().position(|k| k == d));
+                        match resp.bytes().await {
+                            Err(e) => Err((false, e.to_string())),
+                            Ok(b) => check_answer(
+                                &b,
+                                &uid,
+                                Expect {
+                                    uid: None,
+                                    patch: *patch,
+                                },
+                            )
+                            .map(|()| cert)
+                            .map_err(|m| (false, m)),
+                        }
+                    }
+                };
+                Sent {
+                    due,
+                    sent,
+                    end: Instant::now(),
+                    got,
+                }
+            }));
+        }
+        let mut all = Vec::new();
+        for t in tasks {
+            all.push(t.await?);
+        }
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while exited.is_none() && Instant::now() < deadline {
+            if let Some(status) = server.child.try_wait()? {
+                exited = Some((signalled.map_or(Duration::ZERO, |s| s.elapsed()), status));
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let sig = signalled.context("no SIGTERM sent")?;
+        let before: Vec<&Sent> = all.iter().filter(|s| s.sent < sig).collect();
+        let ok_before = before.iter().filter(|s| s.got.is_ok()).count();
+        let failed_before: Vec<&String> = before
+            .iter()
+            .filter_map(|s| s.got.as_ref().err().map(|e| &e.1))
+            .collect();
+        let after: Vec<&Sent> = all.iter().filter(|s| s.sent >= sig).collect();
+        let refused = after
+            .iter()
+            .filter(|s| matches!(s.got, Err((true, _))))
+            .count();
+        let broken: Vec<&String> = after
+            .iter()
+            .filter_map(|s| match &s.got {
+                Err((false, m)) => Some(m),
+                _ => None,
+            })
+            .collect();
+        let late = all
+            .iter()
+            .filter(|s| s.sent - s.due > Duration::from_millis(5))
+            .count();
+        let window = (sig - start).as_secs_f64();
+        let new_cert_answers = before
+            .iter()
+            .filter(|s| matches!(s.got, Ok(Some(1))))
+            .count();
+        let mut lat: Vec<f64> = before
+            .iter()
+            .filter(|s| s.got.is_ok())
+            .map(|s| (s.end - s.sent).as_secs_f64() * 1e3)
+            .collect();
+        lat.sort_by(f64::total_cmp);
+        let p99 = lat
+            .get((lat.len() * 99 / 100).min(lat.len().saturating_sub(1)))
+            .copied()
+            .unwrap_or(f64::NAN);
+        println!("== rotation pass (issue 6 item 3), release kim binary, RUST_LOG=warn");
+        println!(
+            "paced load: {ROTATION_RATE} req/s open loop over 16 keep-alive HTTP/1.1 clients, /validate and /mutate alternating; {} sends, {late} more than 5 ms late",
+            all.len()
+        );
+        println!(
+            "before SIGTERM ({window:.1} s): {ok_before} correct answers = {:.0} answers/s, {} failed{}; p99 {p99:.1} ms; {new_cert_answers} answers on connections with the new certificate",
+            ok_before as f64 / window,
+            failed_before.len(),
+            failed_before
+                .first()
+                .map_or(String::new(), |m| format!(" (e.g. {m})"))
+        );
+        let new_cert_after = match new_cert_after {
+            Some(t) => t.await?,
+            None => None,
+        };
+        println!(
+            "certificate swap -> new certificate on a new connection: {}",
+            new_cert_after.map_or("not seen within 20 s".to_string(), |d| format!(
+                "{:.0} ms",
+                d.as_secs_f64() * 1e3
+            ))
+        );
+        println!(
+            "after SIGTERM: {} sends, {} answered, {refused} refused connections (never accepted), {} failed after sending{}",
+            after.len(),
+            after.iter().filter(|s| s.got.is_ok()).count(),
+            broken.len(),
+            broken.first().map_or(String::new(), |m| format!(" (e.g. {m})"))
+        );
+        println!(
+            "exit after SIGTERM: {}",
+            exited.map_or("did not exit within 30 s".to_string(), |(d, st)| format!(
+                "{:.0} ms, {st}",
+                d.as_secs_f64() * 1e3
+            ))
+        );
+        Ok(())
+    })
 }
 
 /// Argument for instruction counting (`valgrind --tool=callgrind`): builds the two reviews,
