@@ -304,3 +304,70 @@ async fn kubeconfig_is_rotated_without_status_writes() {
     assert_eq!(env.state("aws-minimal").as_deref(), Some("Ready"));
     env.assert_model_clean();
 }
+
+/// Runtime-cluster clients are kept in a bounded cache (`Settings::runtime_client_cache`), and a
+/// changed kubeconfig Secret — new resourceVersion, or only new content — gets a new client:
+/// its requests go where the new kubeconfig points.
+#[tokio::test]
+async fn runtime_clients_are_bounded_and_follow_the_kubeconfig() {
+    use k8s_openapi::ByteString;
+    use k8s_openapi::api::core::v1::Secret;
+    use kim::reconciler::admins::{runtime_client, sync};
+    use kim::reconciler::kubeconfig::SECRET_KEY;
+    use kube::api::ObjectMeta;
+    use std::collections::BTreeMap;
+
+    let env = Env::start_with(Options {
+        start_controller: false,
+        ..Options::default()
+    })
+    .await;
+    let mut settings = env.settings();
+    settings.runtime_client_cache = 3;
+    let ctx = kim::reconciler::Ctx::new(settings);
+    let secret = |rv: &str, kubeconfig: &str| Secret {
+        metadata: ObjectMeta {
+            name: Some("kubeconfig-x".into()),
+            namespace: Some(NS.into()),
+            resource_version: Some(rv.into()),
+            ..ObjectMeta::default()
+        },
+        data: Some(BTreeMap::from([(
+            SECRET_KEY.to_string(),
+            ByteString(kubeconfig.as_bytes().to_vec()),
+        )])),
+        ..Secret::default()
+    };
+    let to_runtime = env.runtime.kubeconfig_yaml(Some("shoot-admin-token"));
+    let to_garden = env.garden.kubeconfig_yaml(None);
+
+    for i in 0..10 {
+        runtime_client(&ctx, &format!("{NS}/rt{i}"), &secret("1", &to_runtime))
+            .await
+            .expect("client");
+        assert!(ctx.cached_clients() <= 3, "{}", ctx.cached_clients());
+    }
+    assert_eq!(ctx.cached_clients(), 3);
+
+    // One request through the client of rt9 and where it lands.
+    let call = |rv: &'static str, kubeconfig: String| {
+        let (ctx, env, secret) = (&ctx, &env, &secret);
+        async move {
+            let (r0, g0) = (env.runtime.request_count(), env.garden.request_count());
+            let client = runtime_client(ctx, &format!("{NS}/rt9"), &secret(rv, &kubeconfig))
+                .await
+                .expect("client");
+            let _ = sync(client, &[]).await;
+            (
+                env.runtime.request_count() - r0,
+                env.garden.request_count() - g0,
+            )
+        }
+    };
+    assert_eq!(call("1", to_runtime.clone()).await, (1, 0));
+    // Rotated (new resourceVersion, other cluster): a new client, not the cached one.
+    assert_eq!(call("2", to_garden.clone()).await, (0, 1));
+    // Same resourceVersion, other content: a new client too.
+    assert_eq!(call("2", to_runtime.clone()).await, (1, 0));
+    assert_eq!(ctx.cached_clients(), 3, "replaced, not added");
+}

@@ -5,8 +5,9 @@
 //! Bindings have deterministic names ([`binding_name`]) and the label
 //! `reconciler.kyma-project.io/managed-by: infrastructure-manager`. Labelled bindings whose
 //! user is no longer listed are deleted; bindings without the label are never read, changed
-//! or deleted. One client per runtime is cached, keyed by the Secret's resourceVersion, so a
-//! rotated kubeconfig builds a new one.
+//! or deleted. Runtime-cluster clients are kept in a small bounded cache ([`super::clients`]),
+//! keyed by the Secret's resourceVersion and a hash of the kubeconfig, so a rotated kubeconfig
+//! builds a new one.
 
 use super::controller::Ctx;
 use super::error::{self, Error};
@@ -168,26 +169,32 @@ pub async fn sync(client: Client, users: &[String]) -> Result<SyncReport, Error>
     Ok(report)
 }
 
-/// The runtime-cluster client built from the kubeconfig Secret (cached per runtime by the
-/// Secret's resourceVersion). Error messages never contain the kubeconfig.
+/// The runtime-cluster client built from the kubeconfig Secret (cached per runtime in a bounded
+/// cache, [`super::clients`], by the Secret's resourceVersion and a hash of the kubeconfig, so a
+/// changed kubeconfig gets a new client). Error messages never contain the kubeconfig.
 ///
 /// Errors: the Secret holds no usable kubeconfig.
 pub async fn runtime_client(ctx: &Ctx, key: &str, secret: &Secret) -> Result<Client, Error> {
-    let rv = secret.resource_version().unwrap_or_default();
-    if let Some(c) = ctx.cached_client(key, &rv) {
-        return Ok(c);
-    }
     let name = secret.name_any();
     let bytes = secret
         .data
         .as_ref()
         .and_then(|d| d.get(SECRET_KEY))
-        .map(|b| b.0.clone())
+        .map(|b| b.0.as_slice())
         .ok_or_else(|| Error::RuntimeCluster(format!("Secret {name} has no key {SECRET_KEY:?}")))?;
-    let text = String::from_utf8(bytes).map_err(|_| {
+    let rv = secret
+        .metadata
+        .resource_version
+        .as_deref()
+        .unwrap_or_default();
+    let fingerprint = super::clients::fingerprint(rv, bytes);
+    if let Some(c) = ctx.cached_client(key, &fingerprint) {
+        return Ok(c);
+    }
+    let text = std::str::from_utf8(bytes).map_err(|_| {
         Error::RuntimeCluster(format!("Secret {name}: the kubeconfig is not UTF-8"))
     })?;
-    let kubeconfig = kube::config::Kubeconfig::from_yaml(&text).map_err(|_| {
+    let kubeconfig = kube::config::Kubeconfig::from_yaml(text).map_err(|_| {
         Error::RuntimeCluster(format!("Secret {name}: the kubeconfig cannot be parsed"))
     })?;
     let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
@@ -202,7 +209,7 @@ pub async fn runtime_client(ctx: &Ctx, key: &str, secret: &Secret) -> Result<Cli
     }
     let client = super::client::build(config, timeout)
         .map_err(|e| Error::RuntimeCluster(format!("Secret {name}: cannot build a client: {e}")))?;
-    ctx.cache_client(key, &rv, client.clone());
+    ctx.cache_client(key, &fingerprint, client.clone());
     Ok(client)
 }
 

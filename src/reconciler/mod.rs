@@ -56,6 +56,7 @@
 
 pub mod admins;
 pub mod client;
+pub mod clients;
 pub mod controller;
 pub mod delete;
 pub mod error;
@@ -134,9 +135,15 @@ pub struct ControllerArgs {
     #[arg(long, env = "KIM_GARDENER_RETRY_SECONDS", default_value_t = 60)]
     pub gardener_retry_seconds: u64,
 
-    /// Runtimes reconciled in parallel.
-    #[arg(long, env = "KIM_CONCURRENCY", default_value_t = 4)]
+    /// Runtimes reconciled in parallel (KIM's default, 25: a reconcile mostly waits on API
+    /// round trips).
+    #[arg(long, env = "KIM_CONCURRENCY", default_value_t = controller::DEFAULT_CONCURRENCY)]
     pub concurrency: u16,
+
+    /// Runtime-cluster clients kept for reuse (least recently used evicted; each holds a
+    /// connection pool and an open connection to its cluster). `0`: a client per use.
+    #[arg(long, env = "KIM_RUNTIME_CLIENT_CACHE", default_value_t = clients::DEFAULT_CAPACITY)]
+    pub runtime_client_cache: usize,
 
     /// Deadline of every API request to the control cluster, Gardener and the runtime
     /// clusters, in seconds: the answer must be complete within it (a watch's answer must
@@ -233,6 +240,7 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
     settings.resync = Duration::from_secs(args.resync_seconds.max(1));
     settings.gardener_retry_delay = Duration::from_secs(args.gardener_retry_seconds);
     settings.concurrency = args.concurrency.max(1);
+    settings.runtime_client_cache = args.runtime_client_cache;
     settings.runtime_timeout = timeout;
     settings.transient_error_grace = Duration::from_secs(args.transient_error_grace_seconds);
     if args.leader_elect {

@@ -1,0 +1,200 @@
+//! The runtime-cluster clients of step 6 ([`super::admins`]): a small bounded cache.
+//!
+//! A runtime-cluster client is a complete kube client stack: a hyper connection pool (with a
+//! keep-alive connection to its cluster), a rustls `ClientConfig`, a tower buffer task — about
+//! 60 KiB each, measured. Keeping one per Runtime until the Runtime is deleted made the
+//! controller's memory (and its open sockets) grow with the number of Runtimes: 693 MiB at
+//! 10 000 (BENCHMARKS.md, "Reconciler benchmark").
+//!
+//! A Runtime needs its cluster's client a few times in quick succession while it is provisioned
+//! or updated, and then once per resync (`--resync-seconds`, 600 s). So [`ClientCache`] keeps only
+//! the `capacity` most recently used clients (`--runtime-client-cache`, default
+//! [`DEFAULT_CAPACITY`]); an evicted client is dropped, and with its last clone (an in-flight
+//! reconcile may still hold one) its connection pool and open connections go away. Memory and
+//! sockets are bounded by the capacity, not by the number of Runtimes.
+//!
+//! Entries are keyed by the Runtime and carry a fingerprint of the kubeconfig they were built
+//! from (the Secret's resourceVersion and a hash of the kubeconfig bytes, see [`fingerprint`]):
+//! a rotated or otherwise changed kubeconfig never gets the old client.
+
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::sync::{Mutex, MutexGuard};
+
+/// Default number of runtime-cluster clients kept: well above the concurrency (every
+/// in-flight reconcile's client stays cached), a few MiB at ~60 KiB each.
+pub const DEFAULT_CAPACITY: usize = 256;
+
+/// The fingerprint of a kubeconfig: the Secret's `resourceVersion` and a 64-bit hash of the
+/// kubeconfig bytes, so a changed kubeconfig gets a new client even if the resourceVersion were
+/// missing or reused.
+pub fn fingerprint(resource_version: &str, kubeconfig: &[u8]) -> String {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    kubeconfig.hash(&mut h);
+    format!("{resource_version}/{:016x}", h.finish())
+}
+
+struct Entry<C> {
+    fingerprint: String,
+    value: C,
+    used: u64,
+}
+
+struct Inner<C> {
+    map: HashMap<String, Entry<C>>,
+    tick: u64,
+}
+
+/// At most `capacity` values (clients) keyed by Runtime, each valid for one fingerprint;
+/// least recently used evicted first. Capacity 0 caches nothing.
+pub struct ClientCache<C> {
+    capacity: usize,
+    inner: Mutex<Inner<C>>,
+}
+
+impl<C: Clone> ClientCache<C> {
+    /// An empty cache of at most `capacity` entries.
+    pub fn new(capacity: usize) -> ClientCache<C> {
+        ClientCache {
+            capacity,
+            inner: Mutex::new(Inner {
+                map: HashMap::new(),
+                tick: 0,
+            }),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner<C>> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The value of `key` if it was built for `fingerprint` (and marks it used). A value of
+    /// another fingerprint is stale: it is dropped at once.
+    pub fn get(&self, key: &str, fingerprint: &str) -> Option<C> {
+        let mut inner = self.lock();
+        inner.tick += 1;
+        let tick = inner.tick;
+        match inner.map.get_mut(key) {
+            Some(e) if e.fingerprint == fingerprint => {
+                e.used = tick;
+                Some(e.value.clone())
+            }
+            Some(_) => {
+                inner.map.remove(key);
+                None
+            }
+            None => None,
+        }
+    }
+
+    /// Keeps `value` for `key` built for `fingerprint`, replacing any value of `key` and, when
+    /// the cache is full, evicting the least recently used entry.
+    pub fn insert(&self, key: &str, fingerprint: &str, value: C) {
+        if self.capacity == 0 {
+            return;
+        }
+        let mut inner = self.lock();
+        inner.tick += 1;
+        let used = inner.tick;
+        if !inner.map.contains_key(key) && inner.map.len() >= self.capacity {
+            // O(capacity), only on a miss, which has just built a client (~0.6 ms).
+            let oldest = inner
+                .map
+                .iter()
+                .min_by_key(|(_, e)| e.used)
+                .map(|(k, _)| k.clone());
+            if let Some(k) = oldest {
+                inner.map.remove(&k);
+            }
+        }
+        inner.map.insert(
+            key.to_string(),
+            Entry {
+                fingerprint: fingerprint.to_string(),
+                value,
+                used,
+            },
+        );
+    }
+
+    /// Drops the value of `key` (the Runtime is gone).
+    pub fn remove(&self, key: &str) {
+        self.lock().map.remove(key);
+    }
+
+    /// Number of values kept.
+    pub fn len(&self) -> usize {
+        self.lock().map.len()
+    }
+
+    /// Whether nothing is kept.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The capacity.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn bounded_and_least_recently_used_evicted() {
+        let cache: ClientCache<u32> = ClientCache::new(3);
+        for i in 0..3 {
+            cache.insert(&format!("rt{i}"), "fp", i);
+        }
+        assert_eq!(cache.get("rt0", "fp"), Some(0)); // rt1 is now the least recently used
+        cache.insert("rt3", "fp", 3);
+        assert_eq!(cache.len(), 3);
+        assert_eq!(cache.get("rt1", "fp"), None, "evicted");
+        assert_eq!(cache.get("rt0", "fp"), Some(0));
+        assert_eq!(cache.get("rt2", "fp"), Some(2));
+        assert_eq!(cache.get("rt3", "fp"), Some(3));
+        for i in 0..10_000 {
+            cache.insert(&format!("x{i}"), "fp", i);
+            assert!(cache.len() <= 3);
+        }
+        assert_eq!(cache.len(), 3);
+        assert_eq!(cache.get("x9999", "fp"), Some(9999));
+        // Replacing a key does not evict another one.
+        cache.insert("x9999", "fp2", 1);
+        assert_eq!(cache.get("x9998", "fp"), Some(9998));
+        assert_eq!(cache.get("x9997", "fp"), Some(9997));
+        cache.remove("x9997");
+        assert_eq!(cache.len(), 2);
+    }
+
+    #[test]
+    fn a_changed_kubeconfig_misses_and_drops_the_old_client() {
+        let cache: ClientCache<Arc<u32>> = ClientCache::new(8);
+        let old = Arc::new(1);
+        let fp1 = fingerprint("100", b"kubeconfig one");
+        cache.insert("rt", &fp1, old.clone());
+        assert_eq!(cache.get("rt", &fp1).as_deref(), Some(&1));
+        // Rotated: new resourceVersion and content.
+        let fp2 = fingerprint("101", b"kubeconfig two");
+        assert_eq!(cache.get("rt", &fp2), None);
+        assert_eq!(Arc::strong_count(&old), 1, "the stale client is dropped");
+        // Same resourceVersion, other content (or no resourceVersion at all): still a miss.
+        assert_ne!(fingerprint("", b"a"), fingerprint("", b"b"));
+        assert_ne!(fingerprint("7", b"a"), fingerprint("8", b"a"));
+        assert_eq!(fingerprint("7", b"a"), fingerprint("7", b"a"));
+        cache.insert("rt", &fp2, Arc::new(2));
+        assert_eq!(cache.get("rt", &fp1), None);
+        assert!(cache.is_empty());
+    }
+
+    #[test]
+    fn capacity_zero_caches_nothing() {
+        let cache: ClientCache<u32> = ClientCache::new(0);
+        cache.insert("rt", "fp", 1);
+        assert_eq!(cache.get("rt", "fp"), None);
+        assert!(cache.is_empty());
+    }
+}
