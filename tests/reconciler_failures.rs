@@ -575,3 +575,41 @@ async fn a_lasting_transient_error_of_a_ready_runtime_is_reported_after_the_grac
     );
     env.assert_model_clean();
 }
+
+/// The controller's first list of Runtimes (the watcher's initial list) fails: kube-runtime's
+/// trigger backoff retries it and the Runtime is still provisioned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_initial_list_is_retried() {
+    for (resource, env_of) in [("runtimes", 0), ("shoots", 1)] {
+        let env = Env::start_with(Options {
+            start_controller: false,
+            ..Options::default()
+        })
+        .await;
+        let server = if env_of == 0 { &env.kcp } else { &env.garden };
+        server.add_fault(
+            FaultRule::new(FaultAction::fail(500))
+                .verb(Verb::List)
+                .resource(resource)
+                .times(1),
+        );
+        // The clients of `kim controller`: a deadline on every request, kube's retries off.
+        let client = |mut c: kube::Config| {
+            c.default_retry = false;
+            kim::reconciler::client::build(c, Duration::from_secs(5)).expect("client")
+        };
+        let mut settings = env.settings();
+        settings.kcp = client(env.controller_kube_config());
+        settings.garden = client(env.garden.kube_config(None));
+        let running = env.spawn(settings);
+        let rt = sample("aws-minimal.yaml");
+        env.create(&rt).await;
+        env.step_until("Ready after a failed initial list", |e| {
+            e.state("aws-minimal").as_deref() == Some("Ready")
+        })
+        .await;
+        let lists = server.count_requests(|r| r.is(resource, None) && r.code == 500);
+        assert_eq!(lists, 1, "{resource}: the injected failure was hit");
+        running.stop().await;
+    }
+}
