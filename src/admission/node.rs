@@ -1,0 +1,667 @@
+//! The fast path's view of a `status`: [`Node`], a JSON value that borrows its strings from the
+//! request body when they have no escapes, decoded by `serde_json` (a [`Visitor`]) in the same
+//! pass as the rest of the review, instead of into `serde_json::Value`s.
+//!
+//! A `Node` reads exactly as the `Value` serde_json would give for the same text (numbers are
+//! [`serde_json::Number`]s made as `Value` makes them; objects keep input order as
+//! `preserve_order` does). Objects with a repeated key, with more than [`MAX_KEYS`] members or
+//! with serde_json's private raw-value key are refused (a decoding error), so the caller falls
+//! back to the `Value` decoders, which then give the answer as before.
+
+use crate::status::JsonView;
+use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
+use serde_json::{Number, Value};
+use std::borrow::Cow;
+use std::fmt;
+
+/// Most members of one object inside a `status` (repeated keys are looked for by a linear scan).
+const MAX_KEYS: usize = 32;
+
+/// The key serde_json's `Value` treats as a raw value marker (with the `raw_value` feature).
+const RAW_VALUE_TOKEN: &str = "$serde_json::private::RawValue";
+
+/// A JSON value inside a `status`, borrowing its strings from the body when they have no
+/// escapes. Objects have no repeated keys and are kept in input order.
+#[derive(Debug)]
+pub(crate) enum Node<'a> {
+    Null,
+    Bool(bool),
+    Num(Number),
+    Str(Cow<'a, str>),
+    Arr(Vec<Node<'a>>),
+    Obj(Vec<(Cow<'a, str>, Node<'a>)>),
+}
+
+impl PartialEq for Node<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Node::Null, Node::Null) => true,
+            (Node::Bool(a), Node::Bool(b)) => a == b,
+            (Node::Num(a), Node::Num(b)) => a == b,
+            (Node::Str(a), Node::Str(b)) => a == b,
+            (Node::Arr(a), Node::Arr(b)) => a == b,
+            // As maps (keys are unique on both sides).
+            (Node::Obj(a), Node::Obj(b)) => {
+                a.len() == b.len()
+                    && a.iter()
+                        .all(|(k, v)| b.iter().any(|(k2, v2)| k == k2 && v == v2))
+            }
+            _ => false,
+        }
+    }
+}
+
+impl Serialize for Node<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Node::Null => s.serialize_unit(),
+            Node::Bool(b) => s.serialize_bool(*b),
+            Node::Num(n) => n.serialize(s),
+            Node::Str(v) => s.serialize_str(v),
+            Node::Arr(items) => {
+                let mut seq = s.serialize_seq(Some(items.len()))?;
+                for i in items {
+                    seq.serialize_element(i)?;
+                }
+                seq.end()
+            }
+            Node::Obj(members) => {
+                let mut map = s.serialize_map(Some(members.len()))?;
+                for (k, v) in members {
+                    map.serialize_entry(k.as_ref(), v)?;
+                }
+                map.end()
+            }
+        }
+    }
+}
+
+impl JsonView for Node<'_> {
+    fn get(&self, key: &str) -> Option<&Self> {
+        match self {
+            Node::Obj(m) => m.iter().find(|(k, _)| k == key).map(|(_, v)| v),
+            _ => None,
+        }
+    }
+    fn as_str(&self) -> Option<&str> {
+        match self {
+            Node::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+    fn as_bool(&self) -> Option<bool> {
+        match self {
+            Node::Bool(b) => Some(*b),
+            _ => None,
+        }
+    }
+    fn as_i64(&self) -> Option<i64> {
+        match self {
+            Node::Num(n) => n.as_i64(),
+            _ => None,
+        }
+    }
+    fn as_array(&self) -> Option<&[Self]> {
+        match self {
+            Node::Arr(a) => Some(a),
+            _ => None,
+        }
+    }
+    fn is_object(&self) -> bool {
+        matches!(self, Node::Obj(_))
+    }
+    fn is_null(&self) -> bool {
+        matches!(self, Node::Null)
+    }
+    fn eq_value(&self, v: &Value) -> bool {
+        match (self, v) {
+            (Node::Null, Value::Null) => true,
+            (Node::Bool(a), Value::Bool(b)) => a == b,
+            (Node::Num(a), Value::Number(b)) => a == b,
+            (Node::Str(a), Value::String(b)) => a == b,
+            (Node::Arr(a), Value::Array(b)) => {
+                a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.eq_value(y))
+            }
+            (Node::Obj(a), Value::Object(b)) => {
+                a.len() == b.len()
+                    && a.iter()
+                        .all(|(k, x)| b.get(k.as_ref()).is_some_and(|y| x.eq_value(y)))
+            }
+            _ => false,
+        }
+    }
+    fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+}
+
+/// A string borrowed from the input when it has no escapes (object keys, `Cow` fields).
+pub(super) struct BorrowedStr<'a>(pub Cow<'a, str>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for BorrowedStr<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = BorrowedStr<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(BorrowedStr(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(BorrowedStr(Cow::Owned(v.to_owned())))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
+                Ok(BorrowedStr(Cow::Owned(v)))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+/// `Option<Cow<str>>` that borrows (`#[serde(deserialize_with = "opt_cow")]`): serde's own
+/// `Option<Cow<str>>` always copies.
+pub(super) fn opt_cow<'de: 'a, 'a, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Cow<'a, str>>, D::Error> {
+    Ok(Option::<BorrowedStr<'de>>::deserialize(d)?.map(|s| s.0))
+}
+
+struct NodeVisitor;
+
+impl<'de> Visitor<'de> for NodeVisitor {
+    type Value = Node<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any valid JSON value")
+    }
+    #[inline]
+    fn visit_bool<E>(self, v: bool) -> Result<Node<'de>, E> {
+        Ok(Node::Bool(v))
+    }
+    #[inline]
+    fn visit_i64<E>(self, v: i64) -> Result<Node<'de>, E> {
+        Ok(Node::Num(v.into()))
+    }
+    #[inline]
+    fn visit_u64<E>(self, v: u64) -> Result<Node<'de>, E> {
+        Ok(Node::Num(v.into()))
+    }
+    #[inline]
+    fn visit_f64<E>(self, v: f64) -> Result<Node<'de>, E> {
+        // As `Value`: a float that is not finite reads as null.
+        Ok(Number::from_f64(v).map_or(Node::Null, Node::Num))
+    }
+    #[inline]
+    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Node<'de>, E> {
+        Ok(Node::Str(Cow::Borrowed(v)))
+    }
+    #[inline]
+    fn visit_str<E>(self, v: &str) -> Result<Node<'de>, E> {
+        Ok(Node::Str(Cow::Owned(v.to_owned())))
+    }
+    #[inline]
+    fn visit_string<E>(self, v: String) -> Result<Node<'de>, E> {
+        Ok(Node::Str(Cow::Owned(v)))
+    }
+    #[inline]
+    fn visit_none<E>(self) -> Result<Node<'de>, E> {
+        Ok(Node::Null)
+    }
+    #[inline]
+    fn visit_unit<E>(self) -> Result<Node<'de>, E> {
+        Ok(Node::Null)
+    }
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Node<'de>, D::Error> {
+        Node::deserialize(d)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Node<'de>, A::Error> {
+        let mut items = Vec::with_capacity(4);
+        while let Some(item) = seq.next_element::<Node<'de>>()? {
+            items.push(item);
+        }
+        Ok(Node::Arr(items))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Node<'de>, A::Error> {
+        let mut members: Vec<(Cow<'de, str>, Node<'de>)> = Vec::with_capacity(8);
+        while let Some(BorrowedStr(key)) = map.next_key::<BorrowedStr<'de>>()? {
+            // Left to `Value`: a repeated key (last wins there), very many keys (the
+            // linear search for repeats), and the key `Value` reads as a raw value marker.
+            if members.len() == MAX_KEYS
+                || key == RAW_VALUE_TOKEN
+                || members.iter().any(|(k, _)| *k == key)
+            {
+                return Err(de::Error::custom("object not read as a Node"));
+            }
+            let value = map.next_value::<Node<'de>>()?;
+            members.push((key, value));
+        }
+        Ok(Node::Obj(members))
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Node<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(NodeVisitor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Differential tests: for every body, `review` with statuses read as [`Node`]s answers
+    //! byte for byte as with statuses read as `Value`s (`review_with(.., false)`).
+    use super::super::{Hook, Outcome, fast_review, review_with};
+    use super::Node;
+    use crate::status::Policy;
+    use serde_json::{Value, json};
+
+    fn cond(t: &str, s: &str, r: &str, full: bool) -> Value {
+        let mut c = json!({"type": t, "status": s, "reason": r});
+        if full {
+            c["message"] = json!(format!("{t} is {s}"));
+            c["lastTransitionTime"] = json!("2026-11-01T10:00:00Z");
+            c["observedGeneration"] = json!(2);
+        }
+        c
+    }
+
+    fn runtime(state: &str, conds: Vec<Value>, deleting: bool) -> Value {
+        let mut o = json!({
+            "apiVersion": "infrastructuremanager.kyma-project.io/v1",
+            "kind": "Runtime",
+            "metadata": {
+                "name": "r1", "namespace": "kcp-system", "generation": 2,
+                "labels": {"kyma-project.io/runtime-id": "r1", "x": "a \"quoted\" \\ value\n\u{e9}"},
+                "managedFields": [
+                    {"manager": "keb", "operation": "Apply", "fieldsType": "FieldsV1",
+                     "fieldsV1": {"f:spec": {".": {}, "f:shoot": {"f:name": {}, "f:x": {"k:{\"type\":\"a\"}": {}}}}}},
+                    {"manager": "kim", "operation": "Update", "subresource": "status",
+                     "fieldsV1": {"f:status": {"f:state": {}}}, "time": "2026-11-01T10:01:00Z"}
+                ]
+            },
+            "spec": {"shoot": {"name": "s", "provider": {"workers": [
+                {"name": "w", "minimum": 1, "maximum": 3, "ratio": -1.5e-3, "zones": ["a", "b"], "on": true, "off": false, "none": null}
+            ]}}},
+            "status": {"state": state, "provisioningCompleted": false, "conditions": conds}
+        });
+        if deleting {
+            o["metadata"]["deletionTimestamp"] = json!("2026-11-02T00:00:00Z");
+        }
+        o
+    }
+
+    fn review_of(old: Value, new: Value, user: &str) -> Value {
+        json!({
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": {
+                "uid": "0b7b6a8c-1111-2222-3333-444455556666",
+                "kind": {"group": "infrastructuremanager.kyma-project.io", "version": "v1", "kind": "Runtime"},
+                "resource": {"group": "infrastructuremanager.kyma-project.io", "version": "v1", "resource": "runtimes"},
+                "subResource": "status",
+                "name": "r1", "namespace": "kcp-system",
+                "operation": "UPDATE",
+                "userInfo": {"username": user, "uid": "u", "groups": ["system:authenticated", "g"]},
+                "object": new,
+                "oldObject": old,
+                "dryRun": false,
+                "options": {"kind": "UpdateOptions", "apiVersion": "meta.k8s.io/v1"}
+            }
+        })
+    }
+
+    const WRITER: &str = "system:serviceaccount:kim-system:kim-controller";
+
+    fn bases() -> Vec<Value> {
+        let pending = runtime(
+            "Pending",
+            vec![
+                cond("Provisioned", "True", "ShootCreationCompleted", true),
+                cond("KubeconfigReady", "True", "KubeconfigCreated", true),
+                cond("Configured", "Unknown", "ConfigurationStarted", true),
+            ],
+            false,
+        );
+        let ready_full = runtime(
+            "Ready",
+            vec![
+                cond("Provisioned", "True", "ShootCreationCompleted", true),
+                cond("KubeconfigReady", "True", "KubeconfigCreated", true),
+                cond("Configured", "True", "ConfigurationCompleted", true),
+            ],
+            false,
+        );
+        let ready_bare = runtime(
+            "Ready",
+            vec![
+                cond("Provisioned", "True", "ShootCreationCompleted", false),
+                cond("KubeconfigReady", "True", "KubeconfigCreated", false),
+                cond("Configured", "True", "ConfigurationCompleted", false),
+            ],
+            false,
+        );
+        let bad = runtime(
+            "Terminating",
+            vec![
+                cond("Provisioned", "False", "NoSuchReason", true),
+                cond("Unknown", "Maybe", "", false),
+                json!("not an object"),
+            ],
+            false,
+        );
+        let mut list = vec![
+            review_of(pending.clone(), ready_full.clone(), WRITER),
+            review_of(pending.clone(), ready_bare.clone(), WRITER),
+            review_of(pending.clone(), bad, "someone"),
+            review_of(ready_full.clone(), pending.clone(), WRITER),
+            review_of(
+                runtime("Pending", vec![], true),
+                runtime("Terminating", vec![], true),
+                WRITER,
+            ),
+        ];
+        let mut no_status = review_of(pending.clone(), ready_full, WRITER);
+        no_status["request"]["oldObject"]
+            .as_object_mut()
+            .unwrap()
+            .remove("status");
+        list.push(no_status);
+        let mut pod = review_of(json!(null), json!({"kind": "Pod"}), "x");
+        pod["request"]["resource"] = json!({"group": "", "version": "v1", "resource": "pods"});
+        pod["request"]["operation"] = json!("CREATE");
+        list.push(pod);
+        list
+    }
+
+    /// Small deterministic generator (xorshift64*).
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        }
+        fn below(&mut self, n: usize) -> usize {
+            (self.next() % n.max(1) as u64) as usize
+        }
+    }
+
+    fn same(a: &Outcome, b: &Outcome) -> bool {
+        a.body == b.body
+            && a.allowed == b.allowed
+            && a.code == b.code
+            && a.uid == b.uid
+            && a.operation == b.operation
+            && a.user == b.user
+            && a.dry_run == b.dry_run
+            && a.patched == b.patched
+            && a.rules == b.rules
+            && a.detail == b.detail
+    }
+
+    fn check(policy: &Policy, body: &[u8]) -> bool {
+        let now = chrono::DateTime::from_timestamp(1_795_000_000, 0).unwrap();
+        for hook in [Hook::Validate, Hook::Mutate] {
+            let fast = review_with(hook, policy, body, now, true);
+            let reference = review_with(hook, policy, body, now, false);
+            assert!(
+                same(&fast, &reference),
+                "{hook:?} differs for body {}\nfast: {}\nreference: {}",
+                String::from_utf8_lossy(body),
+                String::from_utf8_lossy(&fast.body),
+                String::from_utf8_lossy(&reference.body)
+            );
+        }
+        std::str::from_utf8(body).is_ok_and(|t| fast_review::<Node<'_>>(t).is_some())
+    }
+
+    /// Values put in place of a random node of a valid review.
+    fn pool() -> Vec<Value> {
+        vec![
+            json!(null),
+            json!(true),
+            json!(false),
+            json!(0),
+            json!(1),
+            json!(2),
+            json!(-1),
+            json!(-0.0),
+            json!(1.5),
+            json!(1e300),
+            json!(u64::MAX),
+            json!(i64::MAX),
+            json!((i64::MAX as u64) + 1),
+            json!(""),
+            json!("Ready"),
+            json!("Pending"),
+            json!("Terminating"),
+            json!("True"),
+            json!("False"),
+            json!("Provisioned"),
+            json!("ShootCreationCompleted"),
+            json!("2026-11-01T10:00:00Z"),
+            json!("2026-11-03T10:00:00Z"),
+            json!("not a time"),
+            json!("esc \"q\" \\ / \u{1} \n é 😀"),
+            json!([]),
+            json!({}),
+            json!([1, "a", null]),
+            json!({"a": {"b": [1, 2, {"c": "d"}]}}),
+            json!({"type": "Provisioned", "status": "True", "reason": "ShootCreationCompleted"}),
+            json!([{"type": "Provisioned", "status": "True", "reason": "ShootCreationCompleted", "observedGeneration": 0}]),
+        ]
+    }
+
+    /// A random node's path (object keys and array indexes) in `v`.
+    fn random_path(v: &Value, rng: &mut Rng) -> Vec<Value> {
+        let mut path = Vec::new();
+        let mut cur = v;
+        loop {
+            match cur {
+                Value::Object(m) if !m.is_empty() && rng.below(5) != 0 => {
+                    let (k, next) = m.iter().nth(rng.below(m.len())).unwrap();
+                    path.push(json!(k));
+                    cur = next;
+                }
+                Value::Array(a) if !a.is_empty() && rng.below(5) != 0 => {
+                    let i = rng.below(a.len());
+                    path.push(json!(i));
+                    cur = &a[i];
+                }
+                _ => return path,
+            }
+        }
+    }
+
+    fn at<'v>(v: &'v mut Value, path: &[Value]) -> &'v mut Value {
+        path.iter().fold(v, |v, p| match p {
+            Value::String(k) => &mut v[k.as_str()],
+            _ => &mut v[p.as_u64().unwrap() as usize],
+        })
+    }
+
+    /// Textual edits: most make the JSON invalid, some make duplicate keys or odd forms.
+    const TOKENS: &[&str] = &[
+        "\"",
+        "\\",
+        "{",
+        "}",
+        "[",
+        "]",
+        ",",
+        ":",
+        " ",
+        "\n",
+        "\t",
+        "0",
+        "-",
+        "1.5",
+        "e5",
+        "00",
+        "null",
+        "nul",
+        "true",
+        "tru",
+        "\\u00e9",
+        "\\ud800",
+        "\\uD83D\\uDE00",
+        "\\x",
+        "\u{1}",
+        "é",
+        "\"uid\":\"dup\",",
+        "\"status\":null,",
+        "\"status\":{},",
+        "\"kind\":\"AdmissionReview\",",
+        "\"generation\":3,",
+        "\"object\":{},",
+        "\"a\":1,",
+        "[]",
+        "{}",
+        "1e999",
+        "-0",
+        "2.0",
+        "\"deletionTimestamp\":0,",
+        "\"state\":\"Ready\",",
+        "\"groups\":null,",
+        "\"dryRun\":true,",
+        "\"metadata\":null,",
+        "\"request\":null,",
+        "\"username\":\"\\u0061dmin\",",
+    ];
+
+    #[test]
+    fn nodes_answer_exactly_as_values() {
+        let policy = Policy::builtin();
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        let pool = pool();
+        let mut decoded = 0;
+        let mut total = 0;
+        for base in bases() {
+            let text = serde_json::to_string(&base).unwrap();
+            assert!(check(&policy, text.as_bytes()), "base not decoded: {text}");
+            let pretty = serde_json::to_string_pretty(&base).unwrap();
+            assert!(check(&policy, pretty.as_bytes()));
+            // Structural edits: a random node replaced by a pool value or removed.
+            for _ in 0..600 {
+                let mut v = base.clone();
+                let path = random_path(&v, &mut rng);
+                if path.is_empty() {
+                    continue;
+                }
+                if rng.below(6) == 0 {
+                    let (last, parent) = path.split_last().unwrap();
+                    match (at(&mut v, parent), last) {
+                        (Value::Object(m), Value::String(k)) => {
+                            m.shift_remove(k);
+                        }
+                        (Value::Array(a), i) => {
+                            a.remove(i.as_u64().unwrap() as usize);
+                        }
+                        _ => {}
+                    }
+                } else {
+                    *at(&mut v, &path) = pool[rng.below(pool.len())].clone();
+                }
+                let text = if rng.below(4) == 0 {
+                    serde_json::to_string_pretty(&v).unwrap()
+                } else {
+                    serde_json::to_string(&v).unwrap()
+                };
+                total += 1;
+                decoded += usize::from(check(&policy, text.as_bytes()));
+            }
+            // Textual edits, one to three each.
+            for _ in 0..1500 {
+                let mut t = text.clone().into_bytes();
+                for _ in 0..1 + rng.below(3) {
+                    let i = rng.below(t.len() + 1);
+                    match rng.below(4) {
+                        0 if i < t.len() => {
+                            t.remove(i);
+                        }
+                        1 => {
+                            // Copies a span elsewhere (duplicate keys, repeated members).
+                            let a = rng.below(t.len());
+                            let b = (a + 1 + rng.below(40)).min(t.len());
+                            let span = t[a..b].to_vec();
+                            t.splice(i..i, span);
+                        }
+                        _ => {
+                            let tok = TOKENS[rng.below(TOKENS.len())].as_bytes();
+                            t.splice(i..i, tok.iter().copied());
+                        }
+                    }
+                }
+                total += 1;
+                decoded += usize::from(check(&policy, &t));
+            }
+        }
+        // The Node path must actually be taken on many of the valid variants.
+        assert!(decoded * 20 > total, "decoded {decoded} of {total}");
+        eprintln!("decoded as Nodes: {decoded} of {total} bodies");
+    }
+
+    #[test]
+    fn deep_and_large_inputs_fall_back_or_match() {
+        let policy = Policy::builtin();
+        let base = bases().remove(0);
+        for depth in [10, 31, 32, 33, 100, 127, 128, 129, 255, 256, 257, 300, 5000] {
+            for target in ["spec", "status"] {
+                let mut v = base.clone();
+                let nested = format!("{}1{}", "[".repeat(depth), "]".repeat(depth));
+                v["request"]["object"][target] = json!("@@");
+                let text = serde_json::to_string(&v)
+                    .unwrap()
+                    .replace("\"@@\"", &nested);
+                check(&policy, text.as_bytes());
+                let nested = format!("{}{{}}{}", "{\"a\":".repeat(depth), "}".repeat(depth));
+                let text = serde_json::to_string(&v)
+                    .unwrap()
+                    .replace("\"@@\"", &nested);
+                check(&policy, text.as_bytes());
+            }
+        }
+        // Many keys and duplicate keys inside the status.
+        let mut v = base.clone();
+        let many: serde_json::Map<String, Value> =
+            (0..100).map(|i| (format!("k{i}"), json!(i))).collect();
+        v["request"]["object"]["status"]["extra"] = Value::Object(many);
+        check(&policy, serde_json::to_string(&v).unwrap().as_bytes());
+        let text = serde_json::to_string(&base).unwrap().replacen(
+            "\"state\":\"Ready\"",
+            "\"state\":\"Failed\",\"state\":\"Ready\"",
+            1,
+        );
+        check(&policy, text.as_bytes());
+        // Objects a Node does not hold (read as Values instead): a repeated key deeper in the
+        // status, serde_json's raw value marker key, and the most keys a Node holds and one more.
+        for (from, to) in [
+            (
+                "\"provisioningCompleted\":false",
+                "\"x\":{\"a\":1,\"b\":2,\"a\":[3]},\"provisioningCompleted\":false",
+            ),
+            (
+                "\"provisioningCompleted\":false",
+                "\"x\":{\"$serde_json::private::RawValue\":\"{\\\"b\\\":2}\"},\"provisioningCompleted\":false",
+            ),
+            (
+                "\"provisioningCompleted\":false",
+                "\"provisioningCompleted\":false,\"y\":[{\"$serde_json::private::RawValue\":\"1\"}]",
+            ),
+        ] {
+            let text = serde_json::to_string(&base).unwrap().replacen(from, to, 1);
+            assert_ne!(text, serde_json::to_string(&base).unwrap());
+            assert!(!check(&policy, text.as_bytes()), "read as Nodes: {text}");
+        }
+        for (n, nodes) in [(31, true), (32, true), (33, false)] {
+            let mut v = base.clone();
+            v["request"]["object"]["status"]["extra"] =
+                Value::Object((0..n).map(|i| (format!("k{i}"), json!(i))).collect());
+            let text = serde_json::to_string(&v).unwrap();
+            assert_eq!(check(&policy, text.as_bytes()), nodes, "{n} keys");
+        }
+    }
+}
