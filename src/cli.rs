@@ -143,6 +143,11 @@ pub fn read_document(path: &str) -> Result<Value, String> {
             .map_err(|e| format!("{path}: cannot read: {e}"))?;
     }
     let name = if path == "-" { "stdin" } else { path };
+    parse_document(name, &text)
+}
+
+/// Parses one YAML or JSON document (`name` for messages).
+fn parse_document(name: &str, text: &str) -> Result<Value, String> {
     let trimmed = text.trim_start();
     if trimmed.is_empty() {
         return Err(format!(
@@ -150,14 +155,45 @@ pub fn read_document(path: &str) -> Result<Value, String> {
         ));
     }
     if trimmed.starts_with('{') || trimmed.starts_with('[') {
-        return serde_json::from_str(&text).map_err(|e| format!("{name}: invalid JSON: {e}"));
+        return serde_json::from_str(text).map_err(|e| format!("{name}: invalid JSON: {e}"));
     }
-    serde_saphyr::from_str::<Value>(&text).map_err(|e| {
+    serde_saphyr::from_str::<Value>(text).map_err(|e| {
         let msg = e.to_string();
         let first = msg.lines().next().unwrap_or("").trim();
         let first = first.strip_prefix("error: ").unwrap_or(first);
         format!("{name}: invalid YAML: {first}")
     })
+}
+
+/// The body `kim review` answers: a JSON file's bytes as they are (the webhook sees exactly
+/// these: repeated keys, escapes and nesting are judged as over the wire), a YAML file
+/// converted to JSON.
+///
+/// Errors (exit 2): the file cannot be read, is empty, or is neither JSON nor YAML. JSON nested
+/// deeper than serde_json's recursion limit is passed on (the webhook answers it).
+fn read_review_body(path: &str) -> Result<Vec<u8>, String> {
+    let raw = if path == "-" {
+        let mut buf = Vec::new();
+        std::io::stdin()
+            .read_to_end(&mut buf)
+            .map_err(|e| format!("stdin: cannot read: {e}"))?;
+        buf
+    } else {
+        std::fs::read(Path::new(path)).map_err(|e| format!("{path}: cannot read: {e}"))?
+    };
+    let name = if path == "-" { "stdin" } else { path };
+    let start = raw.iter().position(|b| !b.is_ascii_whitespace());
+    if matches!(start.map(|i| raw[i]), Some(b'{' | b'[')) {
+        return match serde_json::from_slice::<serde::de::IgnoredAny>(&raw) {
+            Err(e) if !e.to_string().contains("recursion limit") => {
+                Err(format!("{name}: invalid JSON: {e}"))
+            }
+            _ => Ok(raw),
+        };
+    }
+    let text = String::from_utf8(raw).map_err(|_| format!("{name}: cannot read: not UTF-8"))?;
+    let doc = parse_document(name, &text)?;
+    Ok(serde_json::to_vec(&doc).unwrap_or_default())
 }
 
 fn now_or(t: Option<DateTime<Utc>>) -> DateTime<Utc> {
@@ -170,11 +206,10 @@ pub fn review(args: &ReviewArgs, out: &mut dyn Write, err: &mut dyn Write) -> u8
         Ok(p) => p,
         Err(e) => return fail(err, &e),
     };
-    let doc = match read_document(&args.file) {
-        Ok(d) => d,
+    let body = match read_review_body(&args.file) {
+        Ok(b) => b,
         Err(e) => return fail(err, &e),
     };
-    let body = serde_json::to_vec(&doc).unwrap_or_default();
     let hook = match args.hook {
         HookArg::Validate => Hook::Validate,
         HookArg::Mutate => Hook::Mutate,

@@ -530,6 +530,15 @@ fn review_with(
     if nodes && let Some((api_version, req)) = fast_review::<Node<'_>>(text) {
         return answer(hook, policy, api_version, req, now, Vec::new());
     }
+    // Past this point statuses are decoded as `Value`s, which read serde_json's raw-value
+    // marker key as an instruction, not as data (see `node::has_raw_value_key`).
+    if node::has_raw_value_key(text) {
+        return reject(
+            400,
+            "request body uses the reserved key \"$serde_json::private::RawValue\" (kim does not accept it)",
+            body,
+        );
+    }
     if let Some((api_version, req)) = fast_review::<Value>(text) {
         return answer(hook, policy, api_version, req, now, Vec::new());
     }

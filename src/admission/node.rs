@@ -248,6 +248,66 @@ impl<'de: 'a, 'a> Deserialize<'de> for Node<'a> {
     }
 }
 
+/// Start of the error [`has_raw_value_key`] stops its walk with.
+const FOUND_RAW_VALUE_KEY: &str = "kim: raw-value key found";
+
+/// Whether `text` (a JSON document) has, at any depth, an object key equal to serde_json's
+/// private raw-value marker `$serde_json::private::RawValue`, however it is escaped.
+///
+/// kube-apiserver treats it as an ordinary key, but `serde_json::Value` (built with the
+/// `raw_value` feature, which kim uses) replaces such an object by its string parsed as JSON, so
+/// a review decoded into `Value`s would be judged on a status other than the one written. [`Node`]
+/// refuses the key; the `Value` decoders must not see it either (the caller denies the review).
+/// Input that is not JSON, or nested deeper than serde_json's limit, is `false` here (the
+/// decoders give their own, precise answer).
+pub(crate) fn has_raw_value_key(text: &str) -> bool {
+    struct Walk;
+    struct WalkVisitor;
+    impl<'de> Deserialize<'de> for Walk {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Walk, D::Error> {
+            d.deserialize_any(WalkVisitor)
+        }
+    }
+    impl<'de> Visitor<'de> for WalkVisitor {
+        type Value = Walk;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("any JSON value")
+        }
+        fn visit_bool<E>(self, _: bool) -> Result<Walk, E> {
+            Ok(Walk)
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<Walk, E> {
+            Ok(Walk)
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<Walk, E> {
+            Ok(Walk)
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<Walk, E> {
+            Ok(Walk)
+        }
+        fn visit_str<E>(self, _: &str) -> Result<Walk, E> {
+            Ok(Walk)
+        }
+        fn visit_unit<E>(self) -> Result<Walk, E> {
+            Ok(Walk)
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Walk, A::Error> {
+            while seq.next_element::<Walk>()?.is_some() {}
+            Ok(Walk)
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Walk, A::Error> {
+            while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+                if key == RAW_VALUE_TOKEN {
+                    return Err(de::Error::custom(FOUND_RAW_VALUE_KEY));
+                }
+                map.next_value::<Walk>()?;
+            }
+            Ok(Walk)
+        }
+    }
+    matches!(serde_json::from_str::<Walk>(text), Err(e) if e.to_string().starts_with(FOUND_RAW_VALUE_KEY))
+}
+
 #[cfg(test)]
 mod tests {
     //! Differential tests: for every body, `review` with statuses read as [`Node`]s answers
@@ -256,6 +316,27 @@ mod tests {
     use super::Node;
     use crate::status::Policy;
     use serde_json::{Value, json};
+
+    #[test]
+    fn raw_value_keys_are_found_however_spelled_and_nothing_else_is() {
+        assert!(super::has_raw_value_key(
+            r#"{"a":{"$serde_json::private::RawValue":"1"}}"#
+        ));
+        assert!(super::has_raw_value_key(
+            r#"[{"b":[{"\u0024serde_json::private::RawValue":5}]}]"#
+        ));
+        assert!(super::has_raw_value_key(
+            r#"{"\u0024serde_json::priv\u0061te::RawValue":"{}"}"#
+        ));
+        assert!(!super::has_raw_value_key(
+            r#"{"a":"$serde_json::private::RawValue"}"#
+        ));
+        assert!(!super::has_raw_value_key(
+            r#"{"$serde_json::private::RawValueX":1}"#
+        ));
+        assert!(!super::has_raw_value_key("{not json"));
+        assert!(!super::has_raw_value_key(&"[".repeat(5000)));
+    }
 
     fn cond(t: &str, s: &str, r: &str, full: bool) -> Value {
         let mut c = json!({"type": t, "status": s, "reason": r});
