@@ -283,3 +283,64 @@ fn crd_command_prints_the_committed_crd() {
             .unwrap();
     assert_eq!(stdout(&o), committed);
 }
+
+/// The README's "why would this write be denied?" example, run as written: its YAML block is
+/// `examples/check/old.yaml`, `new.yaml` differs only in `state`, and the printed verdict is
+/// the README's comment lines. Without `--user` the writer rule is skipped, and said so.
+#[test]
+fn the_readme_check_example_runs_as_documented() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let readme = std::fs::read_to_string(format!("{root}/README.md")).unwrap();
+    let old = std::fs::read_to_string(format!("{root}/examples/check/old.yaml")).unwrap();
+    let new = std::fs::read_to_string(format!("{root}/examples/check/new.yaml")).unwrap();
+    assert!(
+        readme.contains(&format!("```yaml\n{old}```")),
+        "README's example YAML differs from examples/check/old.yaml"
+    );
+    assert_eq!(
+        new,
+        old.replacen("state: Terminating", "state: Ready", 1),
+        "examples/check/new.yaml is old.yaml with state: Ready"
+    );
+
+    let cmd = "cargo run -q -- check --old examples/check/old.yaml --new examples/check/new.yaml --user system:serviceaccount:kim-system:kim-controller\n";
+    let at = readme.find(cmd).expect("README shows the check command") + cmd.len();
+    let documented: Vec<&str> = readme[at..]
+        .lines()
+        .take_while(|l| l.starts_with('#'))
+        .map(|l| l.strip_prefix("# ").unwrap_or(l))
+        .collect();
+    assert!(documented.len() >= 2, "README shows the verdict lines");
+
+    let args = |user: bool| {
+        let mut a = vec![
+            "check".to_string(),
+            "--old".into(),
+            format!("{root}/examples/check/old.yaml"),
+            "--new".into(),
+            format!("{root}/examples/check/new.yaml"),
+        ];
+        if user {
+            a.extend([
+                "--user".into(),
+                "system:serviceaccount:kim-system:kim-controller".into(),
+            ]);
+        }
+        a
+    };
+    let a = args(true);
+    let o = kim(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(o.status.code(), Some(1), "denied: {}", stderr(&o));
+    let out = stdout(&o);
+    let printed: Vec<&str> = out.lines().collect();
+    assert_eq!(printed, documented, "README's verdict lines are stale");
+
+    let a = args(false);
+    let o = kim(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stdout(&o).contains("note: writer not checked (no --user)"),
+        "{}",
+        stdout(&o)
+    );
+}
