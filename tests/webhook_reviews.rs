@@ -4,6 +4,8 @@
 //! adds no rules).
 
 mod common;
+#[path = "common/model.rs"]
+mod model;
 
 use base64::Engine as _;
 use common::*;
@@ -161,28 +163,13 @@ fn status_write(
     old["status"] = old_status;
     let mut new = old.clone();
     new["status"] = new_status;
-    let name = runtime["metadata"]["name"].clone();
-    let namespace = runtime["metadata"]["namespace"]
-        .as_str()
-        .unwrap_or("kcp-system")
-        .to_string();
-    json!({
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": uid,
-            "kind": {"group": "infrastructuremanager.kyma-project.io", "version": "v1", "kind": "Runtime"},
-            "resource": {"group": "infrastructuremanager.kyma-project.io", "version": "v1", "resource": "runtimes"},
-            "subResource": "status",
-            "requestKind": {"group": "infrastructuremanager.kyma-project.io", "version": "v1", "kind": "Runtime"},
-            "requestResource": {"group": "infrastructuremanager.kyma-project.io", "version": "v1", "resource": "runtimes"},
-            "requestSubResource": "status",
-            "name": name, "namespace": namespace, "operation": "UPDATE",
-            "userInfo": {"username": user, "uid": "f00", "groups": ["system:serviceaccounts", "system:authenticated"]},
-            "object": new, "oldObject": old, "dryRun": dry_run,
-            "options": {"apiVersion": "meta.k8s.io/v1", "kind": "UpdateOptions", "fieldManager": "kim"}
-        }
-    })
+    model::update_status_review(
+        uid,
+        json!({"username": user, "uid": "f00", "groups": ["system:serviceaccounts", "system:authenticated"]}),
+        new,
+        old,
+        dry_run,
+    )
 }
 
 fn condition(ctype: &str, status: &str, reason: &str) -> Value {

@@ -212,8 +212,31 @@ pub fn status_review(
         o["metadata"]["creationTimestamp"] = json!("2026-11-01T09:59:00Z");
         o
     };
-    let name = new.obj["metadata"]["name"].clone();
-    let namespace = new.obj["metadata"]["namespace"].clone();
+    update_status_review(
+        uid,
+        json!({"username": user, "uid": "4a0f6a4e-7d8c-4c6e-9d8e-000000000001", "groups": groups}),
+        with_fields(&new.obj, "kim"),
+        with_fields(&old.obj, "kim"),
+        dry_run,
+    )
+}
+
+/// The envelope of a `runtimes/status` UPDATE review as kube-apiserver sends it
+/// (admission-protocol.md): `kind`/`resource`/`requestKind`/`requestResource` of Runtime v1,
+/// `subResource` `status`, `name`/`namespace` from `object` (namespace `kcp-system` when it has
+/// none), `userInfo` as given, `options` UpdateOptions with fieldManager `kim`.
+pub fn update_status_review(
+    uid: &str,
+    user_info: Value,
+    object: Value,
+    old_object: Value,
+    dry_run: bool,
+) -> Value {
+    let name = object["metadata"]["name"].clone();
+    let namespace = object["metadata"]["namespace"]
+        .as_str()
+        .unwrap_or("kcp-system")
+        .to_string();
     json!({
         "apiVersion": "admission.k8s.io/v1",
         "kind": "AdmissionReview",
@@ -228,9 +251,9 @@ pub fn status_review(
             "name": name,
             "namespace": namespace,
             "operation": "UPDATE",
-            "userInfo": {"username": user, "uid": "4a0f6a4e-7d8c-4c6e-9d8e-000000000001", "groups": groups},
-            "object": with_fields(&new.obj, "kim"),
-            "oldObject": with_fields(&old.obj, "kim"),
+            "userInfo": user_info,
+            "object": object,
+            "oldObject": old_object,
             "dryRun": dry_run,
             "options": {"kind": "UpdateOptions", "apiVersion": "meta.k8s.io/v1", "fieldManager": "kim"}
         }
