@@ -593,6 +593,23 @@ fn ready_regressions(env: &Env) -> Vec<(String, String)> {
     found
 }
 
+/// The first `n` requests `server` answered (method, path, query, user, status code), for the
+/// report of a stalled run.
+fn first_requests(server: &ServerHandle, n: usize) -> String {
+    server
+        .requests()
+        .iter()
+        .take(n)
+        .map(|r| {
+            format!(
+                "  {} {}?{} [{}] -> {}",
+                r.method, r.path, r.query, r.user, r.code
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 fn error_counts(metrics: &kim::reconciler::Metrics) -> String {
     metrics
         .encode()
@@ -646,12 +663,14 @@ async fn runtimes_reach_ready_under_random_api_faults() {
         },
         || {
             format!(
-                "{}\nfaults: {}\ncontroller: {} reconciles, errors {}, finished: {}",
+                "{}\nfaults: {}\ncontroller: {} reconciles, errors {}, finished: {}\nfirst kcp requests:\n{}\nfirst garden requests:\n{}",
                 state_report(&env, "Ready"),
                 faults.summary(),
                 metrics.reconciles(),
                 error_counts(&metrics),
                 controller.task_finished(),
+                first_requests(&env.kcp, 12),
+                first_requests(&env.garden, 12),
             )
         },
     )
