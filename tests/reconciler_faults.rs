@@ -64,7 +64,12 @@
 //!   within the deadline on a reused connection succeeds), `the_binary_gets_past_a_hung_gardener_call`
 //!   (the binary's own clients time out a Gardener call that never returns:
 //!   `--request-timeout-seconds 2`), and `idle_watches_outlive_the_request_timeout` (watches
-//!   with no event for 5 request timeouts are neither cut nor reopened, and still deliver).
+//!   with no event for 5 request timeouts are neither cut nor reopened, and still deliver);
+//!   and, from the one-in-ten stall of the fault test (no call after the first two),
+//!   `a_request_held_unpolled_past_its_timeout_still_gets_its_whole_timeout` (the deadline
+//!   counts from when a request is sent, not from when the client service is called, and a
+//!   body read late is delivered: the Controller holds its watchers' requests unpolled during
+//!   its trigger backoff).
 //!
 //! # Environment
 //!
@@ -593,6 +598,23 @@ fn ready_regressions(env: &Env) -> Vec<(String, String)> {
     found
 }
 
+/// The first `n` requests `server` answered (method, path, query, user, status code), for the
+/// report of a stalled run.
+fn first_requests(server: &ServerHandle, n: usize) -> String {
+    server
+        .requests()
+        .iter()
+        .take(n)
+        .map(|r| {
+            format!(
+                "  {} {}?{} [{}] -> {}",
+                r.method, r.path, r.query, r.user, r.code
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 fn error_counts(metrics: &kim::reconciler::Metrics) -> String {
     metrics
         .encode()
@@ -646,12 +668,14 @@ async fn runtimes_reach_ready_under_random_api_faults() {
         },
         || {
             format!(
-                "{}\nfaults: {}\ncontroller: {} reconciles, errors {}, finished: {}",
+                "{}\nfaults: {}\ncontroller: {} reconciles, errors {}, finished: {}\nfirst kcp requests:\n{}\nfirst garden requests:\n{}",
                 state_report(&env, "Ready"),
                 faults.summary(),
                 metrics.reconciles(),
                 error_counts(&metrics),
                 controller.task_finished(),
+                first_requests(&env.kcp, 12),
+                first_requests(&env.garden, 12),
             )
         },
     )
@@ -1136,6 +1160,83 @@ async fn the_binary_gets_past_a_hung_gardener_call() {
     assert!(
         stdout.contains("request timeout"),
         "the hung call failed with the request deadline:\n{stdout}"
+    );
+}
+
+/// A request whose future is held without being polled for longer than the request timeout
+/// still gets the whole timeout once it is polled (its clock starts when it is sent), and so
+/// does its body, read well after its answer arrived. kube-runtime's Controller holds its
+/// watchers' requests like this: after an error from one watcher it stops polling all of them
+/// for the trigger backoff (0.8 s and more). Before the fix the clock started when the client
+/// service was called, so the request another watcher had made in the same poll ran out unsent
+/// during the backoff; its error started the next backoff, during which the first watcher's
+/// retry ran out in turn, and so on forever: the stall of
+/// `runtimes_reach_ready_under_random_api_faults` (1 kcp call, 1 Gardener call, then none).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_held_unpolled_past_its_timeout_still_gets_its_whole_timeout() {
+    use futures::FutureExt as _;
+    use http_body_util::BodyExt as _;
+    const TIMEOUT: Duration = Duration::from_millis(400);
+    let env = Env::start_with(Options {
+        start_controller: false,
+        ..Options::default()
+    })
+    .await;
+    let client =
+        kim::reconciler::client::build(env.controller_kube_config(), TIMEOUT).expect("client");
+    // Every answer takes a quarter of the timeout.
+    env.kcp.add_fault(
+        FaultRule::new(FaultAction::Delay(TIMEOUT / 4))
+            .verb(Verb::List)
+            .resource("runtimes"),
+    );
+    let runtimes: kube::Api<Runtime> = kube::Api::namespaced(client.clone(), NS);
+
+    // A list polled once (the client's buffer hands it to the deadline layer), then held for
+    // three timeouts, then awaited.
+    let lp = kube::api::ListParams::default();
+    let mut list = std::pin::pin!(runtimes.list(&lp));
+    assert!(list.as_mut().now_or_never().is_none());
+    tokio::time::sleep(3 * TIMEOUT).await;
+    let listed = list.await;
+    assert!(
+        listed.is_ok(),
+        "a request held unpolled failed with its deadline: {listed:?}"
+    );
+
+    // An answer whose body is read three timeouts after its head arrived.
+    let path = format!("/apis/infrastructuremanager.kyma-project.io/v1/namespaces/{NS}/runtimes");
+    let request = http::Request::get(path)
+        .body(kube::client::Body::empty())
+        .expect("request");
+    let response = client.send(request).await.expect("answer");
+    assert!(response.status().is_success(), "{}", response.status());
+    tokio::time::sleep(3 * TIMEOUT).await;
+    let body = response.into_body().collect().await;
+    assert!(
+        body.is_ok(),
+        "a body read late failed with the deadline: {:?}",
+        body.err()
+    );
+
+    // The deadline still holds for a request that is polled and never answered.
+    env.kcp.clear_faults();
+    env.kcp.add_fault(
+        FaultRule::new(FaultAction::Hang)
+            .verb(Verb::List)
+            .resource("runtimes"),
+    );
+    let started = Instant::now();
+    let hung = runtimes.list(&lp).await;
+    let took = started.elapsed();
+    let err = hung.expect_err("a hung list fails");
+    assert!(
+        err.to_string().contains("request timeout"),
+        "the hung list failed with the deadline: {err}"
+    );
+    assert!(
+        took >= TIMEOUT && took < 3 * TIMEOUT,
+        "the hung list failed after {took:?} (timeout {TIMEOUT:?})"
     );
 }
 

@@ -11,26 +11,42 @@
 //! kube's own retries of 429/503/504 count against it):
 //!
 //! - the answer to every request must **start** (status line and headers) within the timeout;
-//! - the answer to every request except a watch must also be **complete** within the timeout
-//!   from when the request was sent (its body is wrapped in
-//!   [`tower_http::timeout::DeadlineBody`] with the time left);
+//! - the body of the answer to every request except a watch must then be **complete** within
+//!   the timeout from when it is first read (it is wrapped in a [`DeadlineBody`]), so a request
+//!   takes at most twice the timeout;
 //! - a watch's stream (query `watch=true`) is not limited here: kube-runtime's watcher asks the
 //!   server to end it after `timeoutSeconds` (290 s by default) and drops it on its own if nothing
 //!   arrives for that long plus 5 s, then watches again from where it was.
 //!
-//! A request that runs out of time fails with [`RequestTimedOut`] (or, in the body, tower-http's
-//! `TimeoutError`), surfaced by kube as `kube::Error::Service`: a transient error the reconciler
-//! retries with backoff.
+//! The clocks start when the request's future is first polled, not when the service is called,
+//! and when its body is first read; and an answer or a body frame that has arrived is taken even
+//! if it is collected after the deadline. This matters because a caller may hold a request's
+//! future without polling it: kube-runtime's Controller merges its watchers into one trigger
+//! stream and, after an error from any of them, stops polling all of them for the trigger
+//! backoff (0.8 s, doubling up to 30 s, plus jitter). A deadline started at `call` ran out
+//! during that pause for the request another watcher had made in the same poll, so that
+//! request failed without an answer; its error started the next backoff, during which the
+//! first watcher's retry ran out in turn: once backoffs were longer than the timeout the two
+//! watchers kept failing each other and the Controller never reconciled (seen in the fault
+//! tests with a 1 s timeout; with the 30 s default it can happen once the backoff has grown to
+//! its 30–60 s cap).
+//!
+//! A request that runs out of time fails with [`RequestTimedOut`] (before or while its body is
+//! read), surfaced by kube as `kube::Error::Service`: a transient error the reconciler retries
+//! with backoff.
 
 use futures::FutureExt as _;
 use futures::future::BoxFuture;
 use http::{Request, Response};
+use http_body::{Body as HttpBody, Frame, SizeHint};
 use http_body_util::Either;
 use kube::client::{Body, ClientBuilder};
+use std::future::Future as _;
+use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
+use tokio::time::{Instant, Sleep};
 use tower::{BoxError, Layer, Service};
-use tower_http::timeout::DeadlineBody;
 
 /// Default deadline of the reconciler's API requests (control cluster, Gardener, runtime
 /// clusters): 30 s.
@@ -113,9 +129,11 @@ where
     fn call(&mut self, request: Request<Body>) -> Self::Future {
         let timeout = self.timeout;
         let watch = is_watch(&request);
-        let deadline = tokio::time::Instant::now() + timeout;
         let answer = self.inner.call(request);
         async move {
+            // The clock starts at the first poll (see the module documentation); `timeout_at`
+            // polls the answer before the clock.
+            let deadline = Instant::now() + timeout;
             let response = match tokio::time::timeout_at(deadline, answer).await {
                 Ok(r) => r.map_err(Into::into)?,
                 Err(_) => return Err(Box::new(RequestTimedOut(timeout)) as BoxError),
@@ -123,11 +141,68 @@ where
             Ok(if watch {
                 response.map(Either::Left)
             } else {
-                let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-                response.map(|body| Either::Right(DeadlineBody::new(left, body)))
+                response.map(|body| Either::Right(DeadlineBody::new(body, timeout)))
             })
         }
         .boxed()
+    }
+}
+
+/// A response body that must be complete within `timeout` from when it is first read: a frame
+/// that is not there by then fails with [`RequestTimedOut`]. Unlike
+/// `tower_http::timeout::DeadlineBody` (whose clock starts when it is built, and which looks at
+/// the clock first) a body read late, after its frames arrived, is delivered.
+#[derive(Debug)]
+pub struct DeadlineBody<B> {
+    body: B,
+    timeout: Duration,
+    /// Armed at the first read.
+    sleep: Option<Pin<Box<Sleep>>>,
+}
+
+impl<B> DeadlineBody<B> {
+    /// `body`, which must be complete within `timeout` from its first read.
+    pub fn new(body: B, timeout: Duration) -> DeadlineBody<B> {
+        DeadlineBody {
+            body,
+            timeout,
+            sleep: None,
+        }
+    }
+}
+
+impl<B> HttpBody for DeadlineBody<B>
+where
+    B: HttpBody + Unpin,
+    B::Error: Into<BoxError>,
+{
+    type Data = B::Data;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<B::Data>, BoxError>>> {
+        let this = self.get_mut();
+        let timeout = this.timeout;
+        let sleep = this
+            .sleep
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
+        if let Poll::Ready(frame) = Pin::new(&mut this.body).poll_frame(cx) {
+            return Poll::Ready(frame.map(|f| f.map_err(Into::into)));
+        }
+        match sleep.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Some(Err(Box::new(RequestTimedOut(this.timeout))))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
     }
 }
 

@@ -39,7 +39,8 @@
 //! [`Settings::gardener_retry_delay`].
 //!
 //! Every API request of the controller has a deadline (`--request-timeout-seconds`, 30 s): the
-//! answer must be complete within it, a watch's answer must start within it ([`client`]).
+//! answer must start within it from when the request is sent, and its body (except a watch's)
+//! be complete within it from when it is first read ([`client`]).
 //!
 //! # Running
 //!
@@ -146,8 +147,9 @@ pub struct ControllerArgs {
     pub runtime_client_cache: usize,
 
     /// Deadline of every API request to the control cluster, Gardener and the runtime
-    /// clusters, in seconds: the answer must be complete within it (a watch's answer must
-    /// start within it; its stream is ended by the server's `timeoutSeconds`). `0`: none.
+    /// clusters, in seconds: the answer must start within it, and its body be complete within
+    /// it from the first read (a watch's stream is ended by the server's `timeoutSeconds`).
+    /// `0`: none.
     #[arg(long, env = "KIM_REQUEST_TIMEOUT_SECONDS", default_value_t = client::DEFAULT_REQUEST_TIMEOUT.as_secs())]
     pub request_timeout_seconds: u64,
 
