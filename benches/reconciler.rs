@@ -519,13 +519,48 @@ struct KimProc {
     child: Child,
     stdout: Arc<Mutex<String>>,
     lines: Arc<AtomicU64>,
+    /// Warnings and errors the controller logged (see [`tally_key`]).
+    warnings: Tally,
     stderr: Arc<Mutex<String>>,
 }
 
-/// Keeps the first 64 KiB of a pipe (start-up lines), counts lines, drops the rest.
-fn drain(mut r: Box<dyn Read + Send>, keep: Arc<Mutex<String>>, lines: Arc<AtomicU64>) {
+/// `WARN`/`ERROR` log lines of the controller by message and error, the error's digits
+/// replaced by `#` (so that the names of Runtimes and Shoots fall together).
+type Tally = Arc<Mutex<HashMap<String, u64>>>;
+
+/// The key of a JSON log line in the [`Tally`], if it is a warning or an error.
+fn tally_key(line: &str) -> Option<String> {
+    if !line.contains("\"WARN\"") && !line.contains("\"ERROR\"") {
+        return None;
+    }
+    let v: Value = serde_json::from_str(line).ok()?;
+    let level = v["level"].as_str()?;
+    if level != "WARN" && level != "ERROR" {
+        return None;
+    }
+    let message = v["message"].as_str().unwrap_or("");
+    let error = v["error"].as_str().unwrap_or("");
+    let mut error: String = error
+        .chars()
+        .map(|c| if c.is_ascii_digit() { '#' } else { c })
+        .collect();
+    while error.contains("##") {
+        error = error.replace("##", "#");
+    }
+    Some(format!("{level} {message}: {error}"))
+}
+
+/// Keeps the first 64 KiB of a pipe (start-up lines), counts lines, tallies warnings and
+/// errors (when given a [`Tally`]), drops the rest.
+fn drain(
+    mut r: Box<dyn Read + Send>,
+    keep: Arc<Mutex<String>>,
+    lines: Arc<AtomicU64>,
+    tally: Option<Tally>,
+) {
     std::thread::spawn(move || {
         let mut chunk = [0u8; 65536];
+        let mut partial = Vec::new();
         while let Ok(n) = r.read(&mut chunk) {
             if n == 0 {
                 break;
@@ -534,12 +569,37 @@ fn drain(mut r: Box<dyn Read + Send>, keep: Arc<Mutex<String>>, lines: Arc<Atomi
                 chunk[..n].iter().filter(|&&b| b == b'\n').count() as u64,
                 Ordering::Relaxed,
             );
+            if let Some(tally) = &tally {
+                partial.extend_from_slice(&chunk[..n]);
+                let end = partial
+                    .iter()
+                    .rposition(|&b| b == b'\n')
+                    .map_or(0, |i| i + 1);
+                let mut t = tally.lock().unwrap();
+                for line in String::from_utf8_lossy(&partial[..end]).lines() {
+                    if let Some(key) = tally_key(line) {
+                        *t.entry(key).or_default() += 1;
+                    }
+                }
+                partial.drain(..end);
+            }
             let mut k = keep.lock().unwrap();
             if k.len() < 65536 {
                 k.push_str(&String::from_utf8_lossy(&chunk[..n]));
             }
         }
     });
+}
+
+/// The `top` most frequent entries of a tally, as `count× key` lines.
+fn top(tally: &Tally, top: usize) -> Vec<String> {
+    let t = tally.lock().unwrap();
+    let mut v: Vec<(&String, &u64)> = t.iter().collect();
+    v.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    v.into_iter()
+        .take(top)
+        .map(|(k, n)| format!("{n}× {}", k.chars().take(300).collect::<String>()))
+        .collect()
 }
 
 impl KimProc {
@@ -557,20 +617,24 @@ impl KimProc {
         let stdout = Arc::new(Mutex::new(String::new()));
         let stderr = Arc::new(Mutex::new(String::new()));
         let lines = Arc::new(AtomicU64::new(0));
+        let warnings = Tally::default();
         drain(
             Box::new(child.stdout.take().context("stdout")?),
             stdout.clone(),
             lines.clone(),
+            Some(warnings.clone()),
         );
         drain(
             Box::new(child.stderr.take().context("stderr")?),
             stderr.clone(),
             Arc::default(),
+            None,
         );
         Ok(KimProc {
             child,
             stdout,
             lines,
+            warnings,
             stderr,
         })
     }
@@ -686,6 +750,52 @@ async fn scrape(addr: SocketAddr) -> anyhow::Result<HashMap<String, f64>> {
             Some((it.next()?.to_string(), it.next()?.parse().ok()?))
         })
         .collect())
+}
+
+/// Every sample of a labelled metric: `(labels, value)`, e.g. `("kind=\"api\"", 3)`.
+async fn labelled(addr: SocketAddr, name: &str) -> Vec<(String, u64)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Ok(mut s) = tokio::net::TcpStream::connect(addr).await else {
+        return Vec::new();
+    };
+    if s.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
+        .await
+        .is_err()
+    {
+        return Vec::new();
+    }
+    let mut buf = String::new();
+    let _ = s.read_to_string(&mut buf).await;
+    let prefix = format!("{name}{{");
+    buf.lines()
+        .filter_map(|l| {
+            let rest = l.strip_prefix(&prefix)?;
+            let (labels, value) = rest.rsplit_once("} ")?;
+            Some((labels.to_string(), value.parse::<f64>().ok()? as u64))
+        })
+        .collect()
+}
+
+/// `kind` → count of `kim_controller_reconcile_errors_total`, and the controller's most
+/// frequent logged warnings/errors, for the report.
+async fn print_errors(addr: SocketAddr, kim: &KimProc) {
+    let kinds = labelled(addr, "kim_controller_reconcile_errors_total").await;
+    let kinds: Vec<String> = kinds
+        .iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(l, n)| format!("{l} {n}"))
+        .collect();
+    println!(
+        "   reconcile errors by kind: {}",
+        if kinds.is_empty() {
+            "none".to_string()
+        } else {
+            kinds.join(", ")
+        }
+    );
+    for line in top(&kim.warnings, 10) {
+        println!("     logged: {line}");
+    }
 }
 
 /// Sum of every sample of a labelled metric.
@@ -1130,6 +1240,7 @@ async fn scale_phase(
         "   controller memory: VmHWM {hwm_idle:.1} MiB idle before the burst, {hwm:.1} MiB after: {:.1} KiB per Runtime",
         (hwm - hwm_idle) * 1024.0 / n as f64
     );
+    print_errors(metrics_addr, &kim).await;
     println!(
         "   bench process (3 API servers + simulator{}): CPU {:.1} s",
         if webhook.is_some() { " + stage" } else { "" },
@@ -1283,6 +1394,7 @@ async fn scale_phase(
         after[2] - before[2],
         (after.iter().sum::<u64>() - before.iter().sum::<u64>()) as f64 / n as f64
     );
+    print_errors(metrics_addr, &kim).await;
     target(
         targets,
         &format!("{n}: full no-op resync"),

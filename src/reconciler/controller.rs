@@ -2,6 +2,7 @@
 //! the shared state of all reconciles ([`Ctx`]).
 
 use super::clients::ClientCache;
+use super::events::Publisher;
 use super::leader::{self, LeaderElection};
 use super::metrics::Metrics;
 use super::reconcile;
@@ -12,7 +13,7 @@ use backon::{BackoffBuilder, ExponentialBackoff, ExponentialBuilder};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::runtime::controller::{self, Controller};
-use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::events::Reporter;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Api, Client};
@@ -113,8 +114,8 @@ pub struct Ctx {
     pub shoots: Api<Shoot>,
     /// ConfigMaps in `garden-<project>` (structured authentication).
     pub garden_config_maps: Api<ConfigMap>,
-    /// Event recorder.
-    pub recorder: Recorder,
+    /// Event publisher (no cache of published Events; see [`super::events`]).
+    pub recorder: Publisher,
     backoffs: Mutex<HashMap<String, ExponentialBackoff>>,
     /// Runtime key → (fingerprint of the failed operation, first seen).
     retries: Mutex<HashMap<String, (String, Instant)>>,
@@ -133,7 +134,7 @@ impl Ctx {
     /// Builds the shared state.
     pub fn new(settings: Settings) -> Ctx {
         let gardener_ns = settings.config.namespace();
-        let recorder = Recorder::new(
+        let recorder = Publisher::new(
             settings.kcp.clone(),
             Reporter {
                 controller: settings.reporter.clone(),

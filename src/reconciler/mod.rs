@@ -61,6 +61,7 @@ pub mod clients;
 pub mod controller;
 pub mod delete;
 pub mod error;
+pub mod events;
 pub mod kubeconfig;
 pub mod leader;
 pub mod metrics;

@@ -14,7 +14,6 @@ use serde_json::{Value, json};
 use crate::{
     hooks::{AdminKubeconfigRequest, FaultAction, RequestInfo, RequestRecord, UserInfo, Verb},
     resource::ResourceInfo,
-    selector::{FieldSelector, LabelSelector},
     server::{Candidate, Shared, WriteCtx, lock},
     status::ApiError,
     store,
@@ -372,7 +371,7 @@ async fn dispatch(
         Verb::Watch => {
             return crate::watch::watch_response(shared.clone(), res, &info, ns, params, meta);
         }
-        Verb::List => list(shared, res, &info, ns, params, meta).map(|v| (200, v)),
+        Verb::List => crate::list::list(shared, res, &info, ns, params, meta).map(|v| (200, v)),
         Verb::Get => {
             let name = name.as_deref().unwrap_or("");
             lock(&shared.store)
@@ -506,43 +505,6 @@ async fn apply_fault(shared: &Shared, info: &RequestInfo) -> Option<Response> {
 fn parse_json(body: &[u8]) -> Result<Value, ApiError> {
     serde_json::from_slice(body)
         .map_err(|e| ApiError::bad_request(format!("the request body is not valid JSON: {e}")))
-}
-
-fn list(
-    shared: &Shared,
-    res: usize,
-    info: &ResourceInfo,
-    ns: Option<&str>,
-    params: &Params,
-    meta: bool,
-) -> Result<Value, ApiError> {
-    let labels = LabelSelector::parse(params.get("labelSelector").unwrap_or(""))
-        .map_err(ApiError::bad_request)?;
-    let fields = FieldSelector::parse(params.get("fieldSelector").unwrap_or(""))
-        .map_err(ApiError::bad_request)?;
-    let (items, rv) = {
-        let st = lock(&shared.store);
-        (st.list(res, ns), st.rv)
-    };
-    let items: Vec<Value> = items
-        .into_iter()
-        .filter(|o| labels.matches(o) && fields.matches(o))
-        .map(|o| if meta { to_meta(&o) } else { o })
-        .collect();
-    let (kind, api_version) = if meta {
-        (
-            "PartialObjectMetadataList".to_string(),
-            "meta.k8s.io/v1".to_string(),
-        )
-    } else {
-        (info.list_kind.clone(), info.api_version())
-    };
-    Ok(json!({
-        "kind": kind,
-        "apiVersion": api_version,
-        "metadata": {"resourceVersion": rv.to_string()},
-        "items": items,
-    }))
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]

@@ -11,6 +11,13 @@
 //!   field selectors (`path=value`, `path!=value` on any dotted path, e.g. `metadata.name`);
 //!   cluster-wide lists of namespaced resources; list `metadata.resourceVersion`;
 //!   `PartialObjectMetadata` responses when asked for with the `Accept` header.
+//! - **paged lists** (`limit`, `continue`): items in namespace/name order, an opaque
+//!   `metadata.continue` token (the apiserver's encoding) and `metadata.remainingItemCount`
+//!   (not with selectors) while more remain; every page of one list shows the snapshot of its
+//!   first page (same `resourceVersion`, objects as they were then, rebuilt from the watch
+//!   history); `410 Expired` once the history no longer reaches back to it; `400` for a bad
+//!   token or `continue` with `resourceVersion`. kube-runtime's watcher pages its initial
+//!   lists by 500 (`watcher::Config::page_size`), as against a real apiserver.
 //! - **watch**: newline-delimited `{"type", "object"}` events over a chunked response,
 //!   resuming from `resourceVersion` out of a bounded history (an older resourceVersion gets
 //!   an `ERROR` event with a 410 `Expired` Status "too old resource version", which makes
@@ -73,8 +80,11 @@
 //! - No namespace lifecycle (objects may be created in namespaces that do not exist; deleting
 //!   a namespace does not delete its contents), no garbage collection of owned objects, no
 //!   `deletecollection`, no graceful deletion periods.
-//! - `list` ignores `limit`/`continue` (always complete) and serves the latest state whatever
-//!   `resourceVersion`/`resourceVersionMatch` asks for.
+//! - `list` serves the latest state whatever `resourceVersion`/`resourceVersionMatch` asks
+//!   for (the pages after the first of a paged list: the first page's state); it pages every
+//!   list with a `limit`, also with `resourceVersion=0` (which kube-apiserver may answer
+//!   unpaged from its watch cache); an expired `continue` gets no "inconsistent" token to go on
+//!   with.
 //! - Admission sees the object after status/spec separation (the view a validating webhook
 //!   gets); the `adminkubeconfig` subresource does not go through admission.
 //!
@@ -104,6 +114,7 @@
 pub mod gardener;
 mod hooks;
 mod http;
+mod list;
 mod resource;
 mod selector;
 mod server;

@@ -3,7 +3,9 @@
 //! separation, generation, finalizers) as pure functions.
 
 use std::{
+    cmp::Ordering,
     collections::{BTreeMap, HashMap, VecDeque},
+    ops::Bound,
     sync::Arc,
 };
 
@@ -44,11 +46,29 @@ pub(crate) struct Event {
     pub res: usize,
     pub etype: EventType,
     pub object: Value,
-    /// The object before a `Modified` change (for label-selector transitions).
+    /// The object before a `Modified` or `Deleted` change (for label-selector transitions
+    /// and for listing an older resourceVersion, [`Store::list_page`]); `None` for `Added`.
     pub prev: Option<Value>,
 }
 
+/// An object's key in the store: (namespace, name); the namespace is empty for
+/// cluster-scoped resources.
 pub(crate) type ObjKey = (String, String);
+
+/// One page of a list ([`Store::list_page`]).
+#[derive(Debug, Default)]
+pub(crate) struct Page {
+    /// The objects of the page, in key order.
+    pub items: Vec<Value>,
+    /// The key of the last item, when matching objects follow it.
+    pub next: Option<ObjKey>,
+    /// How many matching objects follow the page.
+    pub remaining: usize,
+}
+
+/// The watch history no longer reaches back to the resourceVersion asked for.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Compacted;
 
 pub(crate) struct Store {
     pub resources: Vec<ResourceInfo>,
@@ -459,6 +479,98 @@ impl Store {
         }
     }
 
+    /// One page of the objects of `res` (in namespace `ns`, or in all), in key order
+    /// (namespace, then name), as they were at resourceVersion `at`: the objects after key
+    /// `after` (exclusive) that `accept`, at most `limit` of them (`0`: all).
+    ///
+    /// The state at `at` is the current one with the history's changes after `at` undone (each
+    /// change keeps the object before it), so that every page of one list shows the same
+    /// snapshot, as kube-apiserver's pages served from etcd do. `Err(Compacted)` when the
+    /// history no longer reaches back to `at` (the apiserver's `410 Expired`).
+    pub fn list_page(
+        &self,
+        res: usize,
+        ns: Option<&str>,
+        at: u64,
+        after: Option<&ObjKey>,
+        limit: usize,
+        mut accept: impl FnMut(&Value) -> bool,
+    ) -> Result<Page, Compacted> {
+        let ns = ns.filter(|_| self.resources[res].namespaced);
+        let in_range = |k: &ObjKey| ns.is_none_or(|ns| k.0 == ns) && after.is_none_or(|a| k > a);
+        // Key → the object at `at` (`None`: absent then) for every key changed after `at`.
+        let mut undone: BTreeMap<ObjKey, Option<&Value>> = BTreeMap::new();
+        if at < self.rv {
+            if at < self.compacted {
+                return Err(Compacted);
+            }
+            let skip = match self.history.front() {
+                Some(first) => (at.saturating_sub(first.rv - 1) as usize).min(self.history.len()),
+                None => 0,
+            };
+            for ev in self.history.range(skip..).filter(|e| e.res == res) {
+                let key = self.obj_key(res, &ev.object);
+                if in_range(&key) {
+                    let before = match ev.etype {
+                        EventType::Added => None,
+                        EventType::Modified | EventType::Deleted => ev.prev.as_ref(),
+                    };
+                    undone.entry(key).or_insert(before);
+                }
+            }
+        }
+        let lower = match (after, ns) {
+            (Some(a), _) => Bound::Excluded(a.clone()),
+            (None, Some(ns)) => Bound::Included((ns.to_string(), String::new())),
+            (None, None) => Bound::Unbounded,
+        };
+        let mut current = self.objects[res]
+            .range((lower, Bound::Unbounded))
+            .take_while(|(k, _)| ns.is_none_or(|ns| k.0 == ns))
+            .peekable();
+        let mut undone = undone.iter().peekable();
+        // Merge the current objects with the undone changes, in key order.
+        let merged = std::iter::from_fn(move || {
+            loop {
+                let order = match (current.peek(), undone.peek()) {
+                    (None, None) => return None,
+                    (Some(_), None) => Ordering::Less,
+                    (None, Some(_)) => Ordering::Greater,
+                    (Some((ck, _)), Some((uk, _))) => (*ck).cmp(*uk),
+                };
+                match order {
+                    Ordering::Less => return current.next(),
+                    // Changed after `at`: its state then replaces the current one.
+                    Ordering::Equal => {
+                        current.next();
+                    }
+                    Ordering::Greater => {}
+                }
+                let (k, v) = undone.next()?;
+                if let Some(v) = v {
+                    return Some((k, *v));
+                }
+            }
+        });
+        let mut page = Page::default();
+        let mut last = None;
+        for (key, obj) in merged {
+            if !accept(obj) {
+                continue;
+            }
+            if limit == 0 || page.items.len() < limit {
+                page.items.push(obj.clone());
+                last = Some(key);
+            } else {
+                page.remaining += 1;
+            }
+        }
+        if page.remaining > 0 {
+            page.next = last.cloned();
+        }
+        Ok(page)
+    }
+
     fn obj_key(&self, res: usize, obj: &Value) -> ObjKey {
         Self::key(
             &self.resources[res],
@@ -503,7 +615,7 @@ impl Store {
         let key = self.obj_key(res, old);
         if is_deleting(&new) && finalizers(&new).is_empty() {
             self.objects[res].remove(&key);
-            self.push_event(res, EventType::Deleted, new.clone(), None);
+            self.push_event(res, EventType::Deleted, new.clone(), Some(old.clone()));
         } else {
             self.objects[res].insert(key, new.clone());
             self.push_event(res, EventType::Modified, new.clone(), Some(old.clone()));
@@ -517,7 +629,7 @@ impl Store {
         self.next_rv(&mut obj);
         let key = self.obj_key(res, old);
         self.objects[res].remove(&key);
-        self.push_event(res, EventType::Deleted, obj.clone(), None);
+        self.push_event(res, EventType::Deleted, obj.clone(), Some(old.clone()));
         obj
     }
 
