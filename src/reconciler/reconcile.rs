@@ -206,14 +206,37 @@ impl<'a> Pass<'a> {
         let patch: json_patch::Patch = serde_json::from_value(ops)
             .map_err(|e| Error::Other(format!("{what}: building the patch: {e}")))?;
         let name = self.rt.name_any();
-        let patched = self
+        match self
             .ctx
             .runtimes
             .patch(&name, &PatchParams::default(), &Patch::Json::<()>(patch))
             .await
-            .map_err(|e| Error::api(format!("{what} of Runtime {}", self.key()), e))?;
-        self.rt = patched;
-        Ok(())
+        {
+            Ok(patched) => {
+                self.rt = patched;
+                Ok(())
+            }
+            // The guard's `test` failed (kube-apiserver answers a JSON patch that does not
+            // apply with 422, `patch.go` `applyJSPatch`) or the write conflicted: the Runtime
+            // read was stale, typically a cached copy behind a change made since. Read it again
+            // and start the pass over from the fresh copy, as for a stale status write
+            // (`Error::Stale`, at most twice per reconcile), instead of failing the reconcile
+            // and waiting out an error backoff. If it did not move, the error stands.
+            Err(e) if matches!(error::api_code(&e), Some(409 | 422)) => {
+                let fresh = self
+                    .ctx
+                    .runtimes
+                    .get(&name)
+                    .await
+                    .map_err(|e| Error::api(format!("reading Runtime {}", self.key()), e))?;
+                if fresh.metadata.resource_version != self.rt.metadata.resource_version {
+                    tracing::debug!(runtime = %self.key(), "{what}: the Runtime changed since it was read; starting over");
+                    return Err(Error::Stale(Box::new(fresh)));
+                }
+                Err(Error::api(format!("{what} of Runtime {}", self.key()), e))
+            }
+            Err(e) => Err(Error::api(format!("{what} of Runtime {}", self.key()), e)),
+        }
     }
 
     /// Writes the status `update` leads to, if it changes anything.
