@@ -591,8 +591,8 @@ WEBHOOKS = {
 #                    a 409 (reconcile.rs); patch: the finalizer, a JSON patch (reconcile.rs)
 #   runtimes/status  update: replace_status (reconcile.rs, Pass::write)
 #   secrets          get/create/update(replace)/delete: kubeconfig.rs, delete.rs
-#   events.k8s.io    create, patch (EventSeries): kube-runtime 5 events::Recorder, in the
-#                    Runtime's namespace
+#   events.k8s.io    create: events.rs Publisher, in the Runtime's namespace (no EventSeries,
+#                    so never a patch)
 #   leases           kube-lease-manager 0.13: get, create (AutoCreate), patch (lock, renew,
 #                    release); create cannot be narrowed by resourceNames
 CONTROLLER_NAMESPACE = "kcp-system"
@@ -603,7 +603,7 @@ CONTROLLER_RULES = {
         (RT_GROUP, "runtimes", None): {"get", "list", "watch", "patch"},
         (RT_GROUP, "runtimes/status", None): {"update"},
         ("", "secrets", None): {"get", "create", "update", "delete"},
-        ("events.k8s.io", "events", None): {"create", "patch"},
+        ("events.k8s.io", "events", None): {"create"},
     },
     LEASE_NAMESPACE: {
         ("coordination.k8s.io", "leases", None): {"create"},
