@@ -1377,7 +1377,6 @@ impl KimProcess {
     /// `debug`) with kubeconfig files for the control cluster (as the controller's user) and
     /// Gardener.
     fn start(env: &Env, extra: &[&str]) -> KimProcess {
-        use std::io::Read;
         let dir = tempfile::tempdir().expect("tempdir");
         let kcp = dir.path().join("kcp.kubeconfig");
         let garden = dir.path().join("garden.kubeconfig");
@@ -1408,24 +1407,8 @@ impl KimProcess {
             .stderr(std::process::Stdio::piped())
             .spawn()
             .expect("kim controller starts");
-        let pipe = |mut r: Box<dyn Read + Send>| {
-            let buf = Arc::new(Mutex::new(String::new()));
-            let b = buf.clone();
-            std::thread::spawn(move || {
-                let mut chunk = [0u8; 8192];
-                while let Ok(n) = r.read(&mut chunk) {
-                    if n == 0 {
-                        break;
-                    }
-                    b.lock()
-                        .unwrap()
-                        .push_str(&String::from_utf8_lossy(&chunk[..n]));
-                }
-            });
-            buf
-        };
-        let stdout = pipe(Box::new(child.stdout.take().unwrap()));
-        let stderr = pipe(Box::new(child.stderr.take().unwrap()));
+        let (stdout, _) = testenv::capture::capture(child.stdout.take().unwrap());
+        let (stderr, _) = testenv::capture::capture(child.stderr.take().unwrap());
         KimProcess {
             child,
             stdout,

@@ -509,25 +509,8 @@ impl Kim {
             cmd.env(k, v);
         }
         let mut child = cmd.spawn().expect("spawn kim");
-        let capture = |mut r: Box<dyn std::io::Read + Send>| {
-            let buf = Arc::new(Mutex::new(String::new()));
-            let b = buf.clone();
-            let h = std::thread::spawn(move || {
-                let mut chunk = [0u8; 8192];
-                loop {
-                    match r.read(&mut chunk) {
-                        Ok(0) | Err(_) => break,
-                        Ok(n) => b
-                            .lock()
-                            .unwrap()
-                            .push_str(&String::from_utf8_lossy(&chunk[..n])),
-                    }
-                }
-            });
-            (buf, h)
-        };
-        let (out, h1) = capture(Box::new(child.stdout.take().unwrap()));
-        let (err, h2) = capture(Box::new(child.stderr.take().unwrap()));
+        let (out, h1) = testenv::capture::capture(child.stdout.take().unwrap());
+        let (err, h2) = testenv::capture::capture(child.stderr.take().unwrap());
         Kim {
             child,
             out,

@@ -111,6 +111,7 @@
 
 #![warn(missing_docs)]
 
+pub mod capture;
 pub mod gardener;
 mod hooks;
 mod http;

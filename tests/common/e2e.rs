@@ -12,7 +12,6 @@ use crate::reconciler::{CONTROLLER_USER, Env, NS, Options, TIMEOUT, Write, manif
 use kim::api::Runtime;
 use serde_json::Value;
 use std::collections::HashMap;
-use std::io::Read;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -120,24 +119,8 @@ impl Proc {
             cmd.env("RUST_LOG", l);
         }
         let mut child = cmd.spawn().expect("spawn kim");
-        let pipe = |mut r: Box<dyn Read + Send>| {
-            let buf = Arc::new(Mutex::new(String::new()));
-            let b = buf.clone();
-            std::thread::spawn(move || {
-                let mut chunk = [0u8; 8192];
-                while let Ok(n) = r.read(&mut chunk) {
-                    if n == 0 {
-                        break;
-                    }
-                    b.lock()
-                        .unwrap()
-                        .push_str(&String::from_utf8_lossy(&chunk[..n]));
-                }
-            });
-            buf
-        };
-        let stdout = pipe(Box::new(child.stdout.take().unwrap()));
-        let stderr = pipe(Box::new(child.stderr.take().unwrap()));
+        let (stdout, _) = testenv::capture::capture(child.stdout.take().unwrap());
+        let (stderr, _) = testenv::capture::capture(child.stderr.take().unwrap());
         Proc {
             child,
             stdout,
