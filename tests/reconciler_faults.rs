@@ -1439,18 +1439,7 @@ impl KimProcess {
 
     /// SIGTERM, wait (at most 10 s, then SIGKILL); returns (stdout, stderr).
     fn stop(&mut self) -> (String, String) {
-        let _ = std::process::Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let start = Instant::now();
-        while self.child.try_wait().ok().flatten().is_none() {
-            if start.elapsed() > Duration::from_secs(10) {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        testenv::capture::terminate(&mut self.child, Duration::from_secs(10));
         // Let the reader threads drain the pipes.
         std::thread::sleep(Duration::from_millis(100));
         (

@@ -3,8 +3,10 @@
 //! child never blocks on a full pipe and the test can search what it printed so far.
 
 use std::io::Read;
+use std::process::{Child, Command};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 /// Text read so far from one pipe (lossy UTF-8), shared with its reader thread.
 pub type Captured = Arc<Mutex<String>>;
@@ -31,6 +33,25 @@ pub fn capture(pipe: impl Read + Send + 'static) -> (Captured, JoinHandle<()>) {
     (text, handle)
 }
 
+/// Stops `child` as Kubernetes stops a container: SIGTERM (through `kill(1)`), then SIGKILL
+/// if it has not exited after `grace`; reaps it either way. Returns whether it exited within
+/// the grace period.
+pub fn terminate(child: &mut Child, grace: Duration) -> bool {
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let start = Instant::now();
+    while child.try_wait().ok().flatten().is_none() {
+        if start.elapsed() > grace {
+            let _ = child.kill();
+            let _ = child.wait();
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -46,5 +67,20 @@ mod tests {
         let (text, handle) = capture(std::io::Cursor::new(data.clone()));
         handle.join().unwrap();
         assert_eq!(*text.lock().unwrap(), String::from_utf8_lossy(&data));
+    }
+
+    #[test]
+    fn terminate_stops_a_process_that_honours_sigterm_and_kills_one_that_does_not() {
+        let mut polite = Command::new("sleep").arg("30").spawn().unwrap();
+        assert!(terminate(&mut polite, Duration::from_secs(5)));
+        let mut stubborn = Command::new("sh")
+            .args(["-c", "trap '' TERM; sleep 30"])
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+        let start = Instant::now();
+        assert!(!terminate(&mut stubborn, Duration::from_millis(300)));
+        assert!(stubborn.try_wait().unwrap().is_some(), "killed and reaped");
+        assert!(start.elapsed() < Duration::from_secs(5));
     }
 }

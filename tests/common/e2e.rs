@@ -156,18 +156,7 @@ impl Proc {
 
     /// SIGTERM, then wait (at most 20 s, then SIGKILL); returns (stdout, stderr).
     pub fn stop(&mut self) -> (String, String) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let start = Instant::now();
-        while self.child.try_wait().ok().flatten().is_none() {
-            if start.elapsed() > Duration::from_secs(20) {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        testenv::capture::terminate(&mut self.child, Duration::from_secs(20));
         std::thread::sleep(Duration::from_millis(100));
         (
             self.stdout.lock().unwrap().clone(),
