@@ -300,3 +300,41 @@ fn writer_rule_applies_over_the_wire() {
         true
     );
 }
+
+/// `observedGeneration: 0` is defaulted to `metadata.generation` in every JSON spelling of
+/// zero (`0`, `-0`, `0.0`, `0e0`, `-0.0`), on the raw bytes as they come over the wire; a
+/// non-zero value is left alone.
+#[test]
+fn observed_generation_zero_is_defaulted_in_every_spelling() {
+    let (_, sample) = sample_runtimes().remove(2);
+    let seq = lifecycle(sample);
+    let old = &seq[2];
+    let new = old.with(|o| {
+        o["status"]["conditions"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({
+                "type": "KubeconfigReady", "status": "True", "reason": "KubeconfigCreated",
+                "message": "m", "lastTransitionTime": "2026-11-01T10:00:00Z",
+                "observedGeneration": 424242
+            }));
+    });
+    let review = status_review("u-og", old, &new, RECONCILER, &[], false);
+    let text = serde_json::to_string(&review).unwrap();
+    assert_eq!(text.matches("424242").count(), 1);
+    let generation = review["request"]["object"]["metadata"]["generation"].clone();
+    for zero in ["0", "-0", "0.0", "0e0", "-0.0", "0E+2"] {
+        let body = text.replace("424242", zero);
+        let out = admission::review(Hook::Mutate, &Policy::builtin(), body.as_bytes(), t0());
+        let r = response_of(&out.body, "u-og");
+        let patch = patch_of(&r).unwrap_or_else(|| panic!("{zero}: no patch"));
+        let ops = serde_json::to_value(&patch).unwrap();
+        assert_eq!(
+            ops,
+            json!([{"op": "replace", "path": "/status/conditions/1/observedGeneration", "value": generation}]),
+            "observedGeneration {zero}"
+        );
+    }
+    let out = admission::review(Hook::Mutate, &Policy::builtin(), text.as_bytes(), t0());
+    assert!(!out.patched, "a non-zero observedGeneration is kept");
+}

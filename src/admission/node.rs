@@ -102,6 +102,12 @@ impl JsonView for Node<'_> {
             _ => None,
         }
     }
+    fn as_f64(&self) -> Option<f64> {
+        match self {
+            Node::Num(n) => n.as_f64(),
+            _ => None,
+        }
+    }
     fn as_array(&self) -> Option<&[Self]> {
         match self {
             Node::Arr(a) => Some(a),

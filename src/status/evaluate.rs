@@ -29,6 +29,8 @@ pub trait JsonView: PartialEq + Sized {
     fn as_bool(&self) -> Option<bool>;
     /// The number as `i64`, if it is an integer in range (as `Value::as_i64`).
     fn as_i64(&self) -> Option<i64>;
+    /// The value as a float, if it is a number (any JSON number: `0`, `-0`, `0.0`, `1e3`).
+    fn as_f64(&self) -> Option<f64>;
     /// The elements, if this is an array.
     fn as_array(&self) -> Option<&[Self]>;
     /// Whether this is an object.
@@ -53,6 +55,9 @@ impl JsonView for Value {
     }
     fn as_i64(&self) -> Option<i64> {
         Value::as_i64(self)
+    }
+    fn as_f64(&self) -> Option<f64> {
+        Value::as_f64(self)
     }
     fn as_array(&self) -> Option<&[Value]> {
         Value::as_array(self).map(Vec::as_slice)
@@ -270,7 +275,8 @@ fn find_by_type<'v, J: JsonView>(status: Option<&'v J>, ctype: &str) -> Option<&
 ///   from the old value, or earlier than it → request time (one second after the old value if
 ///   the clock is behind it, so the result is stable);
 /// - status unchanged but `lastTransitionTime` changed or missing → the old value;
-/// - `observedGeneration` missing or 0 → `metadata.generation`;
+/// - `observedGeneration` missing, null or 0 (in any JSON spelling: `-0`, `0.0`, `0e0`) →
+///   `metadata.generation`;
 /// - `message` missing or empty → the table's default message for (type, reason).
 ///
 /// Paths only under `/status/conditions/<i>/`, built token by token (escaped). Applying the
@@ -350,7 +356,8 @@ pub fn mutate<J: JsonView>(
 
         if let Some(generation) = new.generation {
             let og = cond.get("observedGeneration");
-            if og.is_none_or(|v| v.is_null() || v.as_i64() == Some(0)) {
+            // 0 written as `-0`, `0.0` or `0e0` is 0 too (kube-apiserver would store it as 0).
+            if og.is_none_or(|v| v.is_null() || v.as_f64() == Some(0.0)) {
                 set("observedGeneration", Value::from(generation), og);
             }
         }
