@@ -108,6 +108,20 @@ fn kim_binary(root: &Path) -> Res<PathBuf> {
     ])
     .arg("--manifest-path")
     .arg(root.join("Cargo.toml"));
+    // `cargo run` set these for this example; inherited, they make build scripts that watch
+    // them (ring's) rerun, so every run and the next plain `cargo build` recompiled kim.
+    for (key, _) in std::env::vars_os() {
+        let k = key.to_string_lossy();
+        if k.starts_with("CARGO_PKG_")
+            || k.starts_with("CARGO_MANIFEST_")
+            || k.starts_with("CARGO_CRATE_")
+            || k.starts_with("CARGO_BIN_")
+            || k == "CARGO_PRIMARY_PACKAGE"
+            || k == "OUT_DIR"
+        {
+            cmd.env_remove(&key);
+        }
+    }
     if !cfg!(debug_assertions) {
         cmd.arg("--release");
     }
