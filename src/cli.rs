@@ -4,12 +4,12 @@
 
 use crate::admission::{self, Hook};
 use crate::status::render::{self, Format};
-use crate::status::{self, CompatSwitch, Facts, Policy, Writers};
+use crate::status::{self, Facts, PolicyArgs, Writers};
 use chrono::{DateTime, Utc};
 use clap::{Args, ValueEnum};
 use serde_json::Value;
 use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Exit code: allowed / success.
 pub const EXIT_ALLOWED: u8 = 0;
@@ -17,54 +17,6 @@ pub const EXIT_ALLOWED: u8 = 0;
 pub const EXIT_DENIED: u8 = 1;
 /// Exit code: unreadable input (missing file, YAML/JSON syntax error, invalid policy file).
 pub const EXIT_INPUT: u8 = 2;
-
-/// Flags that choose the policy in force; shared by `webhook`, `review`, `check` and `policy`.
-#[derive(Debug, Clone, Default, Args)]
-pub struct PolicyArgs {
-    /// Extra policy file (YAML/JSON) adding condition types, reasons or transitions.
-    #[arg(long, env = "KIM_POLICY_FILE")]
-    pub policy_file: Option<PathBuf>,
-    /// Who may write status: comma list of users, `group:NAME` for groups, `*` for anyone.
-    /// Default: system:serviceaccount:kim-system:kim-controller,group:system:masters.
-    #[arg(long, env = "KIM_ALLOWED_WRITERS")]
-    pub allowed_writers: Option<String>,
-    /// Compatibility switch to turn on (repeatable), e.g. `terminatingConditionType`.
-    #[arg(long = "compat", env = "KIM_COMPAT", value_delimiter = ',', value_parser = parse_switch)]
-    pub compat: Vec<CompatSwitch>,
-}
-
-fn parse_switch(s: &str) -> Result<CompatSwitch, String> {
-    CompatSwitch::ALL
-        .into_iter()
-        .find(|c| c.as_str() == s)
-        .ok_or_else(|| {
-            let known: Vec<_> = CompatSwitch::ALL.iter().map(|c| c.as_str()).collect();
-            format!(
-                "unknown compatibility switch {s:?}; known: {}",
-                known.join(", ")
-            )
-        })
-}
-
-impl PolicyArgs {
-    /// Builds the policy: built-in table, then switches, then the policy file, then
-    /// `--allowed-writers` (which wins over the file's `allowedWriters`).
-    ///
-    /// Errors: an invalid policy file or writers list, as one line.
-    pub fn load(&self) -> Result<Policy, String> {
-        let mut p = Policy::builtin();
-        for s in &self.compat {
-            p = p.with_switch(*s);
-        }
-        if let Some(f) = &self.policy_file {
-            p = p.load_file(f).map_err(|e| e.to_string())?;
-        }
-        if let Some(w) = &self.allowed_writers {
-            p = p.with_writers(Writers::parse_list(w)?);
-        }
-        Ok(p)
-    }
-}
 
 /// `kim review`: an AdmissionReview file in, the webhook's answer out.
 #[derive(Debug, Clone, Args)]
@@ -204,7 +156,7 @@ fn now_or(t: Option<DateTime<Utc>>) -> DateTime<Utc> {
 pub fn review(args: &ReviewArgs, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
     let policy = match args.policy.load() {
         Ok(p) => p,
-        Err(e) => return fail(err, &e),
+        Err(e) => return fail(err, &e.to_string()),
     };
     let body = match read_review_body(&args.file) {
         Ok(b) => b,
@@ -230,7 +182,7 @@ pub fn review(args: &ReviewArgs, out: &mut dyn Write, err: &mut dyn Write) -> u8
 pub fn check(args: &CheckArgs, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
     let mut policy = match args.policy.load() {
         Ok(p) => p,
-        Err(e) => return fail(err, &e),
+        Err(e) => return fail(err, &e.to_string()),
     };
     let old = if args.old == "none" {
         None
@@ -311,8 +263,12 @@ pub fn check(args: &CheckArgs, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
                 "{verdict}: {from} -> {to}{}",
                 if deleting { " (deleting)" } else { "" }
             );
-            for v in &decision.violations {
-                let _ = writeln!(out, "  [{}] {}", v.rule, v.message);
+            // Denying violations first, then the allowed ones with what became of them.
+            for v in decision.violations.iter().filter(|v| v.denies()) {
+                let _ = writeln!(out, "  {}", v.line());
+            }
+            for v in decision.violations.iter().filter(|v| !v.denies()) {
+                let _ = writeln!(out, "  [{}] ({}) {}", v.rule, v.action, v.message);
             }
             if !decision.patch.0.is_empty() {
                 let _ = writeln!(
@@ -343,7 +299,7 @@ pub fn policy(args: &PolicyCmdArgs, out: &mut dyn Write, err: &mut dyn Write) ->
             let _ = write!(out, "{}", render::render(&p, args.format));
             EXIT_ALLOWED
         }
-        Err(e) => fail(err, &e),
+        Err(e) => fail(err, &e.to_string()),
     }
 }
 

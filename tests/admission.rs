@@ -70,7 +70,7 @@ fn illegal_write_is_denied_with_spec_message_and_audit_annotation() {
     assert_eq!(r["status"]["reason"], "Forbidden");
     assert_eq!(
         r["status"]["message"],
-        "status.state: transition Terminating -> Ready is not allowed (deletion is final); allowed from Terminating: Terminating, Failed"
+        "[transition] status.state: transition Terminating -> Ready is not allowed (deletion is final); allowed from Terminating: Terminating, Failed"
     );
     assert_eq!(r["auditAnnotations"]["violations"], "transition");
     assert_eq!(out.rules, vec!["transition"]);

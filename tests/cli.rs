@@ -256,7 +256,7 @@ fn policy_prints_the_table_and_the_readme_carries_it() {
     assert_eq!(
         &readme[start..stop],
         md,
-        "README's status model section is stale: regenerate it with `cargo run -q -- policy` between the markers"
+        "README's status model section is stale: regenerate it with scripts/regen-readme-policy.sh"
     );
 
     let o = kim(&["policy", "--format", "dot"]);

@@ -2,7 +2,9 @@
 //! - no input panics `admission::review`, and every answer is a well-formed review;
 //! - every defaulting patch applies to the object it was computed from, and a second
 //!   mutation of the patched object returns no patch (reinvocation is a no-op);
-//! - mutate-then-validate never denies what mutate produced from a valid predecessor.
+//! - mutate-then-validate never denies what mutate produced from a valid predecessor;
+//! - a write that changes nothing is never denied (spec §7: a write is judged on what it
+//!   changes), whatever the stored object holds.
 
 #[path = "common/model.rs"]
 mod model;
@@ -206,5 +208,33 @@ proptest! {
             prop_assert_eq!(&v["response"]["uid"], "p-1");
             prop_assert!(v["response"]["allowed"].is_boolean());
         }
+    }
+
+    /// A write that leaves any stored status as it was is never denied, by `validate`, over the
+    /// wire, or after defaulting with an allowed writer (which may still patch the status).
+    #[test]
+    fn a_write_that_changes_nothing_is_never_denied(old in any_status(), generation in 1i64..5, deleting in any::<bool>(), history in any::<bool>(), garbage in prop::option::of(prop_oneof![Just(json!("x")), Just(json!(3)), Just(json!([1, {"type": "Provisioned"}]))])) {
+        let mut policy = Policy::builtin();
+        if history {
+            policy = policy.with_switch(kim::status::CompatSwitch::KimHistory);
+        }
+        let mut obj = object(old, generation, deleting);
+        if let Some(g) = garbage {
+            // A stored conditions list with non-object entries, or a status that is not an object.
+            match obj.get_mut("status") {
+                Some(s) if s.is_object() => s["conditions"] = g,
+                Some(s) => *s = g,
+                None => {}
+            }
+        }
+        let now = Utc.with_ymd_and_hms(2026, 11, 1, 0, 0, 0).unwrap();
+        let snap = status::Snapshot::of_object(&obj);
+        let v = status::validate(&policy, Some(&snap), &snap, &Facts::by("anyone", now));
+        prop_assert!(status::allowed(&v), "validate denied a no-op write: {v:?}");
+        let review = update_status_review("u", json!({"username": "anyone"}), obj.clone(), obj.clone(), false);
+        let out = admission::review(Hook::Validate, &policy, &serde_json::to_vec(&review).unwrap(), now);
+        prop_assert!(out.allowed, "the webhook denied a no-op write: {}", String::from_utf8_lossy(&out.body));
+        let d = status::evaluate(&policy, Some(&obj), &obj, &Facts::by(RECONCILER, now));
+        prop_assert!(d.allowed(), "defaulting made a no-op write deniable: {:?} {:?}", d.patch, d.violations);
     }
 }

@@ -657,3 +657,127 @@ fn policy_renders_from_the_table() {
         json!(["Pending", "Ready", "Failed", "Terminating"])
     );
 }
+
+/// Spec §5 compares transition times as instants: the old time in another RFC 3339 spelling is
+/// the same time, and Go's zero time (what `meta.SetStatusCondition` treats as unset) is unset.
+#[test]
+fn defaulting_compares_times_as_instants_and_treats_the_zero_time_as_unset() {
+    let policy = Policy::builtin();
+    let old = pending().write("Pending", &[("Provisioned", "Unknown", "Pending")]);
+    let old_ltt = cond_mut(&mut old.obj.clone(), "Provisioned")["lastTransitionTime"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let now = old.clock + chrono::Duration::seconds(30);
+    let stamp = status::format_time(now);
+    let defaulted = |new: &Rt| -> Value {
+        let d = status::evaluate(
+            &policy,
+            Some(&old.obj),
+            &new.obj,
+            &Facts::by(RECONCILER, now),
+        );
+        assert!(d.allowed(), "{:?}", d.violations);
+        let mut o = new.obj.clone();
+        json_patch::patch(&mut o, &d.patch).unwrap();
+        o
+    };
+    // The status changes; the client (a JavaScript one) sends the old instant with millis.
+    let millis = old_ltt.replace('Z', ".000Z");
+    for same_instant in [millis.clone(), old_ltt.replace('Z', "+00:00")] {
+        let new = old.with(|o| {
+            let c = cond_mut(o, "Provisioned");
+            c["status"] = json!("False");
+            c["reason"] = json!("GardenerErr");
+            c["lastTransitionTime"] = json!(same_instant);
+        });
+        let mut out = defaulted(&new);
+        assert_eq!(
+            cond_mut(&mut out, "Provisioned")["lastTransitionTime"],
+            json!(stamp),
+            "{same_instant}"
+        );
+    }
+    // A new condition with Go's zero time gets the request time.
+    let zero = old.with(|o| {
+        o["status"]["conditions"].as_array_mut().unwrap().push(json!({
+            "type": "KubeconfigReady", "status": "Unknown", "reason": "GardenerClusterCRCreated",
+            "message": "m", "observedGeneration": 1, "lastTransitionTime": "0001-01-01T00:00:00Z"}));
+    });
+    let mut out = defaulted(&zero);
+    assert_eq!(
+        cond_mut(&mut out, "KubeconfigReady")["lastTransitionTime"],
+        json!(stamp)
+    );
+    // Status unchanged: the zero time is unset, so the stored time comes back; the same instant
+    // in another spelling is no change at all (no patch).
+    let unset = old
+        .with(|o| cond_mut(o, "Provisioned")["lastTransitionTime"] = json!("0001-01-01T00:00:00Z"));
+    let mut out = defaulted(&unset);
+    assert_eq!(
+        cond_mut(&mut out, "Provisioned")["lastTransitionTime"],
+        json!(old_ltt)
+    );
+    let respelled = old.with(|o| cond_mut(o, "Provisioned")["lastTransitionTime"] = json!(millis));
+    let d = status::evaluate(
+        &policy,
+        Some(&old.obj),
+        &respelled.obj,
+        &Facts::by(RECONCILER, now),
+    );
+    assert!(
+        d.allowed() && d.patch.0.is_empty(),
+        "{:?} {:?}",
+        d.patch,
+        d.violations
+    );
+}
+
+/// The table's copy of KIM's vocabulary history is the shared sample, and every name KIM
+/// declares today is in the table (or named here as declared but never written by KIM).
+#[test]
+fn the_kim_vocabulary_is_the_shared_history_and_current_names_are_in_the_table() {
+    let shared =
+        std::fs::read_to_string(shared_dir().join("samples/kim/vocabulary-history.tsv")).unwrap();
+    assert_eq!(
+        status::history::KIM_VOCABULARY_TSV,
+        shared,
+        "src/status/kim-vocabulary.tsv differs from shared/samples/kim/vocabulary-history.tsv: copy it"
+    );
+    // Declared in KIM's API but written by no step of KIM's FSM (kim-writes.md §2.4).
+    const DECLARED_NOT_WRITTEN: &[&str] = &["RegistryCacheError"];
+    let policy = Policy::builtin();
+    for n in status::history::vocabulary()
+        .iter()
+        .filter(|n| n.in_kim_today)
+    {
+        let known = match n.kind {
+            status::history::Kind::Type => policy.condition_type(n.name).is_some(),
+            status::history::Kind::Reason => {
+                policy.types.iter().any(|t| t.reason(n.name).is_some())
+                    || DECLARED_NOT_WRITTEN.contains(&n.name)
+            }
+            status::history::Kind::State => status::State::parse(n.name).is_some(),
+        };
+        assert!(
+            known,
+            "KIM declares {:?} {} today; the table lacks it",
+            n.kind, n.name
+        );
+    }
+    // With kimHistory, every retired type and reason is accepted on some pair.
+    let history = Policy::builtin().with_switch(CompatSwitch::KimHistory);
+    for n in status::history::vocabulary().iter().filter(|n| n.retired()) {
+        match n.kind {
+            status::history::Kind::Type => {
+                assert!(history.condition_type(n.name).is_some(), "{}", n.name)
+            }
+            status::history::Kind::Reason => assert!(
+                history.types.iter().any(|t| t.reason(n.name).is_some()),
+                "{}",
+                n.name
+            ),
+            status::history::Kind::State => assert!(status::State::parse(n.name).is_none()),
+        }
+    }
+}

@@ -68,8 +68,11 @@ pub struct Outcome {
     pub dry_run: bool,
     /// True when a JSONPatch was returned.
     pub patched: bool,
-    /// Rule ids of the violations, empty when allowed.
+    /// Rule ids of the denying violations, empty when allowed.
     pub rules: Vec<&'static str>,
+    /// Every violation's rule and what became of it (denied, warned, ratcheted), for the
+    /// violations metric; empty for `/mutate` and for reviews that were not evaluated.
+    pub violations: Vec<(status::RuleId, status::Action)>,
     /// One-line summary (denial message or warning), safe to log.
     pub detail: String,
 }
@@ -726,38 +729,79 @@ fn answer<'a, O: ObjectSource<'a>>(
         }
         Hook::Validate => {
             let violations = status::validate(policy, Some(&old), &new, &facts);
-            let allowed = violations.is_empty();
-            let code = status::denial_code(&violations);
-            let message = status::denial_message(&violations);
-            let mut rules: Vec<&'static str> = Vec::new();
-            for v in &violations {
-                if !rules.contains(&v.rule.as_str()) {
-                    rules.push(v.rule.as_str());
-                }
-            }
-            let mut audit = BTreeMap::new();
-            if !allowed {
-                audit.insert("violations", rules.join(","));
-            }
-            base(Outcome {
-                body: encode(Answer {
-                    api_version,
-                    uid,
-                    allowed,
-                    code,
-                    message: &message,
-                    patch: None,
-                    warnings: &warnings,
-                    audit,
-                }),
-                allowed,
-                code,
-                rules,
-                detail: message,
-                ..Outcome::default()
-            })
+            validated(api_version, uid, &violations, warnings, base)
         }
     }
+}
+
+/// The validating answer for evaluated violations: allowed unless one denies; warnings for
+/// the others (spec §7.7); audit annotations `violations` (denying rule ids), `warn-violations`
+/// and `warn-message` (what a denial would have said in `warn` mode) and
+/// `ratcheted-violations`.
+fn validated(
+    api_version: &str,
+    uid: &str,
+    violations: &[status::Violation],
+    mut warnings: Vec<String>,
+    base: impl FnOnce(Outcome) -> Outcome,
+) -> Outcome {
+    let allowed = status::allowed(violations);
+    let code = status::denial_code(violations);
+    let message = status::denial_message(violations);
+    warnings.extend(status::warnings(violations));
+    let ids = |action: status::Action| {
+        let mut ids: Vec<&'static str> = Vec::new();
+        for v in violations.iter().filter(|v| v.action == action) {
+            if !ids.contains(&v.rule.as_str()) {
+                ids.push(v.rule.as_str());
+            }
+        }
+        ids
+    };
+    let rules = ids(status::Action::Deny);
+    let mut audit = BTreeMap::new();
+    if !rules.is_empty() {
+        audit.insert("violations", rules.join(","));
+    }
+    let warned = ids(status::Action::Warn);
+    if !warned.is_empty() {
+        audit.insert("warn-violations", warned.join(","));
+        audit.insert(
+            "warn-message",
+            format!(
+                "would deny ({}): {}",
+                status::warn_code(violations),
+                status::warn_message(violations)
+            ),
+        );
+    }
+    let ratcheted = ids(status::Action::Ratcheted);
+    if !ratcheted.is_empty() {
+        audit.insert("ratcheted-violations", ratcheted.join(","));
+    }
+    let detail = if allowed {
+        warnings.first().cloned().unwrap_or_default()
+    } else {
+        message.clone()
+    };
+    base(Outcome {
+        body: encode(Answer {
+            api_version,
+            uid,
+            allowed,
+            code,
+            message: &message,
+            patch: None,
+            warnings: &warnings,
+            audit,
+        }),
+        allowed,
+        code,
+        rules,
+        violations: violations.iter().map(|v| (v.rule, v.action)).collect(),
+        detail,
+        ..Outcome::default()
+    })
 }
 
 #[cfg(test)]

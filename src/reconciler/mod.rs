@@ -168,7 +168,7 @@ pub struct ControllerArgs {
     /// The policy in force: `--policy-file`, `--allowed-writers`, `--compat` (the same as the
     /// webhook's, so the reconciler checks what the webhook enforces).
     #[command(flatten)]
-    pub policy: crate::cli::PolicyArgs,
+    pub policy: crate::status::PolicyArgs,
 
     /// Log format.
     #[arg(long, env = "KIM_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]

@@ -1,5 +1,7 @@
-//! Evaluation of one status write: defaulting ([`mutate`], spec §5), validation ([`validate`],
-//! spec §3–§4, messages per §6) and both chained as the API server does ([`evaluate`]).
+//! Evaluation of one status write: the types both steps share ([`JsonView`], [`Snapshot`],
+//! [`Facts`], [`Violation`]), and defaulting ([`mutate`], spec §5) and validation
+//! ([`validate`], spec §3–§4 and §7, messages per §6) chained as the API server does
+//! ([`evaluate`]).
 //!
 //! Pure functions over JSON values: the mutating webhook sees objects *before* schema
 //! validation (admission-protocol.md), so nothing here assumes the CRD schema holds — a field
@@ -8,13 +10,14 @@
 //! the mechanics of applying it.
 
 use super::Policy;
-use super::table::{CondStatus, MAX_CONDITIONS, Requirement, RuleId, State};
+use super::defaulting::mutate;
+use super::table::{Action, RuleId};
+use super::validate::validate;
 use chrono::{DateTime, SecondsFormat, Utc};
-use json_patch::{AddOperation, Patch, PatchOperation, ReplaceOperation};
+use json_patch::Patch;
 use jsonptr::PointerBuf;
 use serde::Serialize;
 use serde_json::Value;
-use std::fmt::Write as _;
 
 /// Read access to a JSON value, as evaluation needs it. Implemented for [`serde_json::Value`]
 /// and for the admission decoder's borrowed values, so the same rules run on either without
@@ -151,8 +154,9 @@ impl Facts {
 }
 
 /// One broken rule (spec §6): its id, the JSON path of the offending value (e.g.
-/// `status.conditions[2].reason`), the value as written, what is allowed, and the full
-/// human-readable message.
+/// `status.conditions[2].reason`), the value as written, what is allowed, the full
+/// human-readable message, and what became of it ([`Action`]: it denies the write, or is a
+/// warning because the rule runs in `warn` mode or because it is ratcheted, spec §7).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Violation {
     pub rule: RuleId,
@@ -160,10 +164,39 @@ pub struct Violation {
     pub value: String,
     pub allowed: String,
     pub message: String,
+    pub action: Action,
 }
 
-/// The outcome of [`evaluate`]: violations (empty = allowed), the defaulting JSON Patch (empty
-/// when nothing needed defaulting) and warnings for the client.
+impl Violation {
+    /// Whether this violation denies the write.
+    pub fn denies(&self) -> bool {
+        self.action == Action::Deny
+    }
+
+    /// The message with the rule id first: `[rule-id] message` (denials, `kim check`).
+    pub fn line(&self) -> String {
+        format!("[{}] {}", self.rule, self.message)
+    }
+
+    /// The AdmissionReview warning for a violation that does not deny (spec §7.7): one line,
+    /// rule id first, what became of it, at most [`WARNING_LIMIT`] characters, e.g.
+    /// `[condition-type-unknown] (ratcheted) status.conditions[3].type: …`.
+    pub fn warning(&self) -> String {
+        let text = format!("[{}] ({}) {}", self.rule, self.action, self.message);
+        match text.char_indices().nth(WARNING_LIMIT - 3) {
+            Some((i, _)) if text.chars().count() > WARNING_LIMIT => format!("{}...", &text[..i]),
+            _ => text,
+        }
+    }
+}
+
+/// Longest AdmissionReview warning (characters); the apiserver passes longer ones on cut.
+pub const WARNING_LIMIT: usize = 120;
+/// Most warnings listed for one write; a last line counts the rest (spec §7.7).
+pub const LISTED_WARNINGS: usize = 10;
+
+/// The outcome of [`evaluate`]: violations (each with its [`Action`]), the defaulting JSON
+/// Patch (empty when nothing needed defaulting) and the warnings for the client.
 #[derive(Debug, Clone, Default)]
 pub struct Decision {
     pub violations: Vec<Violation>,
@@ -172,48 +205,102 @@ pub struct Decision {
 }
 
 impl Decision {
-    /// True when no rule is broken.
+    /// True when no violation denies the write.
     pub fn allowed(&self) -> bool {
-        self.violations.is_empty()
+        allowed(&self.violations)
     }
 
-    /// The denial's `status.code`: 400 when any violation is about the object's shape,
-    /// otherwise 403; 200 when allowed (spec §6).
+    /// The denial's `status.code`: 400 when any denying violation is about the object's
+    /// shape, otherwise 403; 200 when allowed (spec §6).
     pub fn code(&self) -> u16 {
         denial_code(&self.violations)
     }
 
-    /// All violation messages in one line, separated by `"; "` (spec §6: several violations
-    /// are all reported in one message).
+    /// The denying violations in one line (spec §6), see [`denial_message`].
     pub fn message(&self) -> String {
         denial_message(&self.violations)
     }
 }
 
-/// `status.code` for a list of violations: 200 if empty, 400 if any is a shape problem, else 403.
-pub fn denial_code(violations: &[Violation]) -> u16 {
-    if violations.is_empty() {
-        200
-    } else if violations.iter().any(|v| v.rule.is_malformed()) {
-        400
-    } else {
-        403
-    }
+/// Whether a write with these violations is allowed: none has [`Action::Deny`].
+pub fn allowed(violations: &[Violation]) -> bool {
+    !violations.iter().any(Violation::denies)
 }
 
-/// The messages in one line, separated by `"; "`; after the first 20, the rest are counted.
-pub fn denial_message(violations: &[Violation]) -> String {
-    let mut out = String::new();
-    for (i, v) in violations.iter().take(LISTED_VIOLATIONS).enumerate() {
-        if i > 0 {
-            out.push_str("; ");
+/// `status.code` for the denying violations: 200 if none, 400 if any is a shape problem,
+/// else 403.
+pub fn denial_code(violations: &[Violation]) -> u16 {
+    code_of(violations.iter().filter(|v| v.denies()))
+}
+
+fn code_of<'a>(mut denying: impl Iterator<Item = &'a Violation>) -> u16 {
+    let mut code = 200;
+    for v in denying.by_ref() {
+        if v.rule.is_malformed() {
+            return 400;
         }
-        out.push_str(&v.message);
+        code = 403;
     }
-    if violations.len() > LISTED_VIOLATIONS {
+    code
+}
+
+/// The denying violations in one line, each `[rule-id] message`, separated by `"; "` (spec
+/// §6: several violations are all reported in one message); after the first 20, the rest
+/// are counted. Empty when the write is allowed.
+pub fn denial_message(violations: &[Violation]) -> String {
+    join_lines(violations.iter().filter(|v| v.denies()))
+}
+
+/// What a denial would have said for the violations in `warn` mode ([`Action::Warn`]), in
+/// the form of [`denial_message`]; empty when there are none. Carried in an audit annotation.
+pub fn warn_message(violations: &[Violation]) -> String {
+    join_lines(violations.iter().filter(|v| v.action == Action::Warn))
+}
+
+/// The `status.code` a denial would have had for the violations in `warn` mode.
+pub fn warn_code(violations: &[Violation]) -> u16 {
+    code_of(violations.iter().filter(|v| v.action == Action::Warn))
+}
+
+fn join_lines<'a>(violations: impl Iterator<Item = &'a Violation>) -> String {
+    let mut out = String::new();
+    let mut n = 0;
+    for v in violations {
+        if n < LISTED_VIOLATIONS {
+            if n > 0 {
+                out.push_str("; ");
+            }
+            out.push_str(&v.line());
+        }
+        n += 1;
+    }
+    if n > LISTED_VIOLATIONS {
         out.push_str(&format!(
             "; ... and {} more violations",
-            violations.len() - LISTED_VIOLATIONS
+            n - LISTED_VIOLATIONS
+        ));
+    }
+    out
+}
+
+/// The AdmissionReview warnings for the violations that do not deny (spec §7.7): `warn` ones
+/// first, then ratcheted ones, one line each ([`Violation::warning`]), at most
+/// [`LISTED_WARNINGS`] plus a line counting the rest.
+pub fn warnings(violations: &[Violation]) -> Vec<String> {
+    let mut ordered: Vec<&Violation> = violations
+        .iter()
+        .filter(|v| v.action == Action::Warn)
+        .collect();
+    ordered.extend(violations.iter().filter(|v| v.action == Action::Ratcheted));
+    let mut out: Vec<String> = ordered
+        .iter()
+        .take(LISTED_WARNINGS)
+        .map(|v| v.warning())
+        .collect();
+    if ordered.len() > LISTED_WARNINGS {
+        out.push(format!(
+            "... and {} more warnings",
+            ordered.len() - LISTED_WARNINGS
         ));
     }
     out
@@ -225,11 +312,11 @@ pub fn format_time(t: DateTime<Utc>) -> String {
 }
 
 /// The latest time RFC 3339 can write: 9999-12-31T23:59:59Z.
-fn latest_time() -> DateTime<Utc> {
+pub(super) fn latest_time() -> DateTime<Utc> {
     DateTime::<Utc>::from_timestamp(253_402_300_799, 0).unwrap_or(DateTime::<Utc>::MAX_UTC)
 }
 
-fn parse_time(s: &str) -> Option<DateTime<Utc>> {
+pub(super) fn parse_time(s: &str) -> Option<DateTime<Utc>> {
     DateTime::parse_from_rfc3339(s)
         .ok()
         .map(|t| t.with_timezone(&Utc))
@@ -241,7 +328,7 @@ fn pointer(tokens: &[&str]) -> PointerBuf {
 
 /// `/status/conditions/<i>/<name>`: one string when `name` needs no escaping (the field names
 /// used here), otherwise token by token.
-fn condition_field(i: usize, name: &str) -> PointerBuf {
+pub(super) fn condition_field(i: usize, name: &str) -> PointerBuf {
     if !name.contains(['~', '/'])
         && let Ok(p) = PointerBuf::parse(format!("/status/conditions/{i}/{name}"))
     {
@@ -252,7 +339,9 @@ fn condition_field(i: usize, name: &str) -> PointerBuf {
 
 /// Conditions as a list of `(index, object)`; non-object entries and a non-array `conditions`
 /// are skipped (validation reports them).
-fn condition_objects<J: JsonView>(status: Option<&J>) -> impl Iterator<Item = (usize, &J)> {
+pub(super) fn condition_objects<J: JsonView>(
+    status: Option<&J>,
+) -> impl Iterator<Item = (usize, &J)> {
     status
         .and_then(|s| s.get("conditions"))
         .and_then(J::as_array)
@@ -262,118 +351,29 @@ fn condition_objects<J: JsonView>(status: Option<&J>) -> impl Iterator<Item = (u
         .filter(|(_, c)| c.is_object())
 }
 
-fn find_by_type<'v, J: JsonView>(status: Option<&'v J>, ctype: &str) -> Option<&'v J> {
+pub(super) fn find_by_type<'v, J: JsonView>(status: Option<&'v J>, ctype: &str) -> Option<&'v J> {
     condition_objects(status)
         .map(|(_, o)| o)
         .find(|o| o.get("type").and_then(J::as_str) == Some(ctype))
 }
 
-/// Defaulting of spec §5 as JSON Patch operations against the object `new` was read from.
-///
-/// For each condition (matched to the old one by `type`):
-/// - status changed (or new condition) and `lastTransitionTime` missing, unparsable, unchanged
-///   from the old value, or earlier than it → request time (one second after the old value if
-///   the clock is behind it, so the result is stable);
-/// - status unchanged but `lastTransitionTime` changed or missing → the old value;
-/// - `observedGeneration` missing, null or 0 (in any JSON spelling: `-0`, `0.0`, `0e0`) →
-///   `metadata.generation`;
-/// - `message` missing or empty → the table's default message for (type, reason).
-///
-/// Paths only under `/status/conditions/<i>/`, built token by token (escaped). Applying the
-/// result and calling `mutate` again yields an empty patch.
-pub fn mutate<J: JsonView>(
-    policy: &Policy,
-    old: Option<&Snapshot<'_, J>>,
-    new: &Snapshot<'_, J>,
-    facts: &Facts,
-) -> Patch {
-    let mut ops = Vec::new();
-    let old_status = old.and_then(|o| o.status);
-    let now = facts.now;
-    let count = new
-        .status
+/// The old condition that new condition `index` of type `ctype` is judged against: the old
+/// entry at the same index when it has that type (so duplicates pair up in order), else the
+/// first old condition of that type.
+pub(super) fn matching_old<'v, J: JsonView>(
+    old_status: Option<&'v J>,
+    index: usize,
+    ctype: &str,
+) -> Option<&'v J> {
+    let same_index = old_status
         .and_then(|s| s.get("conditions"))
         .and_then(J::as_array)
-        .map_or(0, <[J]>::len);
-    if count > MAX_CONDITIONS {
-        // Validation denies the list as malformed; defaulting it would only cost time.
-        return Patch(ops);
-    }
-    for (i, cond) in condition_objects(new.status) {
-        let field = |name: &str| condition_field(i, name);
-        // Sets a field unless it already holds the value (so a second pass patches nothing).
-        let mut set = |name: &str, value: Value, current: Option<&J>| {
-            if current.is_some_and(|c| c.eq_value(&value)) {
-                return;
-            }
-            let path = field(name);
-            ops.push(if current.is_some() {
-                PatchOperation::Replace(ReplaceOperation { path, value })
-            } else {
-                PatchOperation::Add(AddOperation { path, value })
-            });
-        };
-        let ctype = cond.get("type").and_then(J::as_str);
-        let old_cond = ctype.and_then(|t| find_by_type(old_status, t));
-        let new_ltt = cond.get("lastTransitionTime");
-        let new_ltt_str = new_ltt.and_then(J::as_str);
-        let old_ltt_str = old_cond
-            .and_then(|o| o.get("lastTransitionTime"))
-            .and_then(J::as_str);
-        let status_changed = old_cond.is_none_or(|o| o.get("status") != cond.get("status"));
-
-        if status_changed {
-            let old_t = old_ltt_str.and_then(parse_time);
-            let new_t = new_ltt_str.and_then(parse_time);
-            let needs_now = match (new_t, old_t) {
-                (None, _) => true,
-                (Some(_), _) if new_ltt_str == old_ltt_str => true,
-                (Some(n), Some(o)) => n < o,
-                (Some(_), None) => false,
-            };
-            if needs_now {
-                let stamp = match old_t {
-                    Some(o) if now <= o => o + chrono::Duration::seconds(1),
-                    _ => now,
-                };
-                // RFC 3339 has four-digit years: an old time at the very end of 9999 is kept.
-                let stamp = stamp.min(latest_time());
-                set(
-                    "lastTransitionTime",
-                    Value::String(format_time(stamp)),
-                    new_ltt,
-                );
-            }
-        } else if let Some(old_ltt) = old_ltt_str
-            && new_ltt_str != Some(old_ltt)
-        {
-            set(
-                "lastTransitionTime",
-                Value::String(old_ltt.to_string()),
-                new_ltt,
-            );
-        }
-
-        if let Some(generation) = new.generation {
-            let og = cond.get("observedGeneration");
-            // 0 written as `-0`, `0.0` or `0e0` is 0 too (kube-apiserver would store it as 0).
-            if og.is_none_or(|v| v.is_null() || v.as_f64() == Some(0.0)) {
-                set("observedGeneration", Value::from(generation), og);
-            }
-        }
-
-        let message = cond.get("message");
-        if message.is_none_or(|m| m.is_null() || m.as_str() == Some(""))
-            && let (Some(t), Some(r)) = (ctype, cond.get("reason").and_then(J::as_str))
-            && let Some(entry) = policy.reason(t, r)
-        {
-            set("message", Value::String(entry.message.clone()), message);
-        }
-    }
-    Patch(ops)
+        .and_then(|l| l.get(index))
+        .filter(|o| o.get("type").and_then(J::as_str) == Some(ctype));
+    same_index.or_else(|| find_by_type(old_status, ctype))
 }
 
-fn violation(
+pub(super) fn violation(
     rule: RuleId,
     path: impl Into<String>,
     value: impl Into<String>,
@@ -386,6 +386,7 @@ fn violation(
         value: cut(value.into(), VALUE_LIMIT),
         allowed: allowed.into(),
         message: cut(message, MESSAGE_LIMIT),
+        action: Action::Deny,
     }
 }
 
@@ -404,7 +405,7 @@ fn cut(s: String, limit: usize) -> String {
     }
 }
 /// Short display of a JSON value for messages (strings unquoted, others as JSON, long values cut).
-fn show<J: JsonView>(v: &J) -> String {
+pub(super) fn show<J: JsonView>(v: &J) -> String {
     let s = match v.as_str() {
         Some(s) => s.to_string(),
         None => v.to_json(),
@@ -418,546 +419,9 @@ fn show<J: JsonView>(v: &J) -> String {
     }
 }
 
-fn state_of<J: JsonView>(status: Option<&J>) -> Option<State> {
-    status
-        .and_then(|s| s.get("state"))
-        .and_then(J::as_str)
-        .and_then(State::parse)
-}
-
-fn state_list(policy: &Policy) -> String {
-    policy
-        .states
-        .iter()
-        .map(|s| s.as_str())
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-/// Validation of spec §3 and §4 on the object as written (the validating webhook's view).
-/// Returns every violation, in the order: writer, shape and state, transition, conditions,
-/// state requirements, `provisioningCompleted`, `lastTransitionTime`.
-pub fn validate<J: JsonView>(
-    policy: &Policy,
-    old: Option<&Snapshot<'_, J>>,
-    new: &Snapshot<'_, J>,
-    facts: &Facts,
-) -> Vec<Violation> {
-    let mut out = Vec::new();
-    let old_status = old.and_then(|o| o.status);
-
-    // §4.8 — only when the write changes the status.
-    if old_status != new.status && !policy.writers.allows(&facts.user, &facts.groups) {
-        out.push(violation(
-            RuleId::Writer,
-            "request.userInfo.username",
-            facts.user.clone(),
-            policy.writers.describe(),
-            format!(
-                "user {:?} may not write Runtime status (spec §4.8); allowed writers: {}",
-                facts.user,
-                policy.writers.describe()
-            ),
-        ));
-    }
-
-    let old_state = state_of(old_status);
-    let Some(status) = new.status else {
-        // §3: nothing leads to ∅.
-        if old_status.is_some() {
-            let was = old_state.map_or("no state".to_string(), |s| format!("state {s}"));
-            out.push(violation(
-                RuleId::StatusRemoved,
-                "status",
-                "null",
-                "a status with a state",
-                format!("status: removing the status is not allowed (was {was}); a Runtime's status may change but never disappear"),
-            ));
-        }
-        return out;
-    };
-    if !status.is_object() {
-        out.push(violation(
-            RuleId::Malformed,
-            "status",
-            show(status),
-            "an object",
-            format!("status: must be an object, got {}", show(status)),
-        ));
-        return out;
-    }
-    let status_obj = status;
-
-    // §1 — state.
-    let new_state = match status_obj.get("state").filter(|v| !v.is_null()) {
-        None => {
-            out.push(violation(
-                RuleId::StateRequired,
-                "status.state",
-                "",
-                state_list(policy),
-                format!(
-                    "status.state: missing; required once status exists; allowed: {}",
-                    state_list(policy)
-                ),
-            ));
-            None
-        }
-        Some(v) => match v.as_str().and_then(State::parse) {
-            Some(s) => Some(s),
-            None => {
-                out.push(violation(
-                    RuleId::StateUnknown,
-                    "status.state",
-                    show(v),
-                    state_list(policy),
-                    format!(
-                        "status.state: unknown state {:?}; allowed: {}",
-                        show(v),
-                        state_list(policy)
-                    ),
-                ));
-                None
-            }
-        },
-    };
-
-    // §3 — transition.
-    if let Some(to) = new_state {
-        check_transition(policy, old_state, to, new.deleting, &mut out);
-    }
-
-    // §1, §4.1, §4.2 — conditions.
-    let conds = read_conditions(policy, status_obj, &mut out);
-
-    // §4.3–§4.5 — what the state requires.
-    if let Some(state) = new_state {
-        for (s, req, rule) in &policy.requirements {
-            if *s == state {
-                check_requirement(policy, state, *req, *rule, &conds, &mut out);
-            }
-        }
-    }
-
-    // §4.6 — provisioningCompleted never goes back.
-    match status_obj.get("provisioningCompleted") {
-        None => {}
-        Some(v) if v.is_null() || v.as_bool().is_some() => {}
-        Some(other) => out.push(violation(
-            RuleId::Malformed,
-            "status.provisioningCompleted",
-            show(other),
-            "true or false",
-            format!(
-                "status.provisioningCompleted: must be a boolean, got {}",
-                show(other)
-            ),
-        )),
-    }
-    let was_completed = old_status
-        .and_then(|s| s.get("provisioningCompleted"))
-        .and_then(J::as_bool)
-        == Some(true);
-    let is_completed = status_obj.get("provisioningCompleted").and_then(J::as_bool) == Some(true);
-    if was_completed && !is_completed {
-        let got = status_obj
-            .get("provisioningCompleted")
-            .map_or("absent".to_string(), show);
-        out.push(violation(
-            RuleId::ProvisioningCompleted,
-            "status.provisioningCompleted",
-            got.clone(),
-            "true",
-            format!("status.provisioningCompleted: may not go from true to {got} (spec §4.6: it never goes back)"),
-        ));
-    }
-
-    // §4.7 — lastTransitionTime.
-    for c in &conds {
-        let (Some(ctype), Some(ltt)) = (c.ctype, c.obj.get("lastTransitionTime")) else {
-            continue;
-        };
-        let path = || format!("status.conditions[{}].lastTransitionTime", c.index);
-        let Some(new_t) = ltt.as_str().and_then(parse_time) else {
-            let path = path();
-            out.push(violation(
-                RuleId::ConditionShape,
-                path.clone(),
-                show(ltt),
-                "an RFC 3339 time",
-                format!("{path}: {:?} is not an RFC 3339 time", show(ltt)),
-            ));
-            continue;
-        };
-        let Some(old_c) = find_by_type(old_status, ctype) else {
-            continue;
-        };
-        let Some(old_ltt) = old_c.get("lastTransitionTime").and_then(J::as_str) else {
-            continue;
-        };
-        let Some(old_t) = parse_time(old_ltt) else {
-            continue;
-        };
-        let same_status = old_c.get("status") == c.obj.get("status");
-        if same_status && new_t != old_t {
-            let path = path();
-            out.push(violation(
-                RuleId::LastTransitionTime,
-                path.clone(),
-                show(ltt),
-                old_ltt.to_string(),
-                format!(
-                    "{path}: changed from {old_ltt} to {} although {ctype} stayed {}; it changes only when the status changes",
-                    show(ltt),
-                    c.obj.get("status").map_or(String::new(), show)
-                ),
-            ));
-        } else if !same_status && new_t < old_t {
-            let path = path();
-            out.push(violation(
-                RuleId::LastTransitionTime,
-                path.clone(),
-                show(ltt),
-                format!("{old_ltt} or later"),
-                format!("{path}: moved backwards from {old_ltt} to {}", show(ltt)),
-            ));
-        }
-    }
-    out
-}
-
-fn check_transition(
-    policy: &Policy,
-    from: Option<State>,
-    to: State,
-    deleting: bool,
-    out: &mut Vec<Violation>,
-) {
-    let from_name = from.map_or("none", State::as_str);
-    match policy.edge(from, to) {
-        Some(e) if e.only_while_deleting && !deleting => out.push(violation(
-            RuleId::TransitionNeedsDeletion,
-            "status.state",
-            to.as_str(),
-            "metadata.deletionTimestamp set",
-            format!(
-                "status.state: transition {from_name} -> {to} is allowed only while the Runtime is being deleted (metadata.deletionTimestamp is not set)"
-            ),
-        )),
-        Some(_) => {}
-        None => {
-            let mut allowed = Vec::new();
-            for e in policy.edges_from(from) {
-                if e.only_while_deleting && !deleting {
-                    allowed.push(format!("{} (while deleting)", e.to));
-                } else {
-                    allowed.push(e.to.to_string());
-                }
-            }
-            let allowed = if allowed.is_empty() { "none".to_string() } else { allowed.join(", ") };
-            let note = super::table::from_note(from).map_or(String::new(), |n| format!(" ({n})"));
-            out.push(violation(
-                RuleId::Transition,
-                "status.state",
-                to.as_str(),
-                allowed.clone(),
-                format!("status.state: transition {from_name} -> {to} is not allowed{note}; allowed from {from_name}: {allowed}"),
-            ));
-        }
-    }
-}
-
-/// `status.conditions[i]`, formatted only when a message needs it.
-struct At(usize);
-
-impl std::fmt::Display for At {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "status.conditions[{}]", self.0)
-    }
-}
-
-/// A condition as read for validation.
-struct Cond<'v, J> {
-    index: usize,
-    obj: &'v J,
-    /// `type`, when it is a string.
-    ctype: Option<&'v str>,
-    status: Option<CondStatus>,
-    reason: Option<&'v str>,
-    /// The (type, reason) pair is in the table with this status.
-    deletion: bool,
-}
-
-fn read_conditions<'v, J: JsonView>(
-    policy: &Policy,
-    status: &'v J,
-    out: &mut Vec<Violation>,
-) -> Vec<Cond<'v, J>> {
-    let list = match status.get("conditions") {
-        None => return Vec::new(),
-        Some(v) if v.is_null() => return Vec::new(),
-        Some(v) if v.as_array().is_some() => v.as_array().unwrap_or_default(),
-        Some(other) => {
-            out.push(violation(
-                RuleId::Malformed,
-                "status.conditions",
-                show(other),
-                "a list of conditions",
-                format!("status.conditions: must be a list, got {}", show(other)),
-            ));
-            return Vec::new();
-        }
-    };
-    if list.len() > MAX_CONDITIONS {
-        out.push(violation(
-            RuleId::Malformed,
-            "status.conditions",
-            format!("{} entries", list.len()),
-            format!("at most {MAX_CONDITIONS}"),
-            format!(
-                "status.conditions: {} entries; at most {MAX_CONDITIONS} are accepted (one per condition type)",
-                list.len()
-            ),
-        ));
-        return Vec::new();
-    }
-    let mut conds: Vec<Cond<'v, J>> = Vec::with_capacity(list.len());
-    for (index, item) in list.iter().enumerate() {
-        let at = At(index);
-        if !item.is_object() {
-            out.push(violation(
-                RuleId::ConditionShape,
-                at.to_string(),
-                show(item),
-                "an object",
-                format!(
-                    "{at}: must be an object with type, status and reason, got {}",
-                    show(item)
-                ),
-            ));
-            continue;
-        }
-        let obj = item;
-        let field = |name: &str, out: &mut Vec<Violation>| -> Option<&'v str> {
-            match obj.get(name) {
-                Some(v) if v.as_str().is_some_and(|s| !s.is_empty()) => v.as_str(),
-                Some(v) => {
-                    out.push(violation(
-                        RuleId::ConditionShape,
-                        format!("{at}.{name}"),
-                        show(v),
-                        "a non-empty string",
-                        format!("{at}.{name}: must be a non-empty string, got {}", show(v)),
-                    ));
-                    None
-                }
-                None => {
-                    out.push(violation(
-                        RuleId::ConditionShape,
-                        format!("{at}.{name}"),
-                        "",
-                        "a non-empty string",
-                        format!(
-                            "{at}.{name}: missing; every condition needs type, status and reason"
-                        ),
-                    ));
-                    None
-                }
-            }
-        };
-        let ctype = field("type", out);
-        let status_raw = field("status", out);
-        let reason = field("reason", out);
-        let status = status_raw.and_then(|s| {
-            let parsed = CondStatus::parse(s);
-            if parsed.is_none() {
-                out.push(violation(
-                    RuleId::ConditionShape,
-                    format!("{at}.status"),
-                    s,
-                    "True, False, Unknown",
-                    format!("{at}.status: {s:?} is not one of True, False, Unknown"),
-                ));
-            }
-            parsed
-        });
-        let mut deletion = false;
-        if let Some(t) = ctype {
-            if let Some(first) = conds.iter().find(|c| c.ctype == Some(t)) {
-                out.push(violation(
-                    RuleId::ConditionTypeDuplicate,
-                    format!("{at}.type"),
-                    t,
-                    "at most one condition per type",
-                    format!("{at}.type: duplicate condition type {t:?} (also at status.conditions[{}]); at most one condition per type", first.index),
-                ));
-            }
-            match policy.condition_type(t) {
-                None => {
-                    let known: Vec<_> = policy
-                        .types
-                        .iter()
-                        .map(|t| t.condition_type.as_str())
-                        .collect();
-                    out.push(violation(
-                        RuleId::ConditionTypeUnknown,
-                        format!("{at}.type"),
-                        t,
-                        known.join(", "),
-                        format!(
-                            "{at}.type: unknown condition type {t:?}; allowed: {}",
-                            known.join(", ")
-                        ),
-                    ));
-                }
-                Some(entry) => {
-                    if let Some(r) = reason {
-                        match entry.reason(r) {
-                            None => {
-                                let allowed: Vec<_> =
-                                    entry.reasons.iter().map(|r| r.reason.as_str()).collect();
-                                let mut msg = format!(
-                                    "{at}.reason: reason {r:?} is not allowed for type {t}; allowed: {}",
-                                    allowed.join(", ")
-                                );
-                                let elsewhere: Vec<_> = policy
-                                    .types
-                                    .iter()
-                                    .filter(|o| o.reason(r).is_some())
-                                    .map(|o| o.condition_type.as_str())
-                                    .collect();
-                                if !elsewhere.is_empty() {
-                                    let _ = write!(
-                                        msg,
-                                        " ({r:?} is a reason of type {})",
-                                        elsewhere.join(", ")
-                                    );
-                                }
-                                out.push(violation(
-                                    RuleId::ReasonUnknown,
-                                    format!("{at}.reason"),
-                                    r,
-                                    allowed.join(", "),
-                                    msg,
-                                ));
-                            }
-                            Some(re) => {
-                                deletion = re.deletion;
-                                if let Some(s) = status
-                                    && !re.statuses.contains(&s)
-                                {
-                                    let allowed: Vec<_> =
-                                        re.statuses.iter().map(|s| s.as_str()).collect();
-                                    out.push(violation(
-                                        RuleId::ReasonStatus,
-                                        format!("{at}.status"),
-                                        s.as_str(),
-                                        allowed.join(", "),
-                                        format!(
-                                            "{at}.status: {t}/{r} may only be {}, got {s}",
-                                            allowed.join(" or ")
-                                        ),
-                                    ));
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-        }
-        conds.push(Cond {
-            index,
-            obj,
-            ctype,
-            status,
-            reason,
-            deletion,
-        });
-    }
-    conds
-}
-
-fn check_requirement<J>(
-    policy: &Policy,
-    state: State,
-    req: Requirement,
-    rule: RuleId,
-    conds: &[Cond<'_, J>],
-    out: &mut Vec<Violation>,
-) {
-    match req {
-        Requirement::AllTrue(types) => {
-            for t in types {
-                match conds.iter().find(|c| c.ctype == Some(*t)) {
-                    Some(c) if c.status == Some(CondStatus::True) => {}
-                    Some(c) => {
-                        let got = c.status.map_or("an invalid status", CondStatus::as_str);
-                        let reason = c.reason.map_or(String::new(), |r| format!(" ({r})"));
-                        out.push(violation(
-                            rule,
-                            format!("status.conditions[{}].status", c.index),
-                            got,
-                            "True",
-                            format!("status.state: {state} requires condition {t} with status True, found {got}{reason}"),
-                        ));
-                    }
-                    None => out.push(violation(
-                        rule,
-                        "status.conditions",
-                        "",
-                        format!("{t}=True"),
-                        format!("status.state: {state} requires condition {t} with status True, but it is missing"),
-                    )),
-                }
-            }
-        }
-        Requirement::AnyFalse => {
-            if !conds.iter().any(|c| c.status == Some(CondStatus::False)) {
-                out.push(violation(
-                    rule,
-                    "status.conditions",
-                    "",
-                    "a condition with status False",
-                    format!("status.state: {state} requires at least one condition with status False (the error that stopped the runtime); found none"),
-                ));
-            }
-        }
-        Requirement::TypeOrDeletionReason(t) => {
-            if !conds.iter().any(|c| c.ctype == Some(t) || c.deletion) {
-                let deletion_reasons: Vec<String> = policy
-                    .types
-                    .iter()
-                    .flat_map(|ty| {
-                        ty.reasons
-                            .iter()
-                            .filter(|r| r.deletion)
-                            .map(move |r| format!("{}/{}", ty.condition_type, r.reason))
-                    })
-                    .filter(|s| !s.starts_with(&format!("{t}/")))
-                    .collect();
-                let alt = if deletion_reasons.is_empty() {
-                    String::new()
-                } else {
-                    format!(
-                        " or a condition with a deletion reason ({})",
-                        deletion_reasons.join(", ")
-                    )
-                };
-                out.push(violation(
-                    rule,
-                    "status.conditions",
-                    "",
-                    format!("a {t} condition"),
-                    format!("status.state: {state} requires a {t} condition{alt}; found none"),
-                ));
-            }
-        }
-    }
-}
-
 /// The API server's chain on whole objects: [`mutate`], apply the patch, [`validate`] the result.
 /// `old` is `None` for a Runtime that had no status yet (or, in `kim check`, `--old none`).
-/// Warnings: none from the model today; the field is there for callers to add to.
+/// The warnings are those of the violations that do not deny ([`warnings`]).
 pub fn evaluate(policy: &Policy, old: Option<&Value>, new: &Value, facts: &Facts) -> Decision {
     let old_snap = old.map(Snapshot::of_object);
     let new_snap = Snapshot::of_object(new);
@@ -984,8 +448,8 @@ pub fn evaluate(policy: &Policy, old: Option<&Value>, new: &Value, facts: &Facts
         }
     };
     Decision {
+        warnings: warnings(&violations),
         violations,
         patch,
-        warnings: Vec::new(),
     }
 }

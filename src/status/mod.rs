@@ -2,14 +2,21 @@
 //! in force ([`Policy`]), and the pure evaluation of a status write ([`evaluate`], [`mutate`],
 //! [`validate`]). No I/O, no async.
 
+pub mod args;
+mod defaulting;
 mod evaluate;
+pub mod history;
 pub mod policy;
 pub mod render;
 pub mod table;
+mod validate;
 
+pub use args::{PolicyArgs, PolicyArgsError};
+pub use defaulting::mutate;
 pub use evaluate::{
-    Decision, Facts, JsonView, Snapshot, Violation, denial_code, denial_message, evaluate,
-    format_time, mutate, validate,
+    Decision, Facts, JsonView, LISTED_WARNINGS, Snapshot, Violation, WARNING_LIMIT, allowed,
+    denial_code, denial_message, evaluate, format_time, warn_code, warn_message, warnings,
 };
 pub use policy::{Policy, PolicyError, PolicyFile, Writers};
-pub use table::{CompatSwitch, CondStatus, RuleId, State};
+pub use table::{Action, CompatSwitch, CondStatus, Enforcement, RuleId, State};
+pub use validate::{validate, validate_stored};

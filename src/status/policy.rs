@@ -6,9 +6,12 @@
 //! the load with a message naming the file, the field and what was expected (spec §2, last
 //! paragraph: "an invalid file … never weakens the policy silently").
 
-use super::table::{self, CompatSwitch, CondStatus, Edge, Origin, Requirement, RuleId, State};
+use super::history::{self, Kind};
+use super::table::{
+    self, CompatSwitch, CondStatus, Edge, Enforcement, Origin, Requirement, RuleId, State,
+};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 /// One reason of a condition type, with the statuses it may carry.
@@ -136,6 +139,11 @@ pub struct Policy {
     pub switches: BTreeSet<CompatSwitchName>,
     #[serde(rename = "allowedWriters")]
     pub writers: Writers,
+    /// The enforcement action of every rule without an entry in `rule_actions` (spec §7).
+    pub enforcement: Enforcement,
+    /// Per-rule enforcement actions; they win over `enforcement`.
+    #[serde(rename = "ruleActions")]
+    pub rule_actions: BTreeMap<RuleId, Enforcement>,
 }
 
 /// Serialisable wrapper so that `switches` prints as names.
@@ -174,6 +182,8 @@ impl Policy {
             requirements: table::STATE_REQUIREMENTS.to_vec(),
             switches: BTreeSet::new(),
             writers: Writers::defaults(),
+            enforcement: Enforcement::Deny,
+            rule_actions: BTreeMap::new(),
         };
         for row in table::REASONS.iter().filter(|r| r.switch.is_none()) {
             p.add_reason(
@@ -188,7 +198,9 @@ impl Policy {
         p
     }
 
-    /// Turns a compatibility switch on: its rows of the built-in table become allowed.
+    /// Turns a compatibility switch on: its rows of the built-in table become allowed; for
+    /// [`CompatSwitch::KimHistory`], the pairs of KIM's retired vocabulary
+    /// ([`Policy::add_kim_history`]).
     pub fn with_switch(mut self, switch: CompatSwitch) -> Policy {
         if self.switches.insert(CompatSwitchName(switch.as_str())) {
             for row in table::REASONS.iter().filter(|r| r.switch == Some(switch)) {
@@ -201,8 +213,70 @@ impl Policy {
                     row.origin,
                 );
             }
+            if switch == CompatSwitch::KimHistory {
+                self.add_kim_history();
+            }
         }
         self
+    }
+
+    /// Adds the (type, reason) pairs of KIM's history that involve a retired name (spec §7.6):
+    /// every condition type and reason KIM declared at the same time (their date ranges
+    /// overlap, [`history::Name::overlaps`]) where at least one of the two is retired, with any
+    /// status (KIM never bound statuses to reasons), origin [`Origin::KimRetired`]. Pairs
+    /// already in the table keep their row.
+    fn add_kim_history(&mut self) {
+        let vocabulary = history::vocabulary();
+        let of = |kind: Kind| vocabulary.iter().filter(move |n| n.kind == kind);
+        for t in of(Kind::Type) {
+            for r in of(Kind::Reason) {
+                if (t.retired() || r.retired())
+                    && t.overlaps(r)
+                    && self.reason(t.name, r.name).is_none()
+                {
+                    let message = format!("{} (retired KIM vocabulary)", r.name);
+                    self.add_reason(
+                        t.name,
+                        r.name,
+                        &CondStatus::ALL,
+                        &message,
+                        false,
+                        Origin::KimRetired,
+                    );
+                }
+            }
+        }
+    }
+
+    /// Whether a compatibility switch is on.
+    pub fn has_switch(&self, switch: CompatSwitch) -> bool {
+        self.switches.contains(&CompatSwitchName(switch.as_str()))
+    }
+
+    /// The enforcement action of `rule`: its entry in `rule_actions`, else `enforcement`.
+    pub fn action(&self, rule: RuleId) -> Enforcement {
+        self.rule_actions
+            .get(&rule)
+            .copied()
+            .unwrap_or(self.enforcement)
+    }
+
+    /// Sets the default enforcement action of every rule without its own.
+    pub fn with_enforcement(mut self, action: Enforcement) -> Policy {
+        self.enforcement = action;
+        self
+    }
+
+    /// Sets the enforcement action of one rule (wins over the default).
+    pub fn with_rule_action(mut self, rule: RuleId, action: Enforcement) -> Policy {
+        self.rule_actions.insert(rule, action);
+        self
+    }
+
+    /// KIM's retired name of `kind` (spec §7.6), for messages: `None` when KIM never declared
+    /// it or still does.
+    pub fn retired(&self, kind: Kind, name: &str) -> Option<&'static history::Name> {
+        history::retired(kind, name)
     }
 
     /// Replaces the allowed writers.
@@ -296,16 +370,13 @@ impl Policy {
             return Err(format!("kind: {kind:?}; expected StatusPolicy"));
         }
         for (i, name) in file.compatibility.iter().enumerate() {
-            let sw = CompatSwitch::ALL
-                .into_iter()
-                .find(|s| s.as_str() == name)
-                .ok_or_else(|| {
-                    let known: Vec<_> = CompatSwitch::ALL.iter().map(|s| s.as_str()).collect();
-                    format!(
-                        "compatibility[{i}]: unknown switch {name:?}; known: {}",
-                        known.join(", ")
-                    )
-                })?;
+            let sw = CompatSwitch::parse(name).ok_or_else(|| {
+                let known: Vec<_> = CompatSwitch::ALL.iter().map(|s| s.as_str()).collect();
+                format!(
+                    "compatibility[{i}]: unknown switch {name:?}; known: {}",
+                    known.join(", ")
+                )
+            })?;
             self = self.with_switch(sw);
         }
         for (i, t) in file.condition_types.iter().enumerate() {
@@ -396,6 +467,22 @@ impl Policy {
                 }),
             }
         }
+        if let Some(e) = &file.enforcement {
+            if let Some(a) = &e.action {
+                self.enforcement = Enforcement::parse(a)
+                    .ok_or_else(|| format!("enforcement.action: {a:?} is not one of deny, warn"))?;
+            }
+            for (rule, action) in &e.rules {
+                let at = format!("enforcement.rules.{rule}");
+                let id = RuleId::parse(rule).ok_or_else(|| {
+                    let known: Vec<_> = RuleId::ALL.iter().map(|r| r.as_str()).collect();
+                    format!("{at}: unknown rule id; known: {}", known.join(", "))
+                })?;
+                let action = Enforcement::parse(action)
+                    .ok_or_else(|| format!("{at}: {action:?} is not one of deny, warn"))?;
+                self.rule_actions.insert(id, action);
+            }
+        }
         if let Some(w) = &file.allowed_writers {
             if !w.any && w.users.is_empty() && w.groups.is_empty() {
                 return Err(
@@ -464,7 +551,8 @@ fn check_type_name(t: &str) -> Result<(), String> {
 /// The policy file format (YAML or JSON). Unknown fields are errors.
 ///
 /// ```yaml
-/// compatibility: [terminatingConditionType]
+/// compatibility: [terminatingConditionType, kimHistory]
+/// enforcement: {action: warn, rules: {writer: deny}}
 /// allowedWriters: {users: ["system:serviceaccount:kim-system:kim-controller"], groups: ["system:masters"]}
 /// conditionTypes:
 ///   - type: BackupConfigured
@@ -490,6 +578,20 @@ pub struct PolicyFile {
     pub condition_types: Vec<PolicyFileType>,
     #[serde(default)]
     pub transitions: Vec<PolicyFileTransition>,
+    /// Enforcement actions (spec §7): `{action: warn, rules: {writer: deny}}`.
+    #[serde(default)]
+    pub enforcement: Option<PolicyFileEnforcement>,
+}
+
+/// The `enforcement` block of a policy file: the default action of every rule (`deny` or
+/// `warn`) and per-rule actions keyed by rule id (`kim policy` lists the ids).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyFileEnforcement {
+    #[serde(default)]
+    pub action: Option<String>,
+    #[serde(default)]
+    pub rules: BTreeMap<String, String>,
 }
 
 /// A condition type added (or extended) by a policy file.

@@ -2,7 +2,8 @@
 //! model section is this Markdown (a test keeps them equal), so the docs come from the table.
 
 use super::Policy;
-use super::table::{CondStatus, Requirement, RuleId, State};
+use super::history::{self, Kind};
+use super::table::{CompatSwitch, CondStatus, Origin, Requirement, RuleId, State};
 use std::fmt::Write as _;
 
 /// Output formats of `kim policy`.
@@ -84,8 +85,13 @@ pub fn markdown(policy: &Policy) -> String {
         s,
         "\n### Condition types and reasons\n\nStatuses: T = True, F = False, U = Unknown. Deletion reasons count for `Terminating`.\n\n| type | reason | statuses | origin | deletion | default message |\n|---|---|---|---|---|---|"
     );
+    let mut retired_pairs = 0;
     for t in &policy.types {
         for r in &t.reasons {
+            if r.origin == Origin::KimRetired {
+                retired_pairs += 1;
+                continue;
+            }
             let origin = serde_json::to_value(r.origin)
                 .ok()
                 .and_then(|v| v.as_str().map(str::to_string))
@@ -102,17 +108,25 @@ pub fn markdown(policy: &Policy) -> String {
             );
         }
     }
+    if retired_pairs > 0 {
+        let _ = writeln!(
+            s,
+            "\nAlso accepted (compatibility switch `kimHistory`): {retired_pairs} pairs of KIM's retired vocabulary, origin `kim-retired`, any status (below)."
+        );
+    }
+    retired_section(policy, &mut s);
     let _ = writeln!(
         s,
-        "\n### Rules (ids in denials)\n\n| rule | spec | checks | denial code |\n|---|---|---|---|"
+        "\n### Rules (ids in denials)\n\nAction: what a violation does — `deny` rejects the write, `warn` allows it with a warning and an audit annotation. A violation the stored object already had, in a part the write does not change, is *ratcheted*: allowed with a warning.\n\n| rule | spec | checks | denial code | action |\n|---|---|---|---|---|"
     );
     for r in RuleId::ALL {
         let _ = writeln!(
             s,
-            "| `{r}` | {} | {} | {} |",
+            "| `{r}` | {} | {} | {} | {} |",
             r.spec_section(),
             r.description(),
-            if r.is_malformed() { 400 } else { 403 }
+            if r.is_malformed() { 400 } else { 403 },
+            policy.action(r)
         );
     }
     let switches: Vec<_> = policy.switches.iter().map(|s| s.0).collect();
@@ -127,6 +141,44 @@ pub fn markdown(policy: &Policy) -> String {
         policy.writers.describe()
     );
     s
+}
+
+/// KIM's retired vocabulary with its dates, and what the policy does with each name.
+fn retired_section(policy: &Policy, s: &mut String) {
+    let history_on = policy.has_switch(CompatSwitch::KimHistory);
+    let _ = writeln!(
+        s,
+        "\n### KIM's retired vocabulary\n\nNames KIM declared and later retired (`kim-vocabulary.tsv`, from KIM's API history). Stored Runtimes may still carry them: an unchanged condition or state stays allowed, with a warning; writing one anew {}.\n\n| kind | name | declared by KIM | written anew |\n|---|---|---|---|",
+        if history_on {
+            "is accepted for the pairs KIM declared at the same time (`kimHistory` is on); a retired state never"
+        } else {
+            "is denied; the compatibility switch `kimHistory` accepts retired types and reasons again (never a retired state)"
+        }
+    );
+    for n in history::vocabulary().iter().filter(|n| n.retired()) {
+        let anew = match n.kind {
+            Kind::State => "no",
+            Kind::Type if policy.condition_type(n.name).is_some() => "yes",
+            Kind::Reason
+                if policy.types.iter().any(|t| {
+                    t.reason(n.name)
+                        .is_some_and(|r| r.origin != Origin::KimRetired)
+                }) =>
+            {
+                "yes (seed)"
+            }
+            Kind::Reason if history_on => "with kimHistory",
+            Kind::Type | Kind::Reason => "no",
+        };
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} to {} | {anew} |",
+            n.kind.as_str(),
+            n.name,
+            n.first_seen,
+            n.last_seen
+        );
+    }
 }
 
 fn json(policy: &Policy) -> String {

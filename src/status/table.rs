@@ -125,6 +125,10 @@ pub enum Origin {
     Switch,
     /// Added by an operator's policy file.
     PolicyFile,
+    /// KIM's retired vocabulary ([`super::history`]): a (type, reason) pair whose names KIM
+    /// declared at the same time and has since retired one of; accepted only while the
+    /// [`CompatSwitch::KimHistory`] switch is on (spec §7.6).
+    KimRetired,
 }
 
 /// Named compatibility switches (spec §2, last paragraph). Off by default.
@@ -134,17 +138,117 @@ pub enum CompatSwitch {
     /// reason `KubernetesErr` (a state name used as a condition type).
     #[serde(rename = "terminatingConditionType")]
     TerminatingConditionType,
+    /// KIM's retired vocabulary may be written anew (spec §7.6): a condition type or reason KIM
+    /// has retired is accepted, with any status, on a pair whose two names KIM declared at the
+    /// same time ([`super::history::Name::overlaps`]). Retired *states* stay unwritable (they
+    /// have no edges in the transition table).
+    #[serde(rename = "kimHistory")]
+    KimHistory,
 }
 
 impl CompatSwitch {
     /// All switches.
-    pub const ALL: [CompatSwitch; 1] = [CompatSwitch::TerminatingConditionType];
+    pub const ALL: [CompatSwitch; 2] = [
+        CompatSwitch::TerminatingConditionType,
+        CompatSwitch::KimHistory,
+    ];
 
     /// The switch's name in policy files and on the command line.
     pub const fn as_str(self) -> &'static str {
         match self {
             CompatSwitch::TerminatingConditionType => "terminatingConditionType",
+            CompatSwitch::KimHistory => "kimHistory",
         }
+    }
+
+    /// Parses a switch name (exact).
+    pub fn parse(s: &str) -> Option<CompatSwitch> {
+        CompatSwitch::ALL.into_iter().find(|c| c.as_str() == s)
+    }
+
+    /// What the switch accepts, for `kim policy`.
+    pub const fn description(self) -> &'static str {
+        match self {
+            CompatSwitch::TerminatingConditionType => {
+                "KIM's deletion-error condition of type Terminating (reason KubernetesErr, False)"
+            }
+            CompatSwitch::KimHistory => {
+                "KIM's retired condition types and reasons written anew (pairs KIM declared at the same time, any status)"
+            }
+        }
+    }
+}
+
+/// The enforcement action configured for a rule (spec §7, "Enforcement"): `deny` rejects the
+/// write; `warn` lets it through with an AdmissionReview warning, an audit annotation carrying
+/// what the denial would have said, and a metric.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Serialize, Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Enforcement {
+    /// The write is denied (the default for every rule).
+    #[default]
+    Deny,
+    /// The write is allowed with a warning.
+    Warn,
+}
+
+impl Enforcement {
+    /// `deny` or `warn`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Enforcement::Deny => "deny",
+            Enforcement::Warn => "warn",
+        }
+    }
+
+    /// Parses `deny` or `warn`.
+    pub fn parse(s: &str) -> Option<Enforcement> {
+        [Enforcement::Deny, Enforcement::Warn]
+            .into_iter()
+            .find(|e| e.as_str() == s)
+    }
+}
+
+impl fmt::Display for Enforcement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What became of one violation of a write: it denies the write, it is a warning because its
+/// rule runs in `warn` mode, or it is *ratcheted* — the stored object already broke the rule
+/// and the write does not touch what the rule reads (spec §7.1–7.5). The label values of the
+/// violations metric.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Action {
+    /// Denies the write.
+    Deny,
+    /// Allowed with a warning: the rule's enforcement is `warn`.
+    Warn,
+    /// Allowed with a warning: the stored object already broke the rule, unchanged.
+    Ratcheted,
+}
+
+impl Action {
+    /// Every action, in label order.
+    pub const ALL: [Action; 3] = [Action::Deny, Action::Warn, Action::Ratcheted];
+
+    /// `deny`, `warn` or `ratcheted`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Action::Deny => "deny",
+            Action::Warn => "warn",
+            Action::Ratcheted => "ratcheted",
+        }
+    }
+}
+
+impl fmt::Display for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
@@ -699,6 +803,11 @@ impl RuleId {
         RuleId::LastTransitionTime,
         RuleId::Writer,
     ];
+
+    /// Parses a stable id, e.g. `"transition"`.
+    pub fn parse(s: &str) -> Option<RuleId> {
+        RuleId::ALL.into_iter().find(|r| r.as_str() == s)
+    }
 
     /// The stable id, e.g. `"transition"`.
     pub const fn as_str(self) -> &'static str {

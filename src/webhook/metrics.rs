@@ -11,7 +11,9 @@
 //! | `kim_webhook_requests_in_flight` | gauge | — | admission requests being handled now |
 //! | `kim_webhook_cert_reloads_total` | counter | `result` (`success`\|`failure`) | certificate reloads after a change in the cert dir |
 //! | `kim_webhook_cert_expiry_timestamp_seconds` | gauge | — | `notAfter` of the serving certificate in use, seconds since the Unix epoch |
+//! | `kim_webhook_violations_total` | counter | `rule` (rule id), `action` (`deny`\|`warn`\|`ratcheted`) | status-model violations found by `/validate`: denied, allowed in `warn` mode, or ratcheted (the stored object already broke the rule) |
 
+use crate::status::{Action, RuleId};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -35,6 +37,15 @@ pub struct RequestLabels {
     pub decision: &'static str,
     /// `response.status.code` of the review (200, 400, 403, 413, …).
     pub code: u16,
+}
+
+/// Labels of `kim_webhook_violations_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ViolationLabels {
+    /// The rule id (`kim policy` lists them).
+    pub rule: &'static str,
+    /// `deny`, `warn` or `ratcheted`.
+    pub action: &'static str,
 }
 
 /// Labels of `kim_webhook_request_duration_seconds`.
@@ -66,6 +77,7 @@ pub struct Metrics {
     in_flight: Gauge,
     cert_reloads: Family<ReloadLabels, Counter>,
     cert_expiry: Gauge,
+    violations: Family<ViolationLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -83,6 +95,7 @@ impl Metrics {
         let in_flight = Gauge::default();
         let cert_reloads = Family::<ReloadLabels, Counter>::default();
         let cert_expiry = Gauge::default();
+        let violations = Family::<ViolationLabels, Counter>::default();
         registry.register(
             "requests",
             "Admission answers sent, by path, decision and review status code",
@@ -108,6 +121,11 @@ impl Metrics {
             "notAfter of the serving certificate in use, seconds since the Unix epoch",
             cert_expiry.clone(),
         );
+        registry.register(
+            "violations",
+            "Status-model violations found by /validate, by rule id and action (deny, warn, ratcheted)",
+            violations.clone(),
+        );
         // Both results are always exported, so that `rate(...{result="failure"})` exists at 0.
         for result in ["success", "failure"] {
             let _ = cert_reloads.get_or_create(&ReloadLabels { result });
@@ -119,6 +137,19 @@ impl Metrics {
             in_flight,
             cert_reloads,
             cert_expiry,
+            violations,
+        }
+    }
+
+    /// Counts the violations of one review by rule and action.
+    pub fn observe_violations(&self, violations: &[(RuleId, Action)]) {
+        for (rule, action) in violations {
+            self.violations
+                .get_or_create(&ViolationLabels {
+                    rule: rule.as_str(),
+                    action: action.as_str(),
+                })
+                .inc();
         }
     }
 

@@ -51,7 +51,7 @@ pub struct WebhookArgs {
 
     /// The policy in force: `--policy-file`, `--allowed-writers`, `--compat`.
     #[command(flatten)]
-    pub policy: crate::cli::PolicyArgs,
+    pub policy: crate::status::PolicyArgs,
 
     /// Log format.
     #[arg(long, env = "KIM_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
@@ -80,7 +80,7 @@ impl WebhookArgs {
         }
     }
 
-    /// The policy in effect (see [`crate::cli::PolicyArgs::load`]).
+    /// The policy in effect (see [`crate::status::PolicyArgs::load`]).
     ///
     /// Errors: the policy file does not load; `--allowed-writers` does not parse.
     pub fn policy(&self) -> anyhow::Result<Policy> {

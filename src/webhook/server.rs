@@ -555,6 +555,7 @@ async fn admit(st: &Arc<AppState>, hook: Hook, path: &'static str, req: Request)
     };
     st.metrics
         .observe_request(path, o.allowed, o.code, latency.as_secs_f64());
+    st.metrics.observe_violations(&o.violations);
     tracing::info!(
         path,
         uid = %log_safe(&o.uid),
