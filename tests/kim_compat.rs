@@ -7,6 +7,9 @@
 #[path = "common/model.rs"]
 mod model;
 
+#[path = "common/mod.rs"]
+mod common;
+
 use kim::admission::{self, Hook};
 use kim::status::{
     self, Action, CompatSwitch, Enforcement, Facts, Policy, RuleId, Snapshot, Writers,
@@ -864,5 +867,181 @@ fn the_seed_examples_are_accepted_as_stored_objects_and_judged_as_new_writes() {
             "{name}: {:?}",
             d.patch
         );
+    }
+}
+
+// ---- enforcement over the wire and from the command line ------------------------------------
+
+/// The real server (TLS, HTTP) with a warn policy: the answer carries the warnings and the
+/// audit annotations, and `kim_webhook_violations_total` counts each violation by action.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_webhook_answers_warn_mode_over_https_and_counts_violations() {
+    let certs = common::certs("ca");
+    let dir = common::plain_dir(&certs);
+    let mut settings = kim::webhook::Settings::local(dir.path());
+    settings.policy = std::sync::Arc::new(
+        kim_policy()
+            .with_enforcement(Enforcement::Warn)
+            .with_rule_action(RuleId::TransitionNeedsDeletion, Enforcement::Deny),
+    );
+    let server = kim::webhook::start(settings).await.expect("server starts");
+    let client = common::client(&[&certs.ca_pem], server.addr, false);
+    let (_, era) = eras().remove(2);
+    let send = |new: Rt, user: &'static str| {
+        let client = client.clone();
+        let era = era.clone();
+        async move {
+            let review = status_review("u-w", &era, &new, user, &[], false);
+            let body = client
+                .post(common::url(server.addr, "/validate"))
+                .header("content-type", "application/json")
+                .body(serde_json::to_vec(&review).unwrap())
+                .send()
+                .await
+                .unwrap()
+                .bytes()
+                .await
+                .unwrap();
+            response_of(&body, "u-w")
+        }
+    };
+    // Ready by a stranger: writer and ready-requires warn, the retired reason is ratcheted.
+    let r = send(era.write("Ready", &[]), "stranger").await;
+    assert_eq!(r["allowed"], true, "{r}");
+    assert_eq!(
+        r["auditAnnotations"]["warn-violations"],
+        "writer,ready-requires"
+    );
+    assert_eq!(r["warnings"].as_array().unwrap().len(), 4, "{r}");
+    // Failed -> Terminating without deletion: that rule denies.
+    let r = send(
+        era.write(
+            "Terminating",
+            &[("Deprovisioned", "Unknown", "GardenerShootDeleted")],
+        ),
+        KIM,
+    )
+    .await;
+    assert_eq!(r["allowed"], false, "{r}");
+    assert_eq!(
+        r["auditAnnotations"]["violations"],
+        "transition-needs-deletion"
+    );
+    assert_eq!(
+        r["auditAnnotations"]["ratcheted-violations"],
+        "reason-unknown"
+    );
+    let text = common::scrape(server.metrics_addr).await;
+    let count = |rule: &str, action: &str| {
+        common::sample(
+            &text,
+            &format!("kim_webhook_violations_total{{rule=\"{rule}\",action=\"{action}\"}}"),
+        )
+    };
+    assert_eq!(count("writer", "warn"), Some(1.0), "{text}");
+    assert_eq!(count("ready-requires", "warn"), Some(2.0), "{text}");
+    assert_eq!(count("reason-unknown", "ratcheted"), Some(2.0), "{text}");
+    assert_eq!(
+        count("transition-needs-deletion", "deny"),
+        Some(1.0),
+        "{text}"
+    );
+}
+
+fn kim_cli(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_kim"));
+    c.args(args);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().expect("run kim")
+}
+
+#[test]
+fn enforcement_flags_and_their_environment_variables_reach_every_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, era) = eras().remove(2);
+    let old = dir.path().join("old.json");
+    let new = dir.path().join("new.json");
+    std::fs::write(&old, serde_json::to_vec(&era.obj).unwrap()).unwrap();
+    std::fs::write(
+        &new,
+        serde_json::to_vec(&era.write("Ready", &[]).obj).unwrap(),
+    )
+    .unwrap();
+    let (old, new) = (old.to_str().unwrap(), new.to_str().unwrap());
+    let check = ["check", "--old", old, "--new", new];
+
+    let o = kim_cli(&check, &[]);
+    assert_eq!(o.status.code(), Some(1));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.starts_with("DENIED (403 Forbidden): Failed -> Ready"),
+        "{out}"
+    );
+    assert!(out.contains("\n  [reason-unknown] (ratcheted) status.conditions[1].reason: \"SerializationErr\" was retired by KIM after 2025-01-13"), "{out}");
+
+    for env in [vec![("KIM_ENFORCEMENT", "warn")], vec![]] {
+        let mut args = check.to_vec();
+        if env.is_empty() {
+            args.extend(["--enforcement", "warn"]);
+        }
+        let o = kim_cli(&args, &env);
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert_eq!(o.status.code(), Some(0), "{out}");
+        assert!(out.starts_with("ALLOWED: Failed -> Ready"), "{out}");
+        assert!(out.contains("\n  [ready-requires] (warn) status.state: Ready requires condition KubeconfigReady with status True, found False (SerializationErr)"), "{out}");
+    }
+    let o = kim_cli(
+        &check,
+        &[
+            ("KIM_ENFORCEMENT", "warn"),
+            ("KIM_RULE_ACTIONS", "ready-requires=deny"),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1));
+
+    let o = kim_cli(
+        &[
+            "policy",
+            "--enforcement",
+            "warn",
+            "--rule-action",
+            "writer=deny,transition=deny",
+        ],
+        &[],
+    );
+    let md = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        md.contains("| `writer` | §4.8 | only the allowed principals write status | 403 | deny |"),
+        "{md}"
+    );
+    assert!(md.contains("| `ready-requires` | §4.3 | Ready needs Provisioned, KubeconfigReady and Configured all True | 403 | warn |"), "{md}");
+    let o = kim_cli(
+        &["policy", "--format", "json", "--compat", "kimHistory"],
+        &[],
+    );
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["switches"], json!(["kimHistory"]));
+    assert_eq!(v["enforcement"], "deny");
+
+    for (args, needle) in [
+        (
+            vec!["policy", "--rule-action", "nope=warn"],
+            "unknown rule id",
+        ),
+        (
+            vec!["policy", "--rule-action", "writer"],
+            "expected RULE=deny or RULE=warn",
+        ),
+        (
+            vec!["policy", "--enforcement", "block"],
+            "is not one of deny, warn",
+        ),
+    ] {
+        let o = kim_cli(&args, &[]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
     }
 }
