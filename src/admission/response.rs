@@ -1,0 +1,190 @@
+//! The answers a review can get, one constructor each: [`denied`] (a request that cannot be
+//! evaluated), [`reject`] (refused before decoding), [`not_checked`] (not a Runtime status
+//! write), [`patched`] (the mutating webhook) and [`validated`] (the validating webhook's verdict
+//! with its warnings and audit annotations).
+
+use super::decode::salvage_uid;
+use super::encode::{Answer, encode};
+use super::{Outcome, REVIEW_API_VERSION};
+use crate::status;
+use std::collections::BTreeMap;
+
+/// Keeps a warning within the 120 characters the apiserver passes on as a `Warning` header.
+fn warning(text: String) -> String {
+    if text.chars().count() <= 120 {
+        text
+    } else {
+        let mut s: String = text.chars().take(117).collect();
+        s.push_str("...");
+        s
+    }
+}
+
+/// A denied outcome for a request that could not be decoded or was refused.
+pub(super) fn denied(
+    api_version: &str,
+    uid: &str,
+    code: u16,
+    message: &str,
+    warnings: &[String],
+) -> Outcome {
+    Outcome {
+        body: encode(Answer {
+            api_version,
+            uid,
+            allowed: false,
+            code,
+            message,
+            patch: None,
+            warnings,
+            audit: BTreeMap::new(),
+        }),
+        allowed: false,
+        code: code.max(400),
+        uid: uid.to_string(),
+        detail: message.to_string(),
+        ..Outcome::default()
+    }
+}
+
+/// A denial for a request the HTTP layer refused before decoding (oversized body: 413, wrong
+/// content type: 400/415, unreadable body: 400). `body` is whatever was read (possibly a
+/// prefix, possibly empty); the uid is echoed when it can be read from it.
+pub fn reject(code: u16, message: &str, body: &[u8]) -> Outcome {
+    let uid = salvage_uid(body).unwrap_or_default();
+    denied(REVIEW_API_VERSION, &uid, code, message, &[])
+}
+
+/// The answer to a review that is not a Runtime status UPDATE: allowed, with a warning saying
+/// that nothing was checked (`what` names the request).
+pub(super) fn not_checked(
+    api_version: &str,
+    uid: &str,
+    what: &str,
+    mut warnings: Vec<String>,
+    base: impl FnOnce(Outcome) -> Outcome,
+) -> Outcome {
+    let detail = warning(format!(
+        "kim: {what} is not a Runtime status UPDATE; nothing was checked"
+    ));
+    warnings.push(detail.clone());
+    base(Outcome {
+        body: encode(Answer {
+            api_version,
+            uid,
+            allowed: true,
+            code: 200,
+            message: "",
+            patch: None,
+            warnings: &warnings,
+            audit: BTreeMap::new(),
+        }),
+        allowed: true,
+        code: 200,
+        detail,
+        ..Outcome::default()
+    })
+}
+
+/// The mutating webhook's answer: allowed, with the defaulting JSONPatch when it has
+/// operations (no patch at all otherwise, so reinvocation is a no-op).
+pub(super) fn patched(
+    api_version: &str,
+    uid: &str,
+    patch: &json_patch::Patch,
+    warnings: &[String],
+    base: impl FnOnce(Outcome) -> Outcome,
+) -> Outcome {
+    let patched = !patch.0.is_empty();
+    base(Outcome {
+        body: encode(Answer {
+            api_version,
+            uid,
+            allowed: true,
+            code: 200,
+            message: "",
+            patch: Some(patch),
+            warnings,
+            audit: BTreeMap::new(),
+        }),
+        allowed: true,
+        code: 200,
+        patched,
+        detail: if patched {
+            format!("{} defaulting operation(s)", patch.0.len())
+        } else {
+            String::new()
+        },
+        ..Outcome::default()
+    })
+}
+
+/// The validating answer for evaluated violations: allowed unless one denies; warnings for
+/// the others (spec §7.7); audit annotations `violations` (denying rule ids), `warn-violations`
+/// and `warn-message` (what a denial would have said in `warn` mode) and
+/// `ratcheted-violations`.
+pub(super) fn validated(
+    api_version: &str,
+    uid: &str,
+    violations: &[status::Violation],
+    mut warnings: Vec<String>,
+    base: impl FnOnce(Outcome) -> Outcome,
+) -> Outcome {
+    let allowed = status::allowed(violations);
+    let code = status::denial_code(violations);
+    let message = status::denial_message(violations);
+    warnings.extend(status::warnings(violations));
+    let ids = |action: status::Action| {
+        let mut ids: Vec<&'static str> = Vec::new();
+        for v in violations.iter().filter(|v| v.action == action) {
+            if !ids.contains(&v.rule.as_str()) {
+                ids.push(v.rule.as_str());
+            }
+        }
+        ids
+    };
+    let rules = ids(status::Action::Deny);
+    let mut audit = BTreeMap::new();
+    if !rules.is_empty() {
+        audit.insert("violations", rules.join(","));
+    }
+    let warned = ids(status::Action::Warn);
+    if !warned.is_empty() {
+        audit.insert("warn-violations", warned.join(","));
+        audit.insert(
+            "warn-message",
+            format!(
+                "would deny ({}): {}",
+                status::warn_code(violations),
+                status::warn_message(violations)
+            ),
+        );
+    }
+    let ratcheted = ids(status::Action::Ratcheted);
+    if !ratcheted.is_empty() {
+        audit.insert("ratcheted-violations", ratcheted.join(","));
+    }
+    let detail = if allowed {
+        warnings.first().cloned().unwrap_or_default()
+    } else {
+        message.clone()
+    };
+    base(Outcome {
+        body: encode(Answer {
+            api_version,
+            uid,
+            allowed,
+            code,
+            message: &message,
+            patch: None,
+            warnings: &warnings,
+            audit,
+        }),
+        allowed,
+        code,
+        rules,
+        violations: violations.iter().map(|v| (v.rule, v.action)).collect(),
+        detail,
+        ..Outcome::default()
+    })
+}
