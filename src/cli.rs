@@ -251,11 +251,7 @@ pub fn check(args: &CheckArgs, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
                 format!(
                     "DENIED ({} {})",
                     decision.code(),
-                    if decision.code() == 400 {
-                        "BadRequest"
-                    } else {
-                        "Forbidden"
-                    }
+                    admission::reason_for(decision.code())
                 )
             };
             let _ = writeln!(

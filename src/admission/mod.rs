@@ -16,6 +16,7 @@ mod node;
 mod response;
 
 use decode::{ObjectSource, ReadObject, RequestIn, fast_review, object_of, precise};
+pub use encode::reason_for;
 use node::Node;
 pub use response::reject;
 

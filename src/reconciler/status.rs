@@ -101,12 +101,11 @@ pub fn next_status(
     let generation = runtime.metadata.generation;
     st.state = Some(update.state);
     for c in &update.conditions {
-        let message = cap_message(c.message.clone().unwrap_or_else(|| {
-            policy
-                .reason(c.condition_type, c.reason)
-                .map(|r| r.message.clone())
-                .unwrap_or_else(|| format!("{} {}", c.condition_type, c.reason))
-        }));
+        let message = cap_message(
+            c.message
+                .clone()
+                .unwrap_or_else(|| policy.default_message(c.condition_type, c.reason)),
+        );
         match st
             .conditions
             .iter_mut()
@@ -141,17 +140,12 @@ pub fn next_status(
     st
 }
 
-/// The `lastTransitionTime` of a condition whose status changes now: `now` (seconds), or one
-/// second after the previous transition when the clock has not passed it yet — exactly what
-/// the mutating webhook would default (status-model §5), so a write never needs repairing.
+/// The `lastTransitionTime` of a condition whose status changes now: the model's
+/// [`status::transition_stamp`], exactly what the mutating webhook would default, so a write
+/// never needs repairing.
 fn transition_time(previous: &Time, now: DateTime<Utc>) -> Time {
-    let previous = previous.0.as_second();
-    let now = now.timestamp();
-    let at = if now <= previous { previous + 1 } else { now };
-    Time(
-        k8s_openapi::jiff::Timestamp::from_second(at)
-            .unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
-    )
+    let previous = DateTime::from_timestamp(previous.0.as_second(), 0);
+    k8s_time(status::transition_stamp(previous, now))
 }
 
 /// Whether `new` differs from the Runtime's current status.

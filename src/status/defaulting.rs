@@ -24,6 +24,18 @@ fn instant<J: JsonView>(v: Option<&J>) -> Option<DateTime<Utc>> {
         .filter(|t| !is_zero_time(*t))
 }
 
+/// The `lastTransitionTime` of a condition whose status changes at `now` (spec §5): `now`, or
+/// one second after the `previous` transition when the clock has not passed it yet (so times
+/// never move backwards), never later than RFC 3339's last second, 9999-12-31T23:59:59Z. The
+/// reconciler stamps its own writes with it, so they never need defaulting.
+pub fn transition_stamp(previous: Option<DateTime<Utc>>, now: DateTime<Utc>) -> DateTime<Utc> {
+    let stamp = match previous {
+        Some(p) if now <= p => p + chrono::Duration::seconds(1),
+        _ => now,
+    };
+    stamp.min(latest_time())
+}
+
 /// What defaulting does with one condition's `lastTransitionTime`: nothing, or set it to a
 /// value (spec §5). Times are compared as instants, in any RFC 3339 spelling.
 fn transition_time<J: JsonView>(
@@ -44,12 +56,7 @@ fn transition_time<J: JsonView>(
         if !needs_now {
             return None;
         }
-        let stamp = match old_t {
-            Some(o) if now <= o => o + chrono::Duration::seconds(1),
-            _ => now,
-        };
-        // RFC 3339 has four-digit years: an old time at the very end of 9999 is kept.
-        return Some(Value::String(format_time(stamp.min(latest_time()))));
+        return Some(Value::String(format_time(transition_stamp(old_t, now))));
     }
     // Status unchanged: the stored time stays (no churn). The same instant in another
     // spelling is no change.

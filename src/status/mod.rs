@@ -12,7 +12,7 @@ pub mod table;
 mod validate;
 
 pub use args::{PolicyArgs, PolicyArgsError};
-pub use defaulting::mutate;
+pub use defaulting::{mutate, transition_stamp};
 pub use evaluate::{
     Decision, Facts, JsonView, LISTED_WARNINGS, Snapshot, Violation, WARNING_LIMIT, allowed,
     denial_code, denial_message, evaluate, format_time, warn_code, warn_message, warnings,

@@ -328,6 +328,13 @@ impl Policy {
         self.types.iter().find(|t| t.condition_type == ctype)
     }
 
+    /// The default message of a (type, reason) pair (spec §5): the table's, or `"TYPE REASON"`
+    /// for a pair the policy does not know.
+    pub fn default_message(&self, ctype: &str, reason: &str) -> String {
+        self.reason(ctype, reason)
+            .map_or_else(|| format!("{ctype} {reason}"), |r| r.message.clone())
+    }
+
     /// The entry of a (type, reason) pair, if allowed.
     pub fn reason(&self, ctype: &str, reason: &str) -> Option<&ReasonEntry> {
         self.condition_type(ctype)?.reason(reason)
@@ -396,13 +403,14 @@ impl Policy {
                 check_reason_name(&r.reason).map_err(|m| format!("{at}.reason: {m}"))?;
                 if r.statuses.is_empty() {
                     return Err(format!(
-                        "{at}.statuses: at least one of True, False, Unknown is required"
+                        "{at}.statuses: at least one of {} is required",
+                        status_names()
                     ));
                 }
                 let mut statuses = Vec::new();
                 for (k, s) in r.statuses.iter().enumerate() {
                     let st = CondStatus::parse(s).ok_or_else(|| {
-                        format!("{at}.statuses[{k}]: {s:?} is not one of True, False, Unknown")
+                        format!("{at}.statuses[{k}]: {s:?} is not one of {}", status_names())
                     })?;
                     statuses.push(st);
                 }
@@ -410,6 +418,7 @@ impl Policy {
                     .message
                     .clone()
                     .unwrap_or_else(|| format!("{} {}", t.condition_type, r.reason));
+                // (the same form as Policy::default_message for unknown pairs)
                 if message.chars().count() > 32768 {
                     return Err(format!("{at}.message: longer than 32768 characters"));
                 }
@@ -428,22 +437,32 @@ impl Policy {
             let from = if tr.from == "none" {
                 None
             } else {
-                Some(State::parse(&tr.from).ok_or_else(|| format!("{at}.from: {:?} is not a state (Pending, Ready, Failed, Terminating) or none", tr.from))?)
+                Some(State::parse(&tr.from).ok_or_else(|| {
+                    format!(
+                        "{at}.from: {:?} is not a state ({}) or none",
+                        tr.from,
+                        state_names()
+                    )
+                })?)
             };
             // Deletion is final (spec §3): nothing leaves Terminating but the built-in edges, and
             // Terminating is only ever entered while the Runtime is being deleted.
             if from == Some(State::Terminating) {
                 return Err(format!(
-                    "{at}.from: edges out of Terminating cannot be added (deletion is final, spec §3)"
+                    "{at}.from: edges out of Terminating cannot be added (deletion is final)"
                 ));
             }
             if tr.to == State::Terminating.as_str() && !tr.only_while_deleting {
                 return Err(format!(
-                    "{at}.onlyWhileDeleting: must be true for a transition to Terminating (spec §3, footnote ¹)"
+                    "{at}.onlyWhileDeleting: must be true for a transition to Terminating (Terminating is entered only while the Runtime is being deleted)"
                 ));
             }
             let to = State::parse(&tr.to).ok_or_else(|| {
-                format!("{at}.to: {:?} is not a state (Pending, Ready, Failed, Terminating); removing the status is never allowed", tr.to)
+                format!(
+                    "{at}.to: {:?} is not a state ({}); removing the status is never allowed",
+                    tr.to,
+                    state_names()
+                )
             })?;
             match self
                 .transitions
@@ -494,6 +513,16 @@ impl Policy {
         }
         Ok(self)
     }
+}
+
+/// `Pending, Ready, Failed, Terminating`, from the table.
+fn state_names() -> String {
+    State::ALL.map(State::as_str).join(", ")
+}
+
+/// `True, False, Unknown`, from the table.
+pub(crate) fn status_names() -> String {
+    CondStatus::ALL.map(CondStatus::as_str).join(", ")
 }
 
 /// A policy-file load error: the file and a one-line message naming the field or position.
@@ -663,7 +692,8 @@ mod tests {
             let f: PolicyFile = serde_saphyr::from_str(bad).unwrap();
             let err = Policy::builtin().extend(&f).unwrap_err();
             assert!(
-                err.starts_with("transitions[0]") && err.contains("spec §3"),
+                err.starts_with("transitions[0]")
+                    && (err.contains("deletion is final") || err.contains("being deleted")),
                 "{err}"
             );
         }

@@ -355,12 +355,13 @@ fn read_conditions<'v, J: JsonView>(
         let status = status_raw.and_then(|s| {
             let parsed = CondStatus::parse(s);
             if parsed.is_none() {
+                let names = super::policy::status_names();
                 out.push(violation(
                     RuleId::ConditionShape,
                     format!("{at}.status"),
                     s,
-                    "True, False, Unknown",
-                    format!("{at}.status: {s:?} is not one of True, False, Unknown"),
+                    names.clone(),
+                    format!("{at}.status: {s:?} is not one of {names}"),
                 ));
             }
             parsed
