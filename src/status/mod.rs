@@ -17,6 +17,6 @@ pub use evaluate::{
     Decision, Facts, JsonView, LISTED_WARNINGS, Snapshot, Violation, WARNING_LIMIT, allowed,
     denial_code, denial_message, evaluate, format_time, warn_code, warn_message, warnings,
 };
-pub use policy::{Policy, PolicyError, PolicyFile, Writers};
+pub use policy::{FieldError, Policy, PolicyError, PolicyFile, Writers};
 pub use table::{Action, CompatSwitch, CondStatus, Enforcement, RuleId, State};
 pub use validate::{validate, validate_stored};

@@ -365,153 +365,193 @@ impl Policy {
             file: path.display().to_string(),
             message: one_line(&e.to_string()),
         })?;
-        self.extend(&file).map_err(|message| PolicyError {
+        self.extend(&file).map_err(|e| PolicyError {
             file: path.display().to_string(),
-            message,
+            message: e.to_string(),
         })
     }
 
-    /// Adds a parsed policy file. Errors name the offending field path.
-    pub fn extend(mut self, file: &PolicyFile) -> Result<Policy, String> {
+    /// Adds a parsed policy file, step by step: `kind`, compatibility switches, condition
+    /// types and reasons, transitions, enforcement actions, writers.
+    ///
+    /// Errors: the first invalid field, with its path (e.g. `conditionTypes[1].reasons[0]`).
+    pub fn extend(mut self, file: &PolicyFile) -> Result<Policy, FieldError> {
         if let Some(kind) = file.kind.as_deref().filter(|k| *k != "StatusPolicy") {
-            return Err(format!("kind: {kind:?}; expected StatusPolicy"));
+            return Err(FieldError::new(
+                "kind",
+                format!("{kind:?}; expected StatusPolicy"),
+            ));
         }
         for (i, name) in file.compatibility.iter().enumerate() {
             let sw = CompatSwitch::parse(name).ok_or_else(|| {
                 let known: Vec<_> = CompatSwitch::ALL.iter().map(|s| s.as_str()).collect();
-                format!(
-                    "compatibility[{i}]: unknown switch {name:?}; known: {}",
-                    known.join(", ")
+                FieldError::new(
+                    format!("compatibility[{i}]"),
+                    format!("unknown switch {name:?}; known: {}", known.join(", ")),
                 )
             })?;
             self = self.with_switch(sw);
         }
         for (i, t) in file.condition_types.iter().enumerate() {
-            let at = format!("conditionTypes[{i}]");
-            check_type_name(&t.condition_type).map_err(|m| format!("{at}.type: {m}"))?;
-            if State::parse(&t.condition_type).is_some() {
-                return Err(format!(
-                    "{at}.type: {:?} is a state name, not a condition type (use a compatibility switch for KIM's Terminating condition)",
-                    t.condition_type
-                ));
-            }
-            if t.reasons.is_empty() {
-                return Err(format!("{at}.reasons: at least one reason is required"));
-            }
-            for (j, r) in t.reasons.iter().enumerate() {
-                let at = format!("{at}.reasons[{j}]");
-                check_reason_name(&r.reason).map_err(|m| format!("{at}.reason: {m}"))?;
-                if r.statuses.is_empty() {
-                    return Err(format!(
-                        "{at}.statuses: at least one of {} is required",
-                        status_names()
-                    ));
-                }
-                let mut statuses = Vec::new();
-                for (k, s) in r.statuses.iter().enumerate() {
-                    let st = CondStatus::parse(s).ok_or_else(|| {
-                        format!("{at}.statuses[{k}]: {s:?} is not one of {}", status_names())
-                    })?;
-                    statuses.push(st);
-                }
-                let message = r
-                    .message
-                    .clone()
-                    .unwrap_or_else(|| format!("{} {}", t.condition_type, r.reason));
-                // (the same form as Policy::default_message for unknown pairs)
-                if message.chars().count() > 32768 {
-                    return Err(format!("{at}.message: longer than 32768 characters"));
-                }
-                self.add_reason(
-                    &t.condition_type,
-                    &r.reason,
-                    &statuses,
-                    &message,
-                    r.deletion,
-                    Origin::PolicyFile,
-                );
-            }
+            self.extend_type(&format!("conditionTypes[{i}]"), t)?;
         }
         for (i, tr) in file.transitions.iter().enumerate() {
-            let at = format!("transitions[{i}]");
-            let from = if tr.from == "none" {
-                None
-            } else {
-                Some(State::parse(&tr.from).ok_or_else(|| {
-                    format!(
-                        "{at}.from: {:?} is not a state ({}) or none",
-                        tr.from,
-                        state_names()
-                    )
-                })?)
-            };
-            // Deletion is final (spec §3): nothing leaves Terminating but the built-in edges, and
-            // Terminating is only ever entered while the Runtime is being deleted.
-            if from == Some(State::Terminating) {
-                return Err(format!(
-                    "{at}.from: edges out of Terminating cannot be added (deletion is final)"
-                ));
-            }
-            if tr.to == State::Terminating.as_str() && !tr.only_while_deleting {
-                return Err(format!(
-                    "{at}.onlyWhileDeleting: must be true for a transition to Terminating (Terminating is entered only while the Runtime is being deleted)"
-                ));
-            }
-            let to = State::parse(&tr.to).ok_or_else(|| {
-                format!(
-                    "{at}.to: {:?} is not a state ({}); removing the status is never allowed",
-                    tr.to,
-                    state_names()
-                )
-            })?;
-            match self
-                .transitions
-                .iter_mut()
-                .find(|e| e.from == from && e.to == to)
-            {
-                Some(e) => {
-                    // Only widening: a footnote edge may become unconditional, never the reverse.
-                    if tr.only_while_deleting && !e.only_while_deleting {
-                        return Err(format!(
-                            "{at}: {} -> {} is already allowed unconditionally; a policy file can only add",
-                            tr.from, tr.to
-                        ));
-                    }
-                    e.only_while_deleting = tr.only_while_deleting;
-                }
-                None => self.transitions.push(Edge {
-                    from,
-                    to,
-                    only_while_deleting: tr.only_while_deleting,
-                }),
-            }
+            self.extend_transition(&format!("transitions[{i}]"), tr)?;
         }
         if let Some(e) = &file.enforcement {
-            if let Some(a) = &e.action {
-                self.enforcement = Enforcement::parse(a)
-                    .ok_or_else(|| format!("enforcement.action: {a:?} is not one of deny, warn"))?;
-            }
-            for (rule, action) in &e.rules {
-                let at = format!("enforcement.rules.{rule}");
-                let id = RuleId::parse(rule).ok_or_else(|| {
-                    let known: Vec<_> = RuleId::ALL.iter().map(|r| r.as_str()).collect();
-                    format!("{at}: unknown rule id; known: {}", known.join(", "))
-                })?;
-                let action = Enforcement::parse(action)
-                    .ok_or_else(|| format!("{at}: {action:?} is not one of deny, warn"))?;
-                self.rule_actions.insert(id, action);
-            }
+            self.extend_enforcement(e)?;
         }
         if let Some(w) = &file.allowed_writers {
             if !w.any && w.users.is_empty() && w.groups.is_empty() {
-                return Err(
-                    "allowedWriters: names no user and no group (set any: true to allow everyone)"
-                        .into(),
-                );
+                return Err(FieldError::new(
+                    "allowedWriters",
+                    "names no user and no group (set any: true to allow everyone)",
+                ));
             }
             self.writers = w.clone();
         }
         Ok(self)
+    }
+
+    /// A condition type of a policy file and its reasons (`at` = `conditionTypes[i]`).
+    fn extend_type(&mut self, at: &str, t: &PolicyFileType) -> Result<(), FieldError> {
+        check_type_name(&t.condition_type).map_err(|m| FieldError::new(format!("{at}.type"), m))?;
+        if State::parse(&t.condition_type).is_some() {
+            return Err(FieldError::new(
+                format!("{at}.type"),
+                format!(
+                    "{:?} is a state name, not a condition type (use a compatibility switch for KIM's Terminating condition)",
+                    t.condition_type
+                ),
+            ));
+        }
+        if t.reasons.is_empty() {
+            return Err(FieldError::new(
+                format!("{at}.reasons"),
+                "at least one reason is required",
+            ));
+        }
+        for (j, r) in t.reasons.iter().enumerate() {
+            let at = format!("{at}.reasons[{j}]");
+            check_reason_name(&r.reason).map_err(|m| FieldError::new(format!("{at}.reason"), m))?;
+            if r.statuses.is_empty() {
+                return Err(FieldError::new(
+                    format!("{at}.statuses"),
+                    format!("at least one of {} is required", status_names()),
+                ));
+            }
+            let mut statuses = Vec::new();
+            for (k, s) in r.statuses.iter().enumerate() {
+                statuses.push(CondStatus::parse(s).ok_or_else(|| {
+                    FieldError::new(
+                        format!("{at}.statuses[{k}]"),
+                        format!("{s:?} is not one of {}", status_names()),
+                    )
+                })?);
+            }
+            let message = match &r.message {
+                Some(m) => m.clone(),
+                None => self.default_message(&t.condition_type, &r.reason),
+            };
+            if message.chars().count() > 32768 {
+                return Err(FieldError::new(
+                    format!("{at}.message"),
+                    "longer than 32768 characters",
+                ));
+            }
+            self.add_reason(
+                &t.condition_type,
+                &r.reason,
+                &statuses,
+                &message,
+                r.deletion,
+                Origin::PolicyFile,
+            );
+        }
+        Ok(())
+    }
+
+    /// A transition of a policy file (`at` = `transitions[i]`). Deletion is final: nothing
+    /// leaves Terminating but the built-in edges, Terminating is entered only while deleting,
+    /// and a file only widens (a footnote edge may become unconditional, never the reverse).
+    fn extend_transition(&mut self, at: &str, tr: &PolicyFileTransition) -> Result<(), FieldError> {
+        let from = if tr.from == "none" {
+            None
+        } else {
+            Some(State::parse(&tr.from).ok_or_else(|| {
+                FieldError::new(
+                    format!("{at}.from"),
+                    format!("{:?} is not a state ({}) or none", tr.from, state_names()),
+                )
+            })?)
+        };
+        if from == Some(State::Terminating) {
+            return Err(FieldError::new(
+                format!("{at}.from"),
+                "edges out of Terminating cannot be added (deletion is final)",
+            ));
+        }
+        if tr.to == State::Terminating.as_str() && !tr.only_while_deleting {
+            return Err(FieldError::new(
+                format!("{at}.onlyWhileDeleting"),
+                "must be true for a transition to Terminating (Terminating is entered only while the Runtime is being deleted)",
+            ));
+        }
+        let to = State::parse(&tr.to).ok_or_else(|| {
+            FieldError::new(
+                format!("{at}.to"),
+                format!(
+                    "{:?} is not a state ({}); removing the status is never allowed",
+                    tr.to,
+                    state_names()
+                ),
+            )
+        })?;
+        match self
+            .transitions
+            .iter_mut()
+            .find(|e| e.from == from && e.to == to)
+        {
+            Some(e) if tr.only_while_deleting && !e.only_while_deleting => {
+                return Err(FieldError::new(
+                    at,
+                    format!(
+                        "{} -> {} is already allowed unconditionally; a policy file can only add",
+                        tr.from, tr.to
+                    ),
+                ));
+            }
+            Some(e) => e.only_while_deleting = tr.only_while_deleting,
+            None => self.transitions.push(Edge {
+                from,
+                to,
+                only_while_deleting: tr.only_while_deleting,
+            }),
+        }
+        Ok(())
+    }
+
+    /// The `enforcement` block of a policy file.
+    fn extend_enforcement(&mut self, e: &PolicyFileEnforcement) -> Result<(), FieldError> {
+        let parse = |at: String, a: &str| {
+            Enforcement::parse(a)
+                .ok_or_else(|| FieldError::new(at, format!("{a:?} is not one of deny, warn")))
+        };
+        if let Some(a) = &e.action {
+            self.enforcement = parse("enforcement.action".into(), a)?;
+        }
+        for (rule, action) in &e.rules {
+            let at = format!("enforcement.rules.{rule}");
+            let id = RuleId::parse(rule).ok_or_else(|| {
+                let known: Vec<_> = RuleId::ALL.iter().map(|r| r.as_str()).collect();
+                FieldError::new(
+                    at.clone(),
+                    format!("unknown rule id; known: {}", known.join(", ")),
+                )
+            })?;
+            self.rule_actions.insert(id, parse(at, action)?);
+        }
+        Ok(())
     }
 }
 
@@ -523,6 +563,24 @@ fn state_names() -> String {
 /// `True, False, Unknown`, from the table.
 pub(crate) fn status_names() -> String {
     CondStatus::ALL.map(CondStatus::as_str).join(", ")
+}
+
+/// An invalid field of a policy file: its path (e.g. `conditionTypes[1].reasons[0].statuses[2]`)
+/// and what is wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{path}: {message}")]
+pub struct FieldError {
+    pub path: String,
+    pub message: String,
+}
+
+impl FieldError {
+    fn new(path: impl Into<String>, message: impl Into<String>) -> FieldError {
+        FieldError {
+            path: path.into(),
+            message: message.into(),
+        }
+    }
 }
 
 /// A policy-file load error: the file and a one-line message naming the field or position.
@@ -690,7 +748,7 @@ mod tests {
             "transitions:\n  - {from: Ready, to: Terminating}\n",
         ] {
             let f: PolicyFile = serde_saphyr::from_str(bad).unwrap();
-            let err = Policy::builtin().extend(&f).unwrap_err();
+            let err = Policy::builtin().extend(&f).unwrap_err().to_string();
             assert!(
                 err.starts_with("transitions[0]")
                     && (err.contains("deletion is final") || err.contains("being deleted")),
@@ -699,7 +757,7 @@ mod tests {
         }
 
         let bad: PolicyFile = serde_saphyr::from_str("conditionTypes:\n  - type: X\n    reasons:\n      - {reason: \"bad reason\", statuses: [\"True\"]}\n").unwrap();
-        let err = Policy::builtin().extend(&bad).unwrap_err();
+        let err = Policy::builtin().extend(&bad).unwrap_err().to_string();
         assert!(
             err.starts_with("conditionTypes[0].reasons[0].reason:"),
             "{err}"
@@ -711,6 +769,7 @@ mod tests {
             Policy::builtin()
                 .extend(&bad)
                 .unwrap_err()
+                .to_string()
                 .starts_with("transitions[0].to:")
         );
 
