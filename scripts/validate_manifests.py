@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
 """Offline checks of kim's deployment files. Run through scripts/validate-manifests.sh,
 which sets up the virtualenv (kubernetes-validate, jsonschema, pyyaml, dockerfile-parse)
-and finds a kustomize.
+and passes the kubectl and helm of scripts/install-tools.sh.
 
-What is checked (one line per checked file or build; details under a FAIL):
-  kustomize   every kustomization under manifests/ (and certs/out/ if present) builds, with
-              `kubectl kustomize`, `kustomize build` or, failing both, the built-in loader
-              below; when a real kustomize is there the built-in loader must agree with it.
+Building is left to the real tools: every kustomization is built with `kubectl kustomize`
+(kustomize v5.7.1) and the chart rendered with `helm template`; this script checks what they
+produce. What is checked (one line per checked file or build; details under a FAIL):
+  kustomize   every kustomization under manifests/ (and certs/out/ if present) builds with
+              `kubectl kustomize`.
+  helm        charts/kim: `helm lint --strict` and `helm template` with the default values and
+              each charts/kim/ci/*-values.yaml; every rendered object gets the schema checks
+              below, the default and caBundle renders the conformance checks too.
   schemas     every document of every build: built-in kinds with kubernetes-validate in strict
               mode (unknown fields are errors) for each KIM_K8S_VERSIONS; cert-manager.io/v1
               Issuer/Certificate with the hand-written JSON schemas below; any other kind fails.
@@ -24,7 +28,7 @@ What is checked (one line per checked file or build; details under a FAIL):
               x-kubernetes-validations (CEL) rules are NOT evaluated: counted and reported.
   dockerfile  Dockerfile parsed with dockerfile-parse; stages, base images, USER, ENTRYPOINT,
               the cargo build line; .dockerignore entries.
-  shell       bash -n and (if installed) shellcheck on the two shell scripts.
+  shell       bash -n and (if installed) shellcheck on the shell scripts.
   gen-certs   certs/gen-certs.sh run against a scratch copy of the static-ca overlay: chain,
               SANs, Secret, caBundle patch, the generated kustomization builds and validates.
 """
@@ -32,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import base64
-import copy
 import datetime as dt
 import json
 import os
@@ -91,16 +94,9 @@ def doc_key(d: dict) -> tuple:
 
 
 # --------------------------------------------------------------------------------------
-# the built-in kustomize subset: resources (files, directories), patches (JSON 6902 with a
-# target; strategic merge of maps, with or without a target), kustomize's load restrictor
-# and cycle rule. Anything else is reported as unsupported, never silently ignored.
+# builds: kustomize (kubectl kustomize) and helm, run as they are
 
 KUSTOMIZATION_NAMES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
-SUPPORTED_KEYS = {"apiVersion", "kind", "resources", "patches"}
-
-
-class Unsupported(Exception):
-    pass
 
 
 def find_kustomization(d: Path) -> Path | None:
@@ -110,193 +106,22 @@ def find_kustomization(d: Path) -> Path | None:
     return None
 
 
-def _within(child: Path, root: Path) -> bool:
-    try:
-        child.relative_to(root)
-        return True
-    except ValueError:
-        return False
-
-
-def py_kustomize(d: Path, visited: tuple[Path, ...] = ()) -> list[dict]:
-    d = d.resolve()
-    for v in visited:
-        if _within(v, d):
-            raise ValueError(f"cycle detected: candidate root {d} contains visited root {v}")
-    kfile = find_kustomization(d)
-    if kfile is None:
-        raise ValueError(f"no kustomization file in {d}")
-    k = yaml.safe_load(kfile.read_text()) or {}
-    extra = set(k) - SUPPORTED_KEYS
-    if extra:
-        raise Unsupported(f"{kfile}: fields {sorted(extra)} are not supported by the built-in loader")
-    docs: list[dict] = []
-    for r in k.get("resources") or []:
-        p = (d / r)
-        if p.is_dir():
-            docs.extend(py_kustomize(p, visited + (d,)))
-        else:
-            rp = p.resolve()
-            if not _within(rp, d):
-                raise ValueError(f"security; file '{rp}' is not in or below '{d}'")
-            docs.extend(load_yaml_docs(rp.read_text()))
-    for i, patch in enumerate(k.get("patches") or []):
-        if "path" in patch:
-            pp = (d / patch["path"]).resolve()
-            if not _within(pp, d):
-                raise ValueError(f"security; file '{pp}' is not in or below '{d}'")
-            body = yaml.safe_load(pp.read_text())
-        elif "patch" in patch:
-            body = yaml.safe_load(patch["patch"])
-        else:
-            raise ValueError(f"{kfile}: patches[{i}] has neither path nor patch")
-        extra = set(patch) - {"path", "patch", "target"}
-        if extra:
-            raise Unsupported(f"{kfile}: patches[{i}] fields {sorted(extra)} are not supported")
-        target = patch.get("target")
-        if isinstance(body, list):
-            if not target:
-                raise ValueError(f"{kfile}: patches[{i}]: a JSON 6902 patch needs a target")
-            hits = [x for x in docs if _selects(target, x)]
-            for x in hits:
-                _json6902(x, body)
-        elif isinstance(body, dict):
-            if target:
-                hits = [x for x in docs if _selects(target, x)]
-            else:
-                hits = [x for x in docs if x.get("kind") == body.get("kind")
-                        and (x.get("metadata") or {}).get("name") == (body.get("metadata") or {}).get("name")
-                        and _group(x.get("apiVersion", "")) == _group(body.get("apiVersion", ""))]
-                if not hits:
-                    raise ValueError(f"{kfile}: patches[{i}]: no matches for {doc_id(body)}")
-            for x in hits:
-                merged = _smp(x, body, keep_identity=bool(target))
-                x.clear()
-                x.update(merged)
-        else:
-            raise ValueError(f"{kfile}: patches[{i}]: not a patch")
-    seen = set()
-    for x in docs:
-        key = doc_key(x)[1:]
-        if key in seen:
-            raise ValueError(f"may not add resource with an already registered id: {doc_id(x)}")
-        seen.add(key)
-    return docs
-
-
 def _group(api_version: str) -> str:
     return api_version.split("/")[0] if "/" in api_version else ""
 
 
-def _selects(t: dict, x: dict) -> bool:
-    av = x.get("apiVersion", "")
-    md = x.get("metadata") or {}
-    checks = {
-        "group": _group(av),
-        "version": av.split("/")[-1],
-        "kind": x.get("kind", ""),
-        "name": md.get("name", ""),
-        "namespace": md.get("namespace", ""),
-    }
-    for f, v in checks.items():
-        if f in t and not re.fullmatch(str(t[f]), v or ""):
-            return False
-    unknown = set(t) - set(checks)
-    if unknown:
-        raise Unsupported(f"patch target fields {sorted(unknown)} are not supported")
-    return True
-
-
-def _smp(base, patch, keep_identity=False):
-    """Strategic merge limited to maps: lists in a patch are not supported (they need the
-    schema's merge keys); `null` deletes."""
-    if isinstance(base, dict) and isinstance(patch, dict):
-        out = dict(base)
-        for k, v in patch.items():
-            if keep_identity and k in ("apiVersion", "kind"):
-                continue
-            if v is None:
-                out.pop(k, None)
-            elif k in out and isinstance(out[k], dict) and isinstance(v, dict):
-                out[k] = _smp(out[k], v, keep_identity and k == "metadata")
-            elif isinstance(v, list):
-                raise Unsupported("strategic merge of lists is not supported by the built-in loader")
-            elif keep_identity and k == "name":
-                continue
-            else:
-                out[k] = copy.deepcopy(v)
-        return out
-    return copy.deepcopy(patch)
-
-
-def _ptr(path: str) -> list[str]:
-    if path == "":
-        return []
-    if not path.startswith("/"):
-        raise ValueError(f"bad JSON pointer {path!r}")
-    return [t.replace("~1", "/").replace("~0", "~") for t in path[1:].split("/")]
-
-
-def _json6902(doc: dict, ops: list[dict]) -> None:
-    for op in ops:
-        toks = _ptr(op["path"])
-        parent = doc
-        for t in toks[:-1]:
-            parent = parent[int(t)] if isinstance(parent, list) else parent[t]
-        last = toks[-1] if toks else None
-        kind = op["op"]
-        if kind in ("add", "replace"):
-            val = copy.deepcopy(op["value"])
-            if isinstance(parent, list):
-                if last == "-":
-                    parent.append(val)
-                elif kind == "add":
-                    parent.insert(int(last), val)
-                else:
-                    parent[int(last)] = val
-            else:
-                if kind == "replace" and last not in parent:
-                    raise ValueError(f"replace: {op['path']} does not exist")
-                parent[last] = val
-        elif kind == "remove":
-            del parent[int(last) if isinstance(parent, list) else last]
-        elif kind == "test":
-            cur = parent[int(last)] if isinstance(parent, list) else parent[last]
-            if cur != op["value"]:
-                raise ValueError(f"test failed at {op['path']}")
-        else:
-            raise Unsupported(f"JSON 6902 op {kind!r} is not supported by the built-in loader")
-
-
-def real_kustomize(tool: list[str], d: Path) -> list[dict]:
-    p = subprocess.run(tool + [str(d)], capture_output=True, text=True)
+def run_tool(cmd: list[str]) -> str:
+    """stdout of `cmd`; ValueError with the last line of its stderr when it fails."""
+    p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
-        raise ValueError((p.stderr or p.stdout).strip().splitlines()[-1] if (p.stderr or p.stdout).strip()
-                         else f"exit code {p.returncode}")
-    return load_yaml_docs(p.stdout)
+        lines = (p.stderr or p.stdout).strip().splitlines()
+        raise ValueError(lines[-1] if lines else f"{' '.join(cmd)}: exit code {p.returncode}")
+    return p.stdout
 
 
-def build(d: Path, tool: list[str] | None) -> tuple[list[dict], list[str]]:
-    """Build a kustomization; returns (docs, notes). Raises on failure."""
-    notes = []
-    if tool:
-        docs = real_kustomize(tool, d)
-        try:
-            mine = py_kustomize(d)
-        except Unsupported as e:
-            notes.append(f"built-in loader not compared: {e}")
-        else:
-            # compared as data (kustomize writes 0.0 as 0; Python's == agrees, json.dumps not)
-            a = {doc_key(x): x for x in docs}
-            b = {doc_key(x): x for x in mine}
-            if a != b:
-                one_side = sorted(set(a) ^ set(b))
-                differ = sorted(k for k in set(a) & set(b) if a[k] != b[k])
-                raise ValueError("the built-in loader disagrees with kustomize (fix "
-                                 "scripts/validate_manifests.py): "
-                                 f"ids only on one side {one_side}, differing {differ}")
-        return docs, notes
-    return py_kustomize(d), notes
+def build(d: Path, tool: list[str]) -> list[dict]:
+    """The objects of kustomization `d`, built by `tool` (`kubectl kustomize`)."""
+    return load_yaml_docs(run_tool(tool + [str(d)]))
 
 
 # --------------------------------------------------------------------------------------
@@ -1195,8 +1020,8 @@ def check_gen_certs(repo: Path, tool, vals: Validators, crate_version) -> tuple[
             errs.append("tls.key does not match tls.crt")
         ca_pem = (out / "ca.crt").read_text()
         try:
-            docs, _ = build(out, tool)
-        except (ValueError, Unsupported) as e:
+            docs = build(out, tool)
+        except (ValueError, yaml.YAMLError) as e:
             return errs + [f"the generated kustomization does not build: {e}"], ""
         for d in docs:
             _, e = vals.any_doc(d)
@@ -1239,100 +1064,115 @@ def crate_version(repo: Path) -> str | None:
         return None
 
 
+def check_build(docs: list[dict], vals: Validators, variant: str | None, version, crd, config):
+    """Schemas of every object, and conformance unless `variant` is None. Returns
+    (errors, warnings, detail)."""
+    errs, kinds = [], {}
+    for doc in docs:
+        cls, e = vals.any_doc(doc)
+        kinds[cls] = kinds.get(cls, 0) + 1
+        errs += e
+    warns = []
+    if variant is not None:
+        e, warns = check_conformance(docs, variant, version, crd, config)
+        errs += e
+    detail = f"{len(docs)} objects: {kinds.get('k8s', 0)} built-in (kubernetes-validate)"
+    if kinds.get("cert-manager"):
+        detail += f", {kinds['cert-manager']} cert-manager (hand-written schema)"
+    if variant is not None:
+        detail += ", conformance"
+    return errs, warns, detail
+
+
+# charts/kim renders with each values file and the conformance variant to check it as (None:
+# schemas only). The guard-only render has no controller, which conformance requires.
+HELM_VARIANTS = {
+    "ca-bundle-values.yaml": "static-ca",
+    "guard-only-values.yaml": None,
+    "policy-values.yaml": None,
+}
+
+
+def check_chart(repo: Path, helm: list[str], vals: Validators, version, crd, config) -> None:
+    chart = repo / "charts" / "kim"
+    values = sorted((chart / "ci").glob("*-values.yaml"))
+    for f in [None] + values:
+        args = ["-f", str(f)] if f else []
+        name = f"charts/kim ({os.path.relpath(f, repo) if f else 'default values'})"
+        try:
+            run_tool(helm + ["lint", "--strict", str(chart)] + args)
+            docs = load_yaml_docs(run_tool(helm + ["template", "kim", str(chart), "--namespace", "kim-system"] + args))
+        except (ValueError, yaml.YAMLError) as e:
+            report("FAIL", name, "helm lint --strict / helm template", [str(e)])
+            continue
+        variant = "cert-manager" if f is None else HELM_VARIANTS.get(f.name)
+        if f is not None and f.name not in HELM_VARIANTS:
+            report("FAIL", name, "", [f"{f.name} is not in HELM_VARIANTS of scripts/validate_manifests.py"])
+            continue
+        # The CRD is manifests/crd.yaml (checked above); the rest as any build.
+        rest = [d for d in docs if d.get("kind") != "CustomResourceDefinition"]
+        errs, warns, detail = check_build(rest, vals, variant, version, crd, config)
+        report("FAIL" if errs else "PASS", name, "helm lint --strict, helm template; " + detail, errs)
+        for w in warns:
+            note(f"note: {w}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repo", default=".")
-    ap.add_argument("--kustomize", default="", help="command for `kustomize build`, e.g. 'kubectl kustomize'; empty: built-in loader")
-    ap.add_argument("--crd", default="", help="CRD file to use when manifests/crd.yaml does not exist")
+    ap.add_argument("--kubectl", required=True, help="the kubectl binary (kustomize builds)")
+    ap.add_argument("--helm", required=True, help="the helm binary (charts/kim)")
     ap.add_argument("--samples", default="../shared/samples/runtimes")
     ap.add_argument("--k8s-versions", default="1.31 1.37")
     ap.add_argument("--skip-gen-certs", action="store_true")
     a = ap.parse_args()
     repo = Path(a.repo).resolve()
-    tool = a.kustomize.split() if a.kustomize else None
+    tool = [a.kubectl, "kustomize"]
+    helm = [a.helm]
     versions = a.k8s_versions.split()
     vals = Validators(versions)
     version = crate_version(repo)
+    config = example_config(repo)
+    kustomize_version = run_tool([a.kubectl, "version", "--client"]).strip().splitlines()[-1]
     print(f"kubernetes-validate {kubernetes_validate.__version__} (strict) for Kubernetes {', '.join(versions)}; "
-          f"kustomize: {a.kustomize or 'built-in loader (resources + patches subset)'}", flush=True)
+          f"kubectl kustomize ({kustomize_version})", flush=True)
 
     # --- the CRD
-    crd_path = repo / "manifests" / "crd.yaml"
-    crd_src = "manifests/crd.yaml"
-    if not crd_path.is_file():
-        if a.crd and Path(a.crd).is_file() and Path(a.crd).stat().st_size:
-            crd_path, crd_src = Path(a.crd), f"{a.crd} (temporary: manifests/crd.yaml does not exist)"
-        else:
-            crd_path = None
     crd = None
     crd_schemas: dict = {}
-    if crd_path is None:
-        report("SKIP", "manifests/crd.yaml", "does not exist and no CRD could be generated; CRD and sample checks skipped")
-    else:
-        try:
-            docs = load_yaml_docs(crd_path.read_text())
-            if len(docs) != 1 or docs[0].get("kind") != "CustomResourceDefinition":
-                raise ValueError(f"expected one CustomResourceDefinition, found {[doc_id(d) for d in docs]}")
-            crd = docs[0]
-            errs, crd_schemas, stats = crd_checks(crd, vals)
-        except (ValueError, yaml.YAMLError) as e:
-            errs, stats = [str(e)], {}
-        report("FAIL" if errs else "PASS", crd_src,
-               f"CustomResourceDefinition, k8s {'/'.join(versions)} strict; structure; schema translated"
-               + (f"; {stats.get('cel_rules', 0)} x-kubernetes-validations rules not evaluated" if not errs else ""),
-               errs)
+    try:
+        docs = load_yaml_docs((repo / "manifests" / "crd.yaml").read_text())
+        if len(docs) != 1 or docs[0].get("kind") != "CustomResourceDefinition":
+            raise ValueError(f"expected one CustomResourceDefinition, found {[doc_id(d) for d in docs]}")
+        crd = docs[0]
+        errs, crd_schemas, stats = crd_checks(crd, vals)
+    except (OSError, ValueError, yaml.YAMLError) as e:
+        errs, stats = [str(e)], {}
+    report("FAIL" if errs else "PASS", "manifests/crd.yaml",
+           f"CustomResourceDefinition, k8s {'/'.join(versions)} strict; structure; schema translated"
+           + (f"; {stats.get('cel_rules', 0)} x-kubernetes-validations rules not evaluated" if not errs else ""),
+           errs)
 
-    # --- kustomizations (rendered from a scratch copy when the CRD is not in place)
-    work = repo
-    scratch = None
-    if not (repo / "manifests" / "crd.yaml").is_file():
-        scratch = tempfile.TemporaryDirectory(prefix="kim-manifests-")
-        work = Path(scratch.name)
-        shutil.copytree(repo / "manifests", work / "manifests")
-        if crd_path is not None:
-            shutil.copy(crd_path, work / "manifests" / "crd.yaml")
-    builds = [("manifests", "crd"), ("manifests/base", "base")]
+    # --- kustomizations
+    builds = [("manifests", None), ("manifests/base", "base")]
     builds += [(f"manifests/overlays/{p.name}", p.name)
-               for p in sorted((work / "manifests" / "overlays").iterdir()) if find_kustomization(p)]
-    for rel, variant in builds:
-        d = work / rel
-        if variant == "crd" and crd_path is None:
-            report("SKIP", f"{rel}/ (kustomize)", "no CRD to build")
-            continue
-        try:
-            docs, notes = build(d, tool)
-        except (ValueError, Unsupported, yaml.YAMLError) as e:
-            report("FAIL", f"{rel}/ (kustomize)", "", [str(e)])
-            continue
-        errs, kinds = [], {}
-        for doc in docs:
-            cls, e = vals.any_doc(doc)
-            kinds[cls] = kinds.get(cls, 0) + 1
-            errs += e
-        warns = []
-        if variant != "crd":
-            e, warns = check_conformance(docs, variant, version, crd, example_config(repo))
-            errs += e
-        detail = f"{len(docs)} objects: {kinds.get('k8s', 0)} built-in (kubernetes-validate)"
-        if kinds.get("cert-manager"):
-            detail += f", {kinds['cert-manager']} cert-manager (hand-written schema)"
-        if variant != "crd":
-            detail += ", conformance"
-        report("FAIL" if errs else "PASS", f"{rel}/ (kustomize)", detail, errs)
-        for w in warns + notes:
-            note(f"note: {w}")
+               for p in sorted((repo / "manifests" / "overlays").iterdir()) if find_kustomization(p)]
     out = repo / "certs" / "out"
     if find_kustomization(out):
+        builds.append(("certs/out", "static-ca-generated"))
+    for rel, variant in builds:
         try:
-            docs, _ = build(out, tool)
-            errs = [e for doc in docs for e in vals.any_doc(doc)[1]]
-            e, _ = check_conformance(docs, "static-ca-generated", version, crd, example_config(repo))
-            errs += e
-            report("FAIL" if errs else "PASS", "certs/out/ (kustomize, local gen-certs output)", f"{len(docs)} objects", errs)
-        except (ValueError, Unsupported) as e:
-            report("FAIL", "certs/out/ (kustomize, local gen-certs output)", "", [str(e)])
-    if scratch:
-        scratch.cleanup()
+            docs = build(repo / rel, tool)
+        except (ValueError, yaml.YAMLError) as e:
+            report("FAIL", f"{rel}/ (kubectl kustomize)", "", [str(e)])
+            continue
+        errs, warns, detail = check_build(docs, vals, variant, version, crd, config)
+        report("FAIL" if errs else "PASS", f"{rel}/ (kubectl kustomize)", detail, errs)
+        for w in warns:
+            note(f"note: {w}")
+
+    # --- the Helm chart
+    check_chart(repo, helm, vals, version, crd, config)
 
     # --- samples
     samples = (repo / a.samples).resolve()
@@ -1386,7 +1226,7 @@ def main() -> int:
         report("FAIL" if errs else "PASS", "certs/gen-certs.sh", detail or "smoke run in a scratch directory", errs)
 
     # --- shell scripts
-    for f in ("certs/gen-certs.sh", "scripts/validate-manifests.sh"):
+    for f in ("certs/gen-certs.sh", "scripts/validate-manifests.sh", "scripts/install-tools.sh"):
         if not (repo / f).is_file():
             report("FAIL", f, "missing")
             continue

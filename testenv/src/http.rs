@@ -42,10 +42,13 @@ pub(crate) fn error_response(e: &ApiError) -> Response {
 }
 
 enum Route {
-    NonResource(Value),
+    /// A discovery or OpenAPI document, with its `Content-Type`.
+    NonResource(Value, &'static str),
     Resource {
+        /// The store index objects are kept under (the storage of a view).
         res: usize,
-        info: ResourceInfo,
+        /// The resource as addressed (a view's own description).
+        info: Box<ResourceInfo>,
         ns: Option<String>,
         name: Option<String>,
         sub: Option<String>,
@@ -53,103 +56,38 @@ enum Route {
     NotFound,
 }
 
-fn discovery_resources(resources: &[ResourceInfo], group: &str, version: &str) -> Option<Value> {
-    let matching: Vec<&ResourceInfo> = resources
-        .iter()
-        .filter(|r| r.group == group && r.version == version)
-        .collect();
-    if matching.is_empty() {
-        return None;
-    }
-    let mut list = Vec::new();
-    for r in matching {
-        list.push(json!({
-            "name": r.plural, "singularName": r.kind.to_lowercase(), "namespaced": r.namespaced,
-            "kind": r.kind, "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
-        }));
-        if r.status_subresource {
-            list.push(json!({
-                "name": format!("{}/status", r.plural), "singularName": "", "namespaced": r.namespaced,
-                "kind": r.kind, "verbs": ["get", "patch", "update"],
-            }));
-        }
-    }
-    let gv = if group.is_empty() {
-        version.to_string()
-    } else {
-        format!("{group}/{version}")
-    };
-    Some(
-        json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": list}),
-    )
-}
-
-fn group_doc(resources: &[ResourceInfo], group: &str) -> Option<Value> {
-    let mut versions: Vec<&str> = resources
-        .iter()
-        .filter(|r| r.group == group)
-        .map(|r| r.version.as_str())
-        .collect();
-    versions.dedup();
-    let first = *versions.first()?;
-    Some(json!({
-        "kind": "APIGroup", "apiVersion": "v1", "name": group,
-        "versions": versions.iter().map(|v| json!({"groupVersion": format!("{group}/{v}"), "version": v})).collect::<Vec<_>>(),
-        "preferredVersion": {"groupVersion": format!("{group}/{first}"), "version": first},
-    }))
-}
-
-fn parse_route(shared: &Shared, path: &str) -> Route {
+fn parse_route(shared: &Shared, path: &str, accept: &str) -> Route {
+    use crate::discovery;
     let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
     let st = lock(&shared.store);
     let resources = &st.resources;
+    let json = "application/json";
+    let doc = |v: Option<Value>| v.map_or(Route::NotFound, |v| Route::NonResource(v, json));
     let (group, version, rest) = match segs.as_slice() {
-        ["version"] => {
-            return Route::NonResource(json!({
-                "major": "1", "minor": "33", "gitVersion": "v1.33.0-testenv",
-                "platform": "linux/amd64", "goVersion": "testenv", "compiler": "testenv",
-            }));
-        }
-        ["api"] => {
-            return Route::NonResource(json!({"kind": "APIVersions", "versions": ["v1"]}));
-        }
-        ["apis"] => {
-            let mut groups: Vec<&str> = resources
-                .iter()
-                .filter(|r| !r.group.is_empty())
-                .map(|r| r.group.as_str())
-                .collect();
-            groups.sort();
-            groups.dedup();
-            let docs: Vec<Value> = groups
-                .iter()
-                .filter_map(|g| group_doc(resources, g))
-                .map(|mut d| {
-                    if let Some(m) = d.as_object_mut() {
-                        m.remove("kind");
-                        m.remove("apiVersion");
-                    }
-                    d
-                })
-                .collect();
+        ["version"] => return Route::NonResource(discovery::version(), json),
+        ["api"] if discovery::wants_aggregated(accept) => {
             return Route::NonResource(
-                json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": docs}),
+                discovery::aggregated(resources, true),
+                discovery::AGGREGATED_V2,
             );
         }
-        ["api", "v1"] => {
-            return discovery_resources(resources, "", "v1")
-                .map(Route::NonResource)
-                .unwrap_or(Route::NotFound);
+        ["apis"] if discovery::wants_aggregated(accept) => {
+            return Route::NonResource(
+                discovery::aggregated(resources, false),
+                discovery::AGGREGATED_V2,
+            );
         }
-        ["apis", g] => {
-            return group_doc(resources, g)
-                .map(Route::NonResource)
-                .unwrap_or(Route::NotFound);
+        ["api"] => return Route::NonResource(discovery::core_versions(), json),
+        ["apis"] => return Route::NonResource(discovery::group_list(resources), json),
+        ["api", "v1"] => return doc(discovery::resource_list(resources, "", "v1")),
+        ["apis", g] => return doc(discovery::group(resources, g)),
+        ["apis", g, v] => return doc(discovery::resource_list(resources, g, v)),
+        ["openapi", "v3"] => return Route::NonResource(discovery::openapi_index(resources), json),
+        ["openapi", "v3", "api", v] => {
+            return doc(discovery::openapi_document(resources, "", v));
         }
-        ["apis", g, v] => {
-            return discovery_resources(resources, g, v)
-                .map(Route::NonResource)
-                .unwrap_or(Route::NotFound);
+        ["openapi", "v3", "apis", g, v] => {
+            return doc(discovery::openapi_document(resources, g, v));
         }
         ["api", "v1", rest @ ..] => ("", "v1", rest),
         ["apis", g, v, rest @ ..] => (*g, *v, rest),
@@ -157,6 +95,13 @@ fn parse_route(shared: &Shared, path: &str) -> Route {
     };
     let lookup = |plural: &str| st.res(&crate::resource::Gvr::new(group, version, plural));
     let owned = |s: Option<&&str>| s.map(|s| s.to_string());
+    // A view's objects live under its storage's index.
+    let storage = |res: usize| {
+        st.resources[res]
+            .view
+            .and_then(|v| st.res(&v.storage()))
+            .unwrap_or(res)
+    };
     if rest.len() >= 3
         && rest[0] == "namespaces"
         && let Some(res) = lookup(rest[2])
@@ -166,8 +111,8 @@ fn parse_route(shared: &Shared, path: &str) -> Route {
             return Route::NotFound;
         }
         return Route::Resource {
-            res,
-            info: st.resources[res].clone(),
+            res: storage(res),
+            info: Box::new(st.resources[res].clone()),
             ns: Some(rest[1].to_string()),
             name: owned(rest.get(3)),
             sub: owned(rest.get(4)),
@@ -180,8 +125,8 @@ fn parse_route(shared: &Shared, path: &str) -> Route {
         return Route::NotFound;
     }
     Route::Resource {
-        res,
-        info: st.resources[res].clone(),
+        res: storage(res),
+        info: Box::new(st.resources[res].clone()),
         ns: None,
         name: owned(rest.get(1)),
         sub: owned(rest.get(2)),
@@ -279,10 +224,16 @@ async fn dispatch(
     user: UserInfo,
     record: &mut RequestRecord,
 ) -> Response {
-    let route = parse_route(shared, &record.path);
+    let accept = parts
+        .headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    let route = parse_route(shared, &record.path, &accept);
     let (res, info, ns, name, sub) = match route {
         Route::NotFound => return error_response(&ApiError::no_route()),
-        Route::NonResource(doc) => {
+        Route::NonResource(doc, content_type) => {
             if parts.method != Method::GET {
                 return error_response(&ApiError::from_code(405, "method not allowed"));
             }
@@ -301,7 +252,10 @@ async fn dispatch(
             if let Some(resp) = apply_fault(shared, &info).await {
                 return resp;
             }
-            return json_response(200, &doc);
+            let mut resp = json_response(200, &doc);
+            resp.headers_mut()
+                .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+            return resp;
         }
         Route::Resource {
             res,
@@ -356,6 +310,19 @@ async fn dispatch(
         field_manager: params.get("fieldManager").map(String::from),
     };
     let meta = meta_only(&parts.headers);
+    let table = if crate::table::wants_table(&accept) {
+        match crate::table::Include::parse(params.get("includeObject")) {
+            Ok(include) => Some(include),
+            Err(e) => return error_response(&ApiError::bad_request(e)),
+        }
+    } else {
+        None
+    };
+    let view = info.view;
+    let into_storage = |v: Value| match view {
+        Some(view) => view.to_storage(&v),
+        None => v,
+    };
     let gvr = info.gvr();
     let sub_ok = match sub.as_deref() {
         None => true,
@@ -369,16 +336,51 @@ async fn dispatch(
     let ns = ns.as_deref();
     let result: Result<(u16, Value), ApiError> = match verb {
         Verb::Watch => {
-            return crate::watch::watch_response(shared.clone(), res, &info, ns, params, meta);
+            return crate::watch::watch_response(
+                shared.clone(),
+                res,
+                &info,
+                ns,
+                params,
+                meta,
+                table,
+            );
         }
-        Verb::List => crate::list::list(shared, res, &info, ns, params, meta).map(|v| (200, v)),
+        Verb::List => {
+            return match crate::list::list(shared, res, &info, ns, params, meta && table.is_none())
+            {
+                Ok(list) => match table {
+                    Some(include) => {
+                        let items = list["items"].as_array().cloned().unwrap_or_default();
+                        let t = crate::table::table(
+                            &info,
+                            &items,
+                            list["metadata"].clone(),
+                            include,
+                            true,
+                        );
+                        table_response(&t)
+                    }
+                    None => json_response(200, &list),
+                },
+                Err(e) => error_response(&e),
+            };
+        }
         Verb::Get => {
             let name = name.as_deref().unwrap_or("");
-            lock(&shared.store)
-                .get(res, ns, name)
-                .cloned()
-                .map(|v| (200, if meta { to_meta(&v) } else { v }))
-                .ok_or_else(|| ApiError::not_found(&gvr, name))
+            let Some(obj) = lock(&shared.store).get(res, ns, name).cloned() else {
+                return error_response(&ApiError::not_found(&gvr, name));
+            };
+            let obj = match view {
+                Some(view) => view.to_view(&obj),
+                None => obj,
+            };
+            if let Some(include) = table {
+                let metadata = json!({"resourceVersion": store::meta_str(&obj, "resourceVersion")});
+                let t = crate::table::table(&info, &[obj], metadata, include, true);
+                return table_response(&t);
+            }
+            Ok((200, if meta { to_meta(&obj) } else { obj }))
         }
         Verb::Create if sub.as_deref() == Some("adminkubeconfig") => {
             admin_kubeconfig(shared, res, ns, name.as_deref().unwrap_or(""), &body, &ctx)
@@ -392,7 +394,7 @@ async fn dispatch(
             )),
             None => match parse_json(&body) {
                 Ok(obj) => shared
-                    .create(res, ns, obj, Verb::Create, &ctx)
+                    .create(res, ns, into_storage(obj), Verb::Create, &ctx)
                     .await
                     .map(|v| (201, v)),
                 Err(e) => Err(e),
@@ -410,7 +412,7 @@ async fn dispatch(
                 }
                 shared
                     .update(res, ns, name, sub.as_deref(), Verb::Update, &ctx, |old| {
-                        old.map(|_| Candidate::Update(obj.clone()))
+                        old.map(|_| Candidate::Update(into_storage(obj.clone())))
                             .ok_or_else(|| ApiError::not_found(&gvr, name))
                     })
                     .await
@@ -468,9 +470,26 @@ async fn dispatch(
         }
     };
     match result {
-        Ok((code, v)) => json_response(code, &v),
+        // Get answered in the view's form above; the writes answer the stored object.
+        Ok((code, v)) if verb == Verb::Get => json_response(code, &v),
+        Ok((code, v)) => json_response(
+            code,
+            &match view {
+                Some(view) => view.to_view(&v),
+                None => v,
+            },
+        ),
         Err(e) => error_response(&e),
     }
+}
+
+fn table_response(t: &Value) -> Response {
+    let mut resp = json_response(200, t);
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(crate::table::TABLE_CONTENT_TYPE),
+    );
+    resp
 }
 
 async fn apply_fault(shared: &Shared, info: &RequestInfo) -> Option<Response> {
@@ -613,11 +632,20 @@ async fn patch(
             ));
         }
     };
-    let value: Value = serde_json::from_slice(body).map_err(|e| {
-        ApiError::bad_request(format!(
-            "the patch body is not valid JSON (YAML apply bodies are not supported): {e}"
-        ))
-    })?;
+    let value: Value = match serde_json::from_slice(body) {
+        Ok(v) => v,
+        // Apply bodies may be YAML (`application/apply-patch+yaml`; kubectl sends JSON, which
+        // is YAML too).
+        Err(_) if kind == PatchKind::Apply => std::str::from_utf8(body)
+            .map_err(|e| e.to_string())
+            .and_then(|text| serde_saphyr::from_str::<Value>(text).map_err(|e| e.to_string()))
+            .map_err(|e| ApiError::bad_request(format!("the apply body is not valid YAML: {e}")))?,
+        Err(e) => {
+            return Err(ApiError::bad_request(format!(
+                "the patch body is not valid JSON: {e}"
+            )));
+        }
+    };
     let json_patch: Option<json_patch::Patch> = if kind == PatchKind::Json {
         Some(
             serde_json::from_value(value.clone())
@@ -638,6 +666,11 @@ async fn patch(
         return Err(ApiError::bad_request("empty patch"));
     }
     let api_version = info.api_version();
+    let view = info.view;
+    let into_storage = |v: Value| match view {
+        Some(view) => view.to_storage(&v),
+        None => v,
+    };
     shared
         .update(res, ns, name, sub, Verb::Patch, ctx, |old| {
             let Some(old) = old else {
@@ -659,11 +692,14 @@ async fn patch(
                         &api_version,
                         None,
                     );
-                    return Ok(Candidate::Create(out));
+                    return Ok(Candidate::Create(into_storage(out)));
                 }
                 return Err(ApiError::not_found(&gvr, name));
             };
-            let mut doc = old.clone();
+            let mut doc = match view {
+                Some(view) => view.to_view(old),
+                None => old.clone(),
+            };
             match kind {
                 PatchKind::Merge | PatchKind::Strategic => json_patch::merge(&mut doc, &value),
                 PatchKind::Apply => {
@@ -692,7 +728,7 @@ async fn patch(
                     )?;
                 }
             }
-            Ok(Candidate::Update(doc))
+            Ok(Candidate::Update(into_storage(doc)))
         })
         .await
 }

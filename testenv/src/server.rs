@@ -506,10 +506,7 @@ pub async fn start(config: ServerConfig) -> std::io::Result<ServerHandle> {
             tracing::debug!("testenv: TCP_NODELAY: {e}");
         }
     });
-    let app = Router::new()
-        .fallback(crate::http::handle)
-        .with_state(shared.clone())
-        .layer(DefaultBodyLimit::max(64 * 1024 * 1024));
+    let app = app(shared.clone());
     let mut stop = shutdown_rx;
     tokio::spawn(async move {
         let served = axum::serve(listener, app)
@@ -527,6 +524,14 @@ pub async fn start(config: ServerConfig) -> std::io::Result<ServerHandle> {
     })
 }
 
+/// The HTTP application of a server (shared by its plain-HTTP and HTTPS endpoints).
+fn app(shared: Arc<Shared>) -> Router {
+    Router::new()
+        .fallback(crate::http::handle)
+        .with_state(shared)
+        .layer(DefaultBodyLimit::max(64 * 1024 * 1024))
+}
+
 fn res_of(st: &Store, gvr: &Gvr) -> Result<usize, ApiError> {
     st.res(gvr).ok_or_else(ApiError::no_route)
 }
@@ -540,6 +545,30 @@ impl ServerHandle {
     /// A kubeconfig YAML pointing at this server, with a bearer token if given.
     pub fn kubeconfig_yaml(&self, token: Option<&str>) -> String {
         kubeconfig_yaml(&self.shared.url, &self.shared.name, token)
+    }
+
+    /// Serves this server over HTTPS too, on another port of `127.0.0.1` (same objects, hooks
+    /// and request log), with a certificate of a CA made for it ([`crate::HttpsEndpoint`]).
+    /// kubectl sends a kubeconfig's token only over TLS: drive it through this endpoint
+    /// ([`ServerHandle::kubeconfig_yaml_for`]) to act as a user. Each call opens another
+    /// endpoint.
+    pub async fn serve_https(&self) -> std::io::Result<crate::HttpsEndpoint> {
+        crate::tls::serve(self.shared.clone(), app(self.shared.clone())).await
+    }
+
+    /// A kubeconfig YAML for an HTTPS endpoint of this server (its CA embedded as
+    /// `certificate-authority-data`), with a bearer token if given.
+    pub fn kubeconfig_yaml_for(
+        &self,
+        endpoint: &crate::HttpsEndpoint,
+        token: Option<&str>,
+    ) -> String {
+        kubeconfig_yaml_with_ca(
+            &endpoint.url,
+            &self.shared.name,
+            token,
+            Some(&endpoint.ca_pem),
+        )
     }
 
     /// Stops serving (open watches end). Also happens when the last clone is dropped.
@@ -559,19 +588,22 @@ impl ServerHandle {
 
     // ----- direct store access -----
 
-    /// The stored object, if any (no HTTP, no hooks).
+    /// The stored object, if any (no HTTP, no hooks); for a [`crate::View`], in the view's
+    /// form.
     pub fn get(&self, gvr: &Gvr, ns: Option<&str>, name: &str) -> Option<Value> {
         let st = lock(&self.shared.store);
-        let res = st.res(gvr)?;
-        st.get(res, ns, name).cloned()
+        let (res, view) = st.resolve(gvr)?;
+        let obj = st.get(res, ns, name)?;
+        Some(view.map_or_else(|| obj.clone(), |v| v.to_view(obj)))
     }
 
     /// All stored objects of a resource, in one namespace or (`None`) in all, sorted by
-    /// namespace and name.
+    /// namespace and name; for a [`crate::View`], in the view's form.
     pub fn list(&self, gvr: &Gvr, ns: Option<&str>) -> Vec<Value> {
         let st = lock(&self.shared.store);
-        match st.res(gvr) {
-            Some(res) => st.list(res, ns),
+        match st.resolve(gvr) {
+            Some((res, None)) => st.list(res, ns),
+            Some((res, Some(view))) => st.list(res, ns).iter().map(|o| view.to_view(o)).collect(),
             None => Vec::new(),
         }
     }
@@ -780,12 +812,30 @@ fn yaml_quote(s: &str) -> String {
 /// A kubeconfig YAML with one cluster/context/user named `name`, server `url` and an optional
 /// bearer token.
 pub fn kubeconfig_yaml(url: &str, name: &str, token: Option<&str>) -> String {
+    kubeconfig_yaml_with_ca(url, name, token, None)
+}
+
+/// As [`kubeconfig_yaml`], with the CA certificate (PEM) to trust for an `https` server.
+pub fn kubeconfig_yaml_with_ca(
+    url: &str,
+    name: &str,
+    token: Option<&str>,
+    ca_pem: Option<&str>,
+) -> String {
+    use base64::Engine as _;
     let user = match token {
         Some(t) => format!("  user:\n    token: {}\n", yaml_quote(t)),
         None => "  user: {}\n".to_string(),
     };
+    let ca = match ca_pem {
+        Some(pem) => format!(
+            "    certificate-authority-data: {}\n",
+            base64::engine::general_purpose::STANDARD.encode(pem)
+        ),
+        None => String::new(),
+    };
     format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: {n}\n  cluster:\n    server: {u}\ncontexts:\n- name: {n}\n  context:\n    cluster: {n}\n    user: {n}\ncurrent-context: {n}\nusers:\n- name: {n}\n{user}",
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: {n}\n  cluster:\n    server: {u}\n{ca}contexts:\n- name: {n}\n  context:\n    cluster: {n}\n    user: {n}\ncurrent-context: {n}\nusers:\n- name: {n}\n{user}",
         n = yaml_quote(name),
         u = yaml_quote(url),
     )

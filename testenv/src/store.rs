@@ -454,6 +454,16 @@ impl Store {
         self.index.get(gvr).copied()
     }
 
+    /// The index objects of `gvr` are stored under, and the view converting them (for a
+    /// resource served from another's storage).
+    pub fn resolve(&self, gvr: &Gvr) -> Option<(usize, Option<crate::resource::View>)> {
+        let res = self.res(gvr)?;
+        match self.resources[res].view {
+            Some(view) => Some((self.res(&view.storage())?, Some(view))),
+            None => Some((res, None)),
+        }
+    }
+
     pub fn key(info: &ResourceInfo, ns: Option<&str>, name: &str) -> ObjKey {
         let ns = if info.namespaced {
             ns.unwrap_or("")
