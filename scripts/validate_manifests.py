@@ -525,11 +525,14 @@ def check_resources(c: dict, who: str) -> list[str]:
 
 def check_conformance(docs: list[dict], variant: str, crate_version: str | None, crd: dict | None,
                       config_text: str | None = None) -> tuple[list[str], list[str]]:
-    """variant: base | cert-manager | static-ca | static-ca-generated. config_text: the content
+    """variant: base | cert-manager | static-ca | static-ca-generated | guard-kim (the validating
+    webhook alone in front of KIM, certificates from cert-manager). config_text: the content
     of docs/config.example.yaml, which ConfigMap kim-controller-config must carry verbatim.
     Returns (errors, warnings)."""
     errs: list[str] = []
     warns: list[str] = []
+    guard = variant == "guard-kim"
+    cert_manager = variant in ("cert-manager", "guard-kim")
     one(docs, errs, "Namespace", "kim-system")
     if find(docs, "Namespace", "kcp-system"):
         errs.append("Namespace kcp-system must not be managed by kim (kubectl delete -k would remove it)")
@@ -541,7 +544,13 @@ def check_conformance(docs: list[dict], variant: str, crate_version: str | None,
     wsa = one(docs, errs, "ServiceAccount", "kim-webhook", "kim-system")
     if wsa and wsa.get("automountServiceAccountToken") is not False:
         errs.append("ServiceAccount kim-webhook must set automountServiceAccountToken: false")
-    one(docs, errs, "ServiceAccount", "kim-controller", "kim-system")
+    if guard:
+        for d in docs:
+            if d["metadata"].get("name", "").startswith("kim-controller") or d["kind"] in (
+                    "CustomResourceDefinition", "MutatingWebhookConfiguration", "Role", "RoleBinding"):
+                errs.append(f"{doc_id(d)}: guard-kim installs the validating webhook alone")
+    else:
+        one(docs, errs, "ServiceAccount", "kim-controller", "kim-system")
     granted: dict = {}
     for rb in find(docs, "RoleBinding") + find(docs, "ClusterRoleBinding"):
         for s in rb.get("subjects") or []:
@@ -563,7 +572,7 @@ def check_conformance(docs: list[dict], variant: str, crate_version: str | None,
             for g in r.get("apiGroups") or []:
                 for res in r.get("resources") or []:
                     granted.setdefault(ns, {}).setdefault((g, res, names), set()).update(r.get("verbs") or [])
-    for ns in set(granted) | set(CONTROLLER_RULES):
+    for ns in set(granted) | (set() if guard else set(CONTROLLER_RULES)):
         got, want = granted.get(ns, {}), CONTROLLER_RULES.get(ns, {})
         for key in sorted(set(got) | set(want), key=str):
             if got.get(key, set()) != want.get(key, set()):
@@ -608,8 +617,13 @@ def check_conformance(docs: list[dict], variant: str, crate_version: str | None,
             if not args or args[0] != "webhook":
                 errs.append("container args must start with the `webhook` subcommand")
             flags = dict(a[2:].split("=", 1) for a in args[1:] if a.startswith("--") and "=" in a)
-            for f, v in {"addr": "0.0.0.0:9443", "cert-dir": "/etc/kim/certs",
-                         "metrics-addr": "0.0.0.0:8080", "log-format": "json"}.items():
+            want_flags = {"addr": "0.0.0.0:9443", "cert-dir": "/etc/kim/certs",
+                          "metrics-addr": "0.0.0.0:8080", "log-format": "json"}
+            if guard:
+                want_flags.update({
+                    "allowed-writers": "system:serviceaccount:kcp-system:infrastructure-manager,group:system:masters",
+                    "compat": "terminatingConditionType,kimHistory", "enforcement": "warn"})
+            for f, v in want_flags.items():
                 if flags.get(f) != v:
                     errs.append(f"container flag --{f}={flags.get(f)!r}, want {v!r}")
             for p in c.get("ports") or []:
@@ -663,9 +677,10 @@ def check_conformance(docs: list[dict], variant: str, crate_version: str | None,
             errs.append(f"{doc_id(np)} does not admit port 9443: the API server could not call the webhook")
 
     # --- the controller
-    e, w = check_controller(docs, crate_version, config_text, pod_labels)
-    errs += e
-    warns += w
+    if not guard:
+        e, w = check_controller(docs, crate_version, config_text, pod_labels)
+        errs += e
+        warns += w
 
     # --- webhook configurations
     crd_names = None
@@ -675,6 +690,8 @@ def check_conformance(docs: list[dict], variant: str, crate_version: str | None,
                      (cs.get("names") or {}).get("plural"))
     ca_bundles = []
     for kind, (wname, path) in WEBHOOKS.items():
+        if guard and kind.startswith("Mutating"):
+            continue
         cfg = one(docs, errs, kind, "kim-runtime-status")
         if not cfg:
             continue
@@ -692,7 +709,8 @@ def check_conformance(docs: list[dict], variant: str, crate_version: str | None,
             errs.append(f"{kind}: clientConfig.url must not be set")
         if h.get("rules") != [EXPECTED_RULE]:
             errs.append(f"{kind}: rules {h.get('rules')}, want [{EXPECTED_RULE}]")
-        for f, v in {"sideEffects": "None", "failurePolicy": "Fail", "timeoutSeconds": 5,
+        # In front of KIM while every rule warns, an unreachable guard must not block KIM.
+        for f, v in {"sideEffects": "None", "failurePolicy": "Ignore" if guard else "Fail", "timeoutSeconds": 5,
                      "admissionReviewVersions": ["v1"], "matchPolicy": "Equivalent",
                      "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kcp-system"}}}.items():
             if h.get(f) != v:
@@ -709,7 +727,7 @@ def check_conformance(docs: list[dict], variant: str, crate_version: str | None,
         if variant == "base":
             if cab or ann:
                 errs.append(f"{kind}: base must carry neither caBundle nor inject-ca-from")
-        elif variant == "cert-manager":
+        elif cert_manager:
             if ann != "kim-system/kim-webhook-serving":
                 errs.append(f"{kind}: annotation cert-manager.io/inject-ca-from is {ann!r}")
             if cab:
@@ -733,7 +751,7 @@ def check_conformance(docs: list[dict], variant: str, crate_version: str | None,
         errs.append("the two webhook configurations carry different caBundles")
 
     # --- certificates
-    if variant == "cert-manager":
+    if cert_manager:
         cert = one(docs, errs, "Certificate", "kim-webhook-serving", "kim-system")
         if cert:
             cs = cert["spec"]
@@ -1088,7 +1106,7 @@ def check_build(docs: list[dict], vals: Validators, variant: str | None, version
 # schemas only). The guard-only render has no controller, which conformance requires.
 HELM_VARIANTS = {
     "ca-bundle-values.yaml": "static-ca",
-    "guard-only-values.yaml": None,
+    "guard-only-values.yaml": "guard-kim",
     "policy-values.yaml": None,
 }
 

@@ -40,11 +40,11 @@ const ADMIN_USER: &str = "kubernetes-admin";
 /// What kubectl prints when the webhook denies `status.state: Terminating` on a Ready Runtime
 /// that is not being deleted (stderr, one line). The webhook's part is the status model's
 /// denial message; update it here when that wording changes.
-const TERMINATING_DENIED: &str = "Error from server (Forbidden): admission webhook \"runtime-status.validate.kim.kyma-project.io\" denied the request: status.state: transition Ready -> Terminating is allowed only while the Runtime is being deleted (metadata.deletionTimestamp is not set); status.state: Terminating requires a Deprovisioned condition; found none";
+const TERMINATING_DENIED: &str = "Error from server (Forbidden): admission webhook \"runtime-status.validate.kim.kyma-project.io\" denied the request: [transition-needs-deletion] status.state: transition Ready -> Terminating is allowed only while the Runtime is being deleted (metadata.deletionTimestamp is not set); [terminating-requires-deprovisioned] status.state: Terminating requires a Deprovisioned condition; found none";
 
 /// What kubectl prints when a user who is not an allowed writer changes a Runtime's status in a
 /// way the model allows (Ready -> Pending: the writer rule alone).
-const WRITER_DENIED: &str = "Error from server (Forbidden): admission webhook \"runtime-status.validate.kim.kyma-project.io\" denied the request: user \"system:serviceaccount:other:rogue\" may not write Runtime status (spec §4.8); allowed writers: users system:serviceaccount:kim-system:kim-controller; groups system:masters";
+const WRITER_DENIED: &str = "Error from server (Forbidden): admission webhook \"runtime-status.validate.kim.kyma-project.io\" denied the request: [writer] user \"system:serviceaccount:other:rogue\" may not write Runtime status; allowed writers: users system:serviceaccount:kim-system:kim-controller; groups system:masters";
 
 /// kubectl with its own kubeconfig and `HOME` (so its discovery cache starts empty).
 struct Kubectl {
@@ -692,6 +692,23 @@ fn helm_chart_renders_what_kustomize_builds() {
         "helm template (caBundle) differs from kubectl kustomize manifests/overlays/static-ca:\n{}",
         diff.join("\n")
     );
+
+    // Guard only, in front of KIM: as manifests/overlays/guard-kim (no CRD there).
+    let rendered = helm_render(&helm, &["-f", "charts/kim/ci/guard-only-values.yaml"]);
+    let built: Vec<Value> = yaml_docs(&run_tool(
+        &kubectl,
+        &["kustomize", "manifests/overlays/guard-kim"],
+    ))
+    .into_iter()
+    .map(without_helm)
+    .collect();
+    assert_eq!(rendered.len(), 11, "the webhook's objects and its certificates");
+    let diff = compare(&rendered, &built);
+    assert!(
+        diff.is_empty(),
+        "helm template (guard only) differs from kubectl kustomize manifests/overlays/guard-kim:\n{}",
+        diff.join("\n")
+    );
 }
 
 /// The webhook container's args in a render.
@@ -714,24 +731,27 @@ fn helm_values_change_only_what_they_name() {
     };
     let defaults = helm_render(&helm, &[]);
 
-    // Guard only: the default render less the CRD and the controller's objects; the webhook
-    // gets the writers, compatibility switches and enforcement of the values file.
+    // Guard only: the default render less the CRD, the controller's objects and the mutating
+    // webhook; the webhook gets the writers, switches, enforcement and failurePolicy of the
+    // values file.
     let guard = helm_render(&helm, &["-f", "charts/kim/ci/guard-only-values.yaml"]);
     let expected: Vec<Value> = defaults
         .iter()
         .filter(|d| {
             d["kind"] != "CustomResourceDefinition"
+                && d["kind"] != "MutatingWebhookConfiguration"
                 && d.pointer("/metadata/labels/app.kubernetes.io~1component")
                     != Some(&Value::from("controller"))
         })
         .cloned()
         .collect();
-    let diff = compare(&guard, &expected);
+    let mut diff = compare(&guard, &expected);
+    diff.sort();
     let args_path = "/spec/template/spec/containers/0/args";
     assert!(
-        diff.iter()
-            .all(|d| d.contains("Deployment") && d.contains(args_path)),
-        "guard-only differs beyond the webhook's args:\n{}",
+        diff.iter().all(|d| (d.contains("Deployment") && d.contains(args_path))
+            || d.ends_with("/webhooks/0/failurePolicy: \"Ignore\" != \"Fail\"")),
+        "guard-only differs beyond the webhook's args and failurePolicy:\n{}",
         diff.join("\n")
     );
     let args = webhook_args(&guard);
@@ -739,7 +759,7 @@ fn helm_values_change_only_what_they_name() {
         args[6..],
         [
             "--allowed-writers=system:serviceaccount:kcp-system:infrastructure-manager,group:system:masters",
-            "--compat=kimHistory,terminatingConditionType",
+            "--compat=terminatingConditionType,kimHistory",
             "--enforcement=warn",
         ]
     );
@@ -749,6 +769,8 @@ fn helm_values_change_only_what_they_name() {
             .any(|d| d["metadata"]["name"] == "kim-controller"),
         "no controller object in guard-only mode"
     );
+    let actions = helm_render(&helm, &["--set", "webhook.ruleActions=writer=deny"]);
+    assert_eq!(webhook_args(&actions).last().unwrap(), "--rule-action=writer=deny");
 
     // Replicas, image, resources, monitoring off, a policy file.
     let set = helm_render(
