@@ -702,7 +702,11 @@ fn helm_chart_renders_what_kustomize_builds() {
     .into_iter()
     .map(without_helm)
     .collect();
-    assert_eq!(rendered.len(), 11, "the webhook's objects and its certificates");
+    assert_eq!(
+        rendered.len(),
+        11,
+        "the webhook's objects and its certificates"
+    );
     let diff = compare(&rendered, &built);
     assert!(
         diff.is_empty(),
@@ -749,8 +753,9 @@ fn helm_values_change_only_what_they_name() {
     diff.sort();
     let args_path = "/spec/template/spec/containers/0/args";
     assert!(
-        diff.iter().all(|d| (d.contains("Deployment") && d.contains(args_path))
-            || d.ends_with("/webhooks/0/failurePolicy: \"Ignore\" != \"Fail\"")),
+        diff.iter()
+            .all(|d| (d.contains("Deployment") && d.contains(args_path))
+                || d.ends_with("/webhooks/0/failurePolicy: \"Ignore\" != \"Fail\"")),
         "guard-only differs beyond the webhook's args and failurePolicy:\n{}",
         diff.join("\n")
     );
@@ -770,7 +775,10 @@ fn helm_values_change_only_what_they_name() {
         "no controller object in guard-only mode"
     );
     let actions = helm_render(&helm, &["--set", "webhook.ruleActions=writer=deny"]);
-    assert_eq!(webhook_args(&actions).last().unwrap(), "--rule-action=writer=deny");
+    assert_eq!(
+        webhook_args(&actions).last().unwrap(),
+        "--rule-action=writer=deny"
+    );
 
     // Replicas, image, resources, monitoring off, a policy file.
     let set = helm_render(

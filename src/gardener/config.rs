@@ -384,6 +384,15 @@ impl Config {
     /// Checks every value; returns all problems found (empty when valid).
     pub fn validate(&self) -> Vec<FieldError> {
         let mut v = Validator::default();
+        self.validate_gardener_and_kubernetes(&mut v);
+        self.validate_providers(&mut v);
+        self.validate_maintenance_and_dns(&mut v);
+        self.validate_kubeconfig_and_seeds(&mut v);
+        v.errors
+    }
+
+    /// `gardener.project`, `kubernetes.defaultVersion`, `kubernetes.defaultOidc`.
+    fn validate_gardener_and_kubernetes(&self, v: &mut Validator) {
         if !is_dns_label(&self.gardener.project) {
             v.err(
                 "gardener.project",
@@ -391,7 +400,7 @@ impl Config {
             );
         }
         let k = &self.kubernetes;
-        if crate::gardener::convert::parse_version(&k.default_version).is_none() {
+        if super::version::parse_version(&k.default_version).is_none() {
             v.err(
                 "kubernetes.defaultVersion",
                 format!(
@@ -416,7 +425,10 @@ impl Config {
                 );
             }
         }
+    }
 
+    /// At least one provider; each configured provider's defaults; OpenStack's extras.
+    fn validate_providers(&self, v: &mut Validator) {
         let p = &self.providers;
         if p.aws.is_none() && p.azure.is_none() && p.gcp.is_none() && p.openstack.is_none() {
             v.err(
@@ -424,7 +436,7 @@ impl Config {
                 "at least one of aws, azure, gcp, openstack must be configured",
             );
         }
-        for name in crate::gardener::convert::SUPPORTED_PROVIDERS {
+        for name in super::provider::SUPPORTED_PROVIDERS {
             if let Some(d) = self.provider_defaults(name) {
                 let base = format!("providers.{name}");
                 v.non_empty(&format!("{base}.cloudProfile"), d.cloud_profile);
@@ -459,7 +471,10 @@ impl Config {
                 &os.load_balancer_provider,
             );
         }
+    }
 
+    /// `maintenance` windows and `dns`.
+    fn validate_maintenance_and_dns(&self, v: &mut Validator) {
         if let Some(m) = &self.maintenance {
             v.window("maintenance.timeWindow", &m.time_window);
             for (region, w) in &m.by_region {
@@ -481,6 +496,10 @@ impl Config {
                 v.token("dns.provider.secretName", &pr.secret_name);
             }
         }
+    }
+
+    /// `kubeconfig` lifetime and rotation; `seedRegions`.
+    fn validate_kubeconfig_and_seeds(&self, v: &mut Validator) {
         let kc = &self.kubeconfig;
         if kc.expiration_seconds < crate::api::ADMIN_KUBECONFIG_MIN_EXPIRATION_SECONDS {
             v.err(
@@ -509,7 +528,6 @@ impl Config {
                 );
             }
         }
-        v.errors
     }
 
     /// The Gardener project namespace, `garden-<project>`.

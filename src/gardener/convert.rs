@@ -32,8 +32,9 @@
 //! cert-service, OIDC-service and API-server-ACL extensions, tolerations, exposure class,
 //! max-pods clamping, dual-stack.
 
-use super::config::Config;
-use super::provider::{self, SubnetError};
+use super::config::{Config, ProviderDefaults};
+use super::provider::{self, SUPPORTED_PROVIDERS, SubnetError};
+use super::version::{compare_versions, parse_version};
 use crate::api::{
     ANNOTATION_LICENCE_TYPE, ANNOTATION_RUNTIME_GENERATION, ANNOTATION_RUNTIME_ID,
     CloudProfileReference, Dns, DnsIncludeExclude, DnsProvider, Extension, KubeApiServerConfig,
@@ -49,7 +50,6 @@ use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
 /// Provider types the converter supports (`spec.shoot.provider.type`).
-pub const SUPPORTED_PROVIDERS: [&str; 4] = ["aws", "azure", "gcp", "openstack"];
 /// Network plugin used when the Runtime names none.
 pub const DEFAULT_NETWORKING_TYPE: &str = "calico";
 /// Type of the Gardener networking-filter extension.
@@ -223,25 +223,6 @@ pub fn apply_no_downgrade(desired: &mut Shoot, existing: &Shoot) {
     }
 }
 
-/// Parses `MAJOR.MINOR.PATCH` (an optional leading `v` and a `-pre`/`+build` suffix are
-/// ignored); `None` when it is not three decimal numbers.
-pub fn parse_version(v: &str) -> Option<(u64, u64, u64)> {
-    let v = v.trim().strip_prefix('v').unwrap_or(v.trim());
-    let core = v.split(['-', '+']).next()?;
-    let mut parts = core.split('.').map(|p| {
-        (!p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
-            .then(|| p.parse::<u64>().ok())
-            .flatten()
-    });
-    let version = (parts.next()??, parts.next()??, parts.next()??);
-    parts.next().is_none().then_some(version)
-}
-
-/// Numeric comparison of two `MAJOR.MINOR.PATCH` versions; `None` if either does not parse.
-pub fn compare_versions(a: &str, b: &str) -> Option<Ordering> {
-    Some(parse_version(a)?.cmp(&parse_version(b)?))
-}
-
 /// Where a Shoot's OIDC settings go. Gardener forbids `kubeAPIServer.oidcConfig` from
 /// Kubernetes 1.32 on, and structured authentication needs 1.30; additional OIDC providers
 /// can only be expressed with structured authentication.
@@ -409,11 +390,103 @@ fn zones_of(workers: &[Worker]) -> Vec<String> {
     zones
 }
 
+/// The Shoot for `runtime`, step by step: checks, workers, provider configs, Kubernetes
+/// version and kube-apiserver (OIDC), DNS and extensions, metadata. `existing` is the Shoot
+/// an update starts from (its workers, DNS domain and binding kind are kept).
 fn convert(
     runtime: &Runtime,
     config: &Config,
     existing: Option<&Shoot>,
 ) -> Result<Shoot, ConversionError> {
+    let (provider_type, defaults) = check_runtime(runtime, config)?;
+    let shoot_spec = &runtime.spec.shoot;
+    let workers = workers(runtime, config, provider_type, &defaults, existing)?;
+    let (infrastructure_config, control_plane_config) = provider_configs(
+        runtime,
+        config,
+        existing,
+        shoot_spec.networking.nodes.as_str(),
+        &zones_of(&workers),
+        "spec.shoot.provider.workers[*].zones",
+        &workers,
+    )?;
+    let version = shoot_spec
+        .kubernetes
+        .as_ref()
+        .and_then(|k| k.version.clone())
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| config.kubernetes.default_version.clone());
+    let kube_api_server = kube_api_server(runtime, config, &version);
+    let (extensions, dns, resources) = extensions_and_dns(runtime, config, existing);
+    let (secret_binding_name, credentials_binding_name) =
+        binding_names(existing, &shoot_spec.secret_binding_name);
+
+    let spec = ShootSpec {
+        cloud_profile: Some(CloudProfileReference {
+            kind: "CloudProfile".into(),
+            name: defaults.cloud_profile.to_string(),
+        }),
+        region: shoot_spec.region.clone(),
+        purpose: Some(shoot_spec.purpose.clone()),
+        secret_binding_name,
+        credentials_binding_name,
+        networking: Some(ShootNetworking {
+            type_: Some(
+                shoot_spec
+                    .networking
+                    .type_
+                    .clone()
+                    .filter(|t| !t.is_empty())
+                    .unwrap_or_else(|| DEFAULT_NETWORKING_TYPE.to_string()),
+            ),
+            pods: Some(shoot_spec.networking.pods.clone()),
+            nodes: Some(shoot_spec.networking.nodes.clone()),
+            services: Some(shoot_spec.networking.services.clone()),
+            ..ShootNetworking::default()
+        }),
+        provider: ShootProvider {
+            type_: provider_type.to_string(),
+            control_plane_config: Some(control_plane_config),
+            infrastructure_config: Some(infrastructure_config),
+            workers,
+            workers_settings: Some(WorkersSettings {
+                ssh_access: Some(SshAccess { enabled: false }),
+                ..WorkersSettings::default()
+            }),
+            ..ShootProvider::default()
+        },
+        kubernetes: ShootKubernetes {
+            version,
+            kube_api_server,
+            ..ShootKubernetes::default()
+        },
+        control_plane: shoot_spec.control_plane.clone(),
+        maintenance: Some(maintenance(runtime, config)),
+        dns,
+        extensions: Some(extensions),
+        resources,
+        seed_selector: (shoot_spec.enforce_seed_location == Some(true)).then(|| SeedSelector {
+            match_labels: Some(BTreeMap::from([(
+                SEED_REGION_LABEL.to_string(),
+                config.seed_region(&shoot_spec.region).to_string(),
+            )])),
+            ..SeedSelector::default()
+        }),
+        ..ShootSpec::default()
+    };
+    Ok(Shoot {
+        metadata: metadata(runtime, config),
+        spec,
+        status: None,
+    })
+}
+
+/// Checks before any conversion: the required labels, a supported and configured provider,
+/// exactly one main worker. Returns the provider type and its configured defaults.
+fn check_runtime<'c>(
+    runtime: &'c Runtime,
+    config: &'c Config,
+) -> Result<(&'c str, ProviderDefaults<'c>), ConversionError> {
     let missing = runtime.missing_required_labels();
     if !missing.is_empty() {
         return Err(ConversionError::MissingLabels { labels: missing });
@@ -434,16 +507,26 @@ fn convert(
     if main_count != 1 {
         return Err(ConversionError::MainWorkerCount { count: main_count });
     }
+    Ok((provider_type, defaults))
+}
 
-    // Workers: main first, then additional ones; field paths for messages.
-    let mut workers: Vec<(String, Worker)> = shoot_spec
-        .provider
+/// The Shoot's workers: the main one, then the additional ones, checked (names unique and
+/// not empty, zones present, not empty, not repeated) and completed with the provider's
+/// defaults (machine image, volume, AWS IMDSv2); on an update aligned with the existing ones.
+fn workers(
+    runtime: &Runtime,
+    config: &Config,
+    provider_type: &str,
+    defaults: &ProviderDefaults<'_>,
+    existing: Option<&Shoot>,
+) -> Result<Vec<Worker>, ConversionError> {
+    let provider = &runtime.spec.shoot.provider;
+    let mut workers: Vec<(String, Worker)> = provider
         .workers
         .iter()
         .map(|w| ("spec.shoot.provider.workers[0]".to_string(), w.clone()))
         .chain(
-            shoot_spec
-                .provider
+            provider
                 .additional_workers
                 .iter()
                 .flatten()
@@ -456,6 +539,39 @@ fn convert(
                 }),
         )
         .collect();
+    check_workers(&workers)?;
+    let aws_imdsv2 = provider_type == "aws"
+        && config
+            .providers
+            .aws
+            .as_ref()
+            .is_some_and(|a| a.enable_imdsv2);
+    for (_, w) in workers.iter_mut() {
+        set_machine_image(w, defaults.machine_image);
+        if w.volume.is_none()
+            && let Some(vol) = defaults.volume
+        {
+            w.volume = Some(Volume {
+                name: None,
+                type_: vol.type_.clone(),
+                size: vol.size.clone(),
+                encrypted: None,
+            });
+        }
+        if aws_imdsv2 && w.provider_config.is_none() {
+            w.provider_config = Some(provider::aws_imdsv2_worker_config());
+        }
+    }
+    let mut workers: Vec<Worker> = workers.into_iter().map(|(_, w)| w).collect();
+    if let Some(existing) = existing {
+        align_workers(&mut workers, &existing.spec.provider.workers);
+    }
+    Ok(workers)
+}
+
+/// Worker names unique and not empty; zones present, not empty, not repeated. `workers` are
+/// (field path, worker) for the messages.
+fn check_workers(workers: &[(String, Worker)]) -> Result<(), ConversionError> {
     for (i, (path, w)) in workers.iter().enumerate() {
         if w.name.is_empty() {
             return Err(invalid(format!("{path}.name"), "must not be empty"));
@@ -488,75 +604,49 @@ fn convert(
             }
         }
     }
-    let aws_imdsv2 = provider_type == "aws"
-        && config
-            .providers
-            .aws
-            .as_ref()
-            .is_some_and(|a| a.enable_imdsv2);
-    for (_, w) in workers.iter_mut() {
-        set_machine_image(w, defaults.machine_image);
-        if w.volume.is_none()
-            && let Some(vol) = defaults.volume
-        {
-            w.volume = Some(Volume {
-                name: None,
-                type_: vol.type_.clone(),
-                size: vol.size.clone(),
-                encrypted: None,
-            });
-        }
-        if aws_imdsv2 && w.provider_config.is_none() {
-            w.provider_config = Some(provider::aws_imdsv2_worker_config());
-        }
-    }
-    let mut workers: Vec<Worker> = workers.into_iter().map(|(_, w)| w).collect();
-    if let Some(existing) = existing {
-        align_workers(&mut workers, &existing.spec.provider.workers);
-    }
+    Ok(())
+}
 
-    // Provider configs.
-    let nodes = shoot_spec.networking.nodes.as_str();
-    let zones = zones_of(&workers);
-    let zones_field = "spec.shoot.provider.workers[*].zones";
-    let (infrastructure_config, control_plane_config) = provider_configs(
-        runtime,
-        config,
-        existing,
-        nodes,
-        &zones,
-        zones_field,
-        &workers,
-    )?;
-
-    // Kubernetes version and OIDC.
-    let version = shoot_spec
-        .kubernetes
-        .as_ref()
-        .and_then(|k| k.version.clone())
-        .filter(|v| !v.is_empty())
-        .unwrap_or_else(|| config.kubernetes.default_version.clone());
+/// `spec.kubernetes.kubeAPIServer` for the OIDC providers, placed as Kubernetes `version`
+/// allows ([`OidcPlacement`]); `None` without OIDC.
+fn kube_api_server(
+    runtime: &Runtime,
+    config: &Config,
+    version: &str,
+) -> Option<KubeApiServerConfig> {
     let (main_oidc, additional_oidc) = oidc_providers(runtime, config);
-    let kube_api_server = if main_oidc.is_none() && additional_oidc.is_empty() {
-        None
-    } else {
-        Some(
-            match OidcPlacement::for_version(&version, !additional_oidc.is_empty()) {
-                OidcPlacement::Legacy => KubeApiServerConfig {
-                    oidc_config: main_oidc,
-                    ..KubeApiServerConfig::default()
-                },
-                OidcPlacement::Structured => KubeApiServerConfig {
-                    structured_authentication: Some(StructuredAuthentication {
-                        config_map_name: structured_auth_config_map_name(&shoot_spec.name),
-                    }),
-                    ..KubeApiServerConfig::default()
-                },
+    if main_oidc.is_none() && additional_oidc.is_empty() {
+        return None;
+    }
+    Some(
+        match OidcPlacement::for_version(version, !additional_oidc.is_empty()) {
+            OidcPlacement::Legacy => KubeApiServerConfig {
+                oidc_config: main_oidc,
+                ..KubeApiServerConfig::default()
             },
-        )
-    };
+            OidcPlacement::Structured => KubeApiServerConfig {
+                structured_authentication: Some(StructuredAuthentication {
+                    config_map_name: structured_auth_config_map_name(&runtime.spec.shoot.name),
+                }),
+                ..KubeApiServerConfig::default()
+            },
+        },
+    )
+}
 
-    // Extensions, DNS, resources.
+/// The Shoot's extensions (networking filter, DNS, NVIDIA OpenShell), its DNS (the existing
+/// domain on an update, else `<shoot>.<configured domain>`) and the resources the DNS provider
+/// needs (its Secret).
+fn extensions_and_dns(
+    runtime: &Runtime,
+    config: &Config,
+    existing: Option<&Shoot>,
+) -> (
+    Vec<Extension>,
+    Option<Dns>,
+    Option<Vec<NamedResourceReference>>,
+) {
+    let shoot_spec = &runtime.spec.shoot;
     let mut extensions = vec![networking_filter_extension(runtime)];
     let mut dns = None;
     let mut resources = None;
@@ -622,8 +712,40 @@ fn convert(
             disabled: Some(false),
         });
     }
+    (extensions, dns, resources)
+}
 
-    // Metadata.
+/// `secretBindingName` / `credentialsBindingName`: a Shoot that exists with a SecretBinding
+/// keeps it (the field cannot change); otherwise the CredentialsBinding.
+fn binding_names(existing: Option<&Shoot>, name: &str) -> (Option<String>, Option<String>) {
+    match existing {
+        Some(e)
+            if e.spec.secret_binding_name.is_some()
+                && e.spec.credentials_binding_name.is_none() =>
+        {
+            (Some(name.to_string()), None)
+        }
+        _ => (None, Some(name.to_string())),
+    }
+}
+
+/// Maintenance: the configured auto-updates and the region's time window.
+fn maintenance(runtime: &Runtime, config: &Config) -> Maintenance {
+    Maintenance {
+        auto_update: Some(MaintenanceAutoUpdate {
+            kubernetes_version: config.kubernetes.enable_kubernetes_version_auto_update,
+            machine_image_version: Some(config.kubernetes.enable_machine_image_version_auto_update),
+        }),
+        time_window: config
+            .maintenance_window(&runtime.spec.shoot.region)
+            .cloned(),
+        ..Maintenance::default()
+    }
+}
+
+/// The Shoot's name, namespace (the Gardener project's), account labels and annotations
+/// (runtime id, generation, licence type).
+fn metadata(runtime: &Runtime, config: &Config) -> ObjectMeta {
     let labels = runtime.metadata.labels.as_ref();
     let label = |k: &str| labels.and_then(|l| l.get(k)).cloned().unwrap_or_default();
     let mut annotations = BTreeMap::from([
@@ -633,97 +755,20 @@ fn convert(
             runtime.metadata.generation.unwrap_or(0).to_string(),
         ),
     ]);
+    let shoot_spec = &runtime.spec.shoot;
     if let Some(licence) = shoot_spec.licence_type.as_ref().filter(|l| !l.is_empty()) {
         annotations.insert(ANNOTATION_LICENCE_TYPE.to_string(), licence.clone());
     }
-
-    let (secret_binding_name, credentials_binding_name) = match existing {
-        Some(e)
-            if e.spec.secret_binding_name.is_some()
-                && e.spec.credentials_binding_name.is_none() =>
-        {
-            (Some(shoot_spec.secret_binding_name.clone()), None)
-        }
-        _ => (None, Some(shoot_spec.secret_binding_name.clone())),
-    };
-
-    let spec = ShootSpec {
-        cloud_profile: Some(CloudProfileReference {
-            kind: "CloudProfile".into(),
-            name: defaults.cloud_profile.to_string(),
-        }),
-        region: shoot_spec.region.clone(),
-        purpose: Some(shoot_spec.purpose.clone()),
-        secret_binding_name,
-        credentials_binding_name,
-        networking: Some(ShootNetworking {
-            type_: Some(
-                shoot_spec
-                    .networking
-                    .type_
-                    .clone()
-                    .filter(|t| !t.is_empty())
-                    .unwrap_or_else(|| DEFAULT_NETWORKING_TYPE.to_string()),
-            ),
-            pods: Some(shoot_spec.networking.pods.clone()),
-            nodes: Some(shoot_spec.networking.nodes.clone()),
-            services: Some(shoot_spec.networking.services.clone()),
-            ..ShootNetworking::default()
-        }),
-        provider: ShootProvider {
-            type_: provider_type.to_string(),
-            control_plane_config: Some(control_plane_config),
-            infrastructure_config: Some(infrastructure_config),
-            workers,
-            workers_settings: Some(WorkersSettings {
-                ssh_access: Some(SshAccess { enabled: false }),
-                ..WorkersSettings::default()
-            }),
-            ..ShootProvider::default()
-        },
-        kubernetes: ShootKubernetes {
-            version,
-            kube_api_server,
-            ..ShootKubernetes::default()
-        },
-        control_plane: shoot_spec.control_plane.clone(),
-        maintenance: Some(Maintenance {
-            auto_update: Some(MaintenanceAutoUpdate {
-                kubernetes_version: config.kubernetes.enable_kubernetes_version_auto_update,
-                machine_image_version: Some(
-                    config.kubernetes.enable_machine_image_version_auto_update,
-                ),
-            }),
-            time_window: config.maintenance_window(&shoot_spec.region).cloned(),
-            ..Maintenance::default()
-        }),
-        dns,
-        extensions: Some(extensions),
-        resources,
-        seed_selector: (shoot_spec.enforce_seed_location == Some(true)).then(|| SeedSelector {
-            match_labels: Some(BTreeMap::from([(
-                SEED_REGION_LABEL.to_string(),
-                config.seed_region(&shoot_spec.region).to_string(),
-            )])),
-            ..SeedSelector::default()
-        }),
-        ..ShootSpec::default()
-    };
-
-    Ok(Shoot {
-        metadata: ObjectMeta {
-            name: Some(shoot_spec.name.clone()),
-            namespace: Some(config.namespace()),
-            labels: Some(BTreeMap::from([
-                (LABEL_ACCOUNT.to_string(), label(LABEL_GLOBAL_ACCOUNT_ID)),
-                (LABEL_SUBACCOUNT.to_string(), label(LABEL_SUBACCOUNT_ID)),
-            ])),
-            annotations: Some(annotations),
-            ..ObjectMeta::default()
-        },
-        spec,
-        status: None,
-    })
+    ObjectMeta {
+        name: Some(shoot_spec.name.clone()),
+        namespace: Some(config.namespace()),
+        labels: Some(BTreeMap::from([
+            (LABEL_ACCOUNT.to_string(), label(LABEL_GLOBAL_ACCOUNT_ID)),
+            (LABEL_SUBACCOUNT.to_string(), label(LABEL_SUBACCOUNT_ID)),
+        ])),
+        annotations: Some(annotations),
+        ..ObjectMeta::default()
+    }
 }
 
 fn as_object(v: Value) -> OpenObject {
@@ -894,17 +939,6 @@ fn networking_filter_extension(runtime: &Runtime) -> Extension {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn versions() {
-        assert_eq!(parse_version("1.28.7"), Some((1, 28, 7)));
-        assert_eq!(parse_version("v1.30.0-rc.1"), Some((1, 30, 0)));
-        for bad in ["", "1.28", "1.28.x", "1.2.3.4", "latest", "1..3"] {
-            assert_eq!(parse_version(bad), None, "{bad}");
-        }
-        assert_eq!(compare_versions("1.30.2", "1.30.10"), Some(Ordering::Less));
-        assert_eq!(compare_versions("1.31.0", "x"), None);
-    }
 
     #[test]
     fn oidc_placement_by_version() {

@@ -16,6 +16,7 @@ pub mod config;
 pub mod convert;
 pub mod errors;
 pub mod provider;
+pub mod version;
 
 pub use config::{Config, ConfigError};
 pub use convert::{

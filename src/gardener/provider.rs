@@ -17,6 +17,9 @@ use ipnet::Ipv4Net;
 use serde_json::{Value, json};
 use std::net::Ipv4Addr;
 
+/// Provider types kim converts (`spec.shoot.provider.type`).
+pub const SUPPORTED_PROVIDERS: [&str; 4] = ["aws", "azure", "gcp", "openstack"];
+
 /// API version of the AWS provider extension's configs.
 pub const AWS_API_VERSION: &str = "aws.provider.extensions.gardener.cloud/v1alpha1";
 /// API version of the Azure provider extension's configs.
