@@ -1,6 +1,7 @@
 //! The generated CRD: `manifests/crd.yaml` is current, the status schema comes from the table,
-//! the schema is structural, and every sample Runtime (plus Runtimes with statuses) passes a
-//! cheap validation against the `openAPIV3Schema`.
+//! the schema is structural, it accepts everything KIM's CRD accepts, and every sample Runtime
+//! (plus Runtimes with statuses) passes the API server's schema check ([`kim::schema`]), which
+//! refuses each kind of bad value.
 //!
 //! Regenerate the manifest with `KIM_UPDATE_CRD=1 cargo test --test crd`.
 
@@ -381,145 +382,25 @@ fn structural_check_catches_violations() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Cheap instance validation (the full JSON-schema validation runs in CI with Python)
+// Instance validation: kim::schema, the API server's check (the Python validation of
+// scripts/validate-manifests.sh checks the samples too)
 // ---------------------------------------------------------------------------------------------
 
-/// Errors of `value` against `schema`: types, required fields, unknown (pruned) fields, enums,
-/// lengths, minimums, int32 ranges, date-time syntax and list-map key uniqueness. Patterns are
-/// left to the Python validator in CI.
-fn validate(value: &Value, schema: &Value, path: &str, out: &mut Vec<String>) {
-    if value.is_null() {
-        if schema.get("nullable") != Some(&json!(true)) {
-            out.push(format!("{path}: null where not nullable"));
-        }
-        return;
-    }
-    if schema.get("x-kubernetes-int-or-string") == Some(&json!(true)) {
-        if !(value.is_i64() || value.is_u64() || value.is_string()) {
-            out.push(format!(
-                "{path}: {value} is neither an integer nor a string"
-            ));
-        }
-        return;
-    }
-    if let Some(allowed) = schema.get("enum").and_then(Value::as_array)
-        && !allowed.contains(value)
-    {
-        out.push(format!("{path}: {value} not in {allowed:?}"));
-    }
-    let preserve = schema.get("x-kubernetes-preserve-unknown-fields") == Some(&json!(true));
-    match schema.get("type").and_then(Value::as_str) {
-        Some("string") => {
-            let Some(s) = value.as_str() else {
-                out.push(format!("{path}: {value} is not a string"));
-                return;
-            };
-            let len = s.chars().count() as u64;
-            if let Some(max) = schema.get("maxLength").and_then(Value::as_u64)
-                && len > max
-            {
-                out.push(format!("{path}: longer than {max}"));
-            }
-            if let Some(min) = schema.get("minLength").and_then(Value::as_u64)
-                && len < min
-            {
-                out.push(format!("{path}: shorter than {min}"));
-            }
-            if schema.get("format") == Some(&json!("date-time"))
-                && chrono::DateTime::parse_from_rfc3339(s).is_err()
-            {
-                out.push(format!("{path}: {s:?} is not an RFC 3339 date-time"));
-            }
-        }
-        Some("integer") => {
-            let Some(n) = value.as_i64() else {
-                out.push(format!("{path}: {value} is not an integer"));
-                return;
-            };
-            if schema.get("format") == Some(&json!("int32")) && i32::try_from(n).is_err() {
-                out.push(format!("{path}: {n} is out of int32 range"));
-            }
-            if let Some(min) = schema.get("minimum").and_then(Value::as_f64)
-                && (n as f64) < min
-            {
-                out.push(format!("{path}: {n} below minimum {min}"));
-            }
-        }
-        Some("number") => {
-            if !value.is_number() {
-                out.push(format!("{path}: {value} is not a number"));
-            }
-        }
-        Some("boolean") => {
-            if !value.is_boolean() {
-                out.push(format!("{path}: {value} is not a boolean"));
-            }
-        }
-        Some("array") => {
-            let Some(items) = value.as_array() else {
-                out.push(format!("{path}: {value} is not an array"));
-                return;
-            };
-            for (i, item) in items.iter().enumerate() {
-                validate(item, &schema["items"], &format!("{path}[{i}]"), out);
-            }
-            if schema.get("x-kubernetes-list-type") == Some(&json!("map")) {
-                let keys = schema["x-kubernetes-list-map-keys"]
-                    .as_array()
-                    .cloned()
-                    .unwrap_or_default();
-                let mut seen = Vec::new();
-                for item in items {
-                    let key: Vec<Value> = keys
-                        .iter()
-                        .map(|k| item[k.as_str().unwrap_or_default()].clone())
-                        .collect();
-                    if seen.contains(&key) {
-                        out.push(format!("{path}: duplicate list-map key {key:?}"));
-                    }
-                    seen.push(key);
-                }
-            }
-        }
-        Some("object") => {
-            let Some(obj) = value.as_object() else {
-                out.push(format!("{path}: {value} is not an object"));
-                return;
-            };
-            for r in schema
-                .get("required")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-            {
-                let r = r.as_str().unwrap_or_default();
-                if !obj.contains_key(r) {
-                    out.push(format!("{path}: required field {r} missing"));
-                }
-            }
-            let props = schema.get("properties").and_then(Value::as_object);
-            let additional = schema.get("additionalProperties");
-            for (k, v) in obj {
-                let p = format!("{path}.{k}");
-                if let Some(s) = props.and_then(|ps| ps.get(k)) {
-                    validate(v, s, &p, out);
-                } else if let Some(s) = additional {
-                    validate(v, s, &p, out);
-                } else if !preserve && props.is_some() {
-                    out.push(format!("{p}: unknown field (the apiserver would prune it)"));
-                }
-            }
-        }
-        Some(other) => out.push(format!("{path}: schema has unknown type {other}")),
-        None if preserve => {}
-        None => out.push(format!("{path}: schema without type")),
-    }
-}
-
+/// What the API server would say about `value` as a Runtime: its field errors and, as
+/// `PATH: unknown field`, the fields it would drop.
 fn errors_of(value: &Value) -> Vec<String> {
-    let mut out = Vec::new();
-    validate(value, &open_api_v3_schema(), "", &mut out);
-    out
+    let report = kim::schema::check(value);
+    report
+        .errors
+        .iter()
+        .map(ToString::to_string)
+        .chain(
+            report
+                .unknown_fields
+                .iter()
+                .map(|f| format!("{f}: unknown field")),
+        )
+        .collect()
 }
 
 fn sample_files() -> Vec<PathBuf> {
@@ -592,50 +473,149 @@ fn statuses_validate_against_the_schema() {
 
 #[test]
 fn validation_catches_bad_objects() {
-    let mut no_name = load(&samples_dir().join("aws.yaml"));
+    let sample = || load(&samples_dir().join("aws.yaml"));
+    let mut no_name = sample();
     no_name["spec"]["shoot"]
         .as_object_mut()
         .expect("shoot")
         .remove("name");
-    assert!(
-        errors_of(&no_name)
-            .iter()
-            .any(|e| e.contains("required field name missing"))
-    );
+    assert_eq!(errors_of(&no_name), ["spec.shoot.name: Required value"]);
 
-    let mut unknown = load(&samples_dir().join("aws.yaml"));
+    let mut unknown = sample();
     unknown["spec"]["shoot"]["bogus"] = json!(1);
+    assert_eq!(errors_of(&unknown), ["spec.shoot.bogus: unknown field"]);
     assert!(
-        errors_of(&unknown)
-            .iter()
-            .any(|e| e.contains(".spec.shoot.bogus: unknown field"))
+        kim::schema::check(&unknown).is_valid(),
+        "dropped, not refused"
     );
 
-    let mut provider = load(&samples_dir().join("aws.yaml"));
+    let mut provider = sample();
     provider["spec"]["shoot"]["provider"]["type"] = json!("digitalocean");
-    assert!(!errors_of(&provider).is_empty());
+    assert_eq!(
+        errors_of(&provider),
+        [
+            "spec.shoot.provider.type: Unsupported value: \"digitalocean\": supported values: \
+             \"aws\", \"azure\", \"gcp\", \"openstack\", \"alicloud\", \"gdch\""
+        ]
+    );
 
+    let mut spec_cases: Vec<(Value, &str)> = Vec::new();
+    let mut edit = |f: &dyn Fn(&mut Value), expected: &'static str| {
+        let mut v = sample();
+        f(&mut v);
+        spec_cases.push((v, expected));
+    };
+    edit(
+        &|v| v["spec"]["shoot"]["purpose"] = json!(true),
+        "spec.shoot.purpose: Invalid value: true: must be of type string",
+    );
+    edit(
+        &|v| v["spec"]["shoot"]["provider"]["workers"][0]["maxSurge"] = json!(false),
+        "spec.shoot.provider.workers[0].maxSurge: Invalid value: false: must be of type integer or string",
+    );
+    edit(
+        &|v| v["spec"]["shoot"]["provider"]["workers"][0]["minimum"] = json!("3"),
+        "spec.shoot.provider.workers[0].minimum: Invalid value: \"3\": must be of type integer",
+    );
+    edit(
+        &|v| v["spec"]["security"]["administrators"] = json!("admin@example.com"),
+        "spec.security.administrators: Invalid value: \"admin@example.com\": must be of type array",
+    );
+    edit(
+        &|v| {
+            v["spec"]["shoot"]["kubernetes"]["kubeAPIServer"]["additionalOidcConfig"] =
+                json!([{ "jwks": "not base64!" }])
+        },
+        "spec.shoot.kubernetes.kubeAPIServer.additionalOidcConfig[0].jwks: Invalid value: \
+         \"not base64!\": must be of format byte",
+    );
+    edit(
+        &|v| {
+            v["spec"]["imageRegistryCache"] = json!([{ "name": "c", "namespace": "n", "uid": "u",
+                "config": { "upstream": "docker.io", "volume": { "size": "10 Gi" } } }])
+        },
+        "spec.imageRegistryCache[0].config.volume.size: Invalid value: \"10 Gi\": must match",
+    );
+    edit(
+        &|v| v["apiVersion"] = json!("infrastructuremanager.kyma-project.io/v2"),
+        "apiVersion: Invalid value: \"infrastructuremanager.kyma-project.io/v2\": must be \
+         \"infrastructuremanager.kyma-project.io/v1\"",
+    );
+    for (v, expected) in spec_cases {
+        let errors = errors_of(&v);
+        assert!(
+            errors.len() == 1 && errors[0].starts_with(expected),
+            "expected {expected:?}, got {errors:#?}"
+        );
+    }
+
+    let cond = |fields: Value| {
+        let mut c = json!({ "type": "Provisioned", "status": "True", "reason": "X",
+            "message": "", "lastTransitionTime": "2024-05-01T10:00:00Z" });
+        for (k, v) in fields.as_object().expect("fields") {
+            if v.is_null() {
+                c.as_object_mut().expect("condition").remove(k);
+            } else {
+                c[k] = v.clone();
+            }
+        }
+        json!({ "state": "Ready", "conditions": [c] })
+    };
+    let c0 = "status.conditions[0]";
     let cases = [
-        json!({ "state": "Processing" }),
-        json!({ "conditions": [] }),
-        json!({ "state": "Ready", "conditions": [{ "type": "Provisioned", "status": "Maybe",
-            "reason": "X", "message": "", "lastTransitionTime": "2024-05-01T10:00:00Z" }] }),
-        json!({ "state": "Ready", "conditions": [{ "type": "Provisioned", "status": "True",
-            "reason": "", "message": "", "lastTransitionTime": "2024-05-01T10:00:00Z" }] }),
-        json!({ "state": "Ready", "conditions": [{ "type": "Provisioned", "status": "True",
-            "reason": "X", "message": "", "lastTransitionTime": "yesterday" }] }),
-        json!({ "state": "Ready", "conditions": [{ "type": "Provisioned", "status": "True",
-            "reason": "X", "lastTransitionTime": "2024-05-01T10:00:00Z" }] }),
-        json!({ "state": "Ready", "conditions": [{ "type": "Provisioned", "status": "True",
-            "reason": "X", "message": "", "lastTransitionTime": "2024-05-01T10:00:00Z",
-            "observedGeneration": -1 }] }),
-        json!({ "state": "Ready", "conditions": [{ "type": "Provisioned", "status": "True",
-            "reason": "X", "message": "x".repeat(32769),
-            "lastTransitionTime": "2024-05-01T10:00:00Z" }] }),
+        (
+            json!({ "state": "Processing" }),
+            "status.state: Unsupported value: \"Processing\": supported values: \"Pending\", \
+             \"Ready\", \"Failed\", \"Terminating\""
+                .to_string(),
+        ),
+        (
+            json!({ "conditions": [] }),
+            "status.state: Required value".into(),
+        ),
+        (
+            cond(json!({ "status": "Maybe" })),
+            format!("{c0}.status: Unsupported value: \"Maybe\""),
+        ),
+        (
+            cond(json!({ "reason": "" })),
+            format!("{c0}.reason: Invalid value: \"\": must be at least 1 characters long"),
+        ),
+        (
+            cond(json!({ "reason": "bad reason" })),
+            format!("{c0}.reason: Invalid value: \"bad reason\": must match '{REASON_PATTERN}'"),
+        ),
+        (
+            cond(json!({ "type": "Bad Type" })),
+            format!("{c0}.type: Invalid value: \"Bad Type\": must match '{TYPE_PATTERN}'"),
+        ),
+        (
+            cond(json!({ "lastTransitionTime": "yesterday" })),
+            format!(
+                "{c0}.lastTransitionTime: Invalid value: \"yesterday\": must be of format date-time"
+            ),
+        ),
+        (
+            cond(json!({ "message": null })),
+            format!("{c0}.message: Required value"),
+        ),
+        (
+            cond(json!({ "observedGeneration": -1 })),
+            format!(
+                "{c0}.observedGeneration: Invalid value: -1: must be greater than or equal to 0"
+            ),
+        ),
+        (
+            cond(json!({ "message": "x".repeat(32769) })),
+            format!("{c0}.message: Too long: may not be longer than 32768 characters"),
+        ),
     ];
-    for status in cases {
-        let v = with_status(status.clone());
-        assert!(!errors_of(&v).is_empty(), "accepted {status}");
+    for (status, expected) in cases {
+        let errors = errors_of(&with_status(status.clone()));
+        assert!(
+            errors.iter().any(|e| e.starts_with(&expected)),
+            "{status}: expected {expected:?}, got {errors:#?}"
+        );
     }
 
     // Two conditions of one type pass the schema (a plain list, as in KIM's CRD); the webhook
@@ -646,6 +626,101 @@ fn validation_catches_bad_objects() {
         { "type": "Provisioned", "status": "False", "reason": "Y", "message": "",
           "lastTransitionTime": "2024-05-01T10:00:00Z" }] }));
     assert_eq!(errors_of(&twice), Vec::<String>::new());
+}
+
+/// What the API server does before validating, and how it reads types: `null`s of optional
+/// fields are dropped, defaults are written, `1.0` is an integer, int-or-string takes both, a
+/// JSON value that is not an object is one error.
+#[test]
+fn validation_follows_the_api_servers_decoding() {
+    let mut v = load(&samples_dir().join("aws.yaml"));
+    v["spec"]["shoot"]["licenceType"] = Value::Null;
+    v["spec"]["shoot"]["provider"]["workers"][0]["maxSurge"] = json!("25%");
+    v["spec"]["shoot"]["provider"]["workers"][0]["maxUnavailable"] = json!(0);
+    v["spec"]["shoot"]["provider"]["workers"][0]["minimum"] = json!(1.0);
+    // ttl is required and defaulted: the API server writes 168h, nothing to refuse.
+    v["spec"]["imageRegistryCache"] = json!([{ "name": "c", "namespace": "n", "uid": "u",
+        "config": { "upstream": "docker.io", "garbageCollection": {}, "volume": { "size": 10 } } }]);
+    assert_eq!(errors_of(&v), Vec::<String>::new());
+
+    // A null where the schema has no default and the field is required stays refused.
+    let mut required_null = load(&samples_dir().join("aws.yaml"));
+    required_null["spec"]["shoot"]["name"] = Value::Null;
+    assert_eq!(
+        errors_of(&required_null),
+        ["spec.shoot.name: Required value"]
+    );
+    // Nulls inside lists are not dropped.
+    let mut null_item = load(&samples_dir().join("aws.yaml"));
+    null_item["spec"]["security"]["administrators"] = json!([null]);
+    assert_eq!(
+        errors_of(&null_item),
+        ["spec.security.administrators[0]: Invalid value: null: must be of type string"]
+    );
+    assert_eq!(
+        errors_of(&json!([1, 2])),
+        ["Invalid value: [1,2]: must be of type object"]
+    );
+    assert!(kim::schema::is_runtime(&load(
+        &samples_dir().join("aws.yaml")
+    )));
+    assert!(!kim::schema::is_runtime(
+        &json!({ "apiVersion": "v1", "kind": "Pod" })
+    ));
+}
+
+/// The string formats follow the API server's rules (kube-openapi `strfmt`), and the CRD uses
+/// no format the schema check leaves unchecked on strings.
+#[test]
+fn formats_follow_the_api_server() {
+    use kim::schema::{is_k8s_byte, is_k8s_date_time};
+    for ok in [
+        "2024-05-01T10:00:00Z",
+        "2024-05-01t10:00:00z",
+        "2024-05-01T10:00:00.123456789+02:00",
+        "2024-02-29T23:59:59-11:30",
+    ] {
+        assert!(is_k8s_date_time(ok), "{ok}");
+    }
+    for bad in [
+        "yesterday",
+        "2024-05-01",
+        "2024-05-01 10:00:00Z",
+        "2024-05-01T10:00:00",
+        "2024-05-01T24:00:00Z",
+        "2024-05-01T10:00:60Z",
+        "2023-02-29T10:00:00Z",
+        "24-05-01T10:00:00Z",
+        "",
+    ] {
+        assert!(!is_k8s_date_time(bad), "{bad}");
+    }
+    for ok in ["aGVsbG8=", "aGk=", "aGVs", "+/+/"] {
+        assert!(is_k8s_byte(ok), "{ok}");
+    }
+    for bad in ["", "aGVsbG8", "not base64!", "aGVsbG8=\n", "a==="] {
+        assert!(!is_k8s_byte(bad), "{bad:?}");
+    }
+
+    fn string_formats(node: &Value, out: &mut Vec<String>) {
+        match node {
+            Value::Object(m) => {
+                if m.get("type") == Some(&json!("string"))
+                    && let Some(f) = m.get("format").and_then(Value::as_str)
+                {
+                    out.push(f.to_string());
+                }
+                m.values().for_each(|v| string_formats(v, out));
+            }
+            Value::Array(a) => a.iter().for_each(|v| string_formats(v, out)),
+            _ => {}
+        }
+    }
+    let mut formats = Vec::new();
+    string_formats(&open_api_v3_schema(), &mut formats);
+    formats.sort();
+    formats.dedup();
+    assert_eq!(formats, ["byte", "date-time"]);
 }
 
 // ---------------------------------------------------------------------------------------------
