@@ -1,8 +1,10 @@
 //! The offline subcommands of `kim` (`review`, `check`, `policy`, `crd`): files in, verdicts
-//! out. Each returns the process exit code — 0 allowed, 1 denied, 2 unreadable input — and
-//! writes errors as one line (`file: position: what was expected`), never a backtrace.
+//! out. Each returns the process exit code — 0 allowed, 1 denied, 2 unreadable input or a
+//! Runtime the API server's schema check refuses ([`crate::schema`]) — and writes errors as
+//! one line each (`file: position: what was expected`), never a backtrace.
 
 use crate::admission::{self, Hook};
+use crate::schema;
 use crate::status::render::{self, Format};
 use crate::status::{self, Facts, PolicyArgs, Writers};
 use chrono::{DateTime, Utc};
@@ -15,11 +17,13 @@ use std::path::Path;
 pub const EXIT_ALLOWED: u8 = 0;
 /// Exit code: denied.
 pub const EXIT_DENIED: u8 = 1;
-/// Exit code: unreadable input (missing file, YAML/JSON syntax error, invalid policy file).
+/// Exit code: unreadable input (missing file, YAML/JSON syntax error, invalid policy file), or
+/// a Runtime the API server would refuse against the CRD schema.
 pub const EXIT_INPUT: u8 = 2;
 
 /// `kim review`: an AdmissionReview file in, the webhook's answer out.
 #[derive(Debug, Clone, Args)]
+#[command(after_help = schema::CLI_HELP)]
 pub struct ReviewArgs {
     /// AdmissionReview (YAML or JSON; `-` for stdin).
     pub file: String,
@@ -42,6 +46,7 @@ pub enum HookArg {
 
 /// `kim check`: one status change of a Runtime, old → new.
 #[derive(Debug, Clone, Args)]
+#[command(after_help = schema::CLI_HELP)]
 pub struct CheckArgs {
     /// The Runtime before the write (YAML/JSON, `-` for stdin), or `none` for the first status write.
     #[arg(long)]
@@ -167,6 +172,9 @@ pub fn review(args: &ReviewArgs, out: &mut dyn Write, err: &mut dyn Write) -> u8
         HookArg::Mutate => Hook::Mutate,
     };
     let outcome = admission::review(hook, &policy, &body, now_or(args.now));
+    if !review_fits_schema(&body, &outcome.body, hook, err) {
+        return EXIT_INPUT;
+    }
     let pretty = serde_json::from_slice::<Value>(&outcome.body)
         .and_then(|v| serde_json::to_string_pretty(&v))
         .unwrap_or_else(|_| String::from_utf8_lossy(&outcome.body).into_owned());
@@ -216,6 +224,13 @@ pub fn check(args: &CheckArgs, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
         now: now_or(args.now),
     };
     let decision = status::evaluate(&policy, old.as_ref(), &new, &facts);
+    // The API server checks the schema after the mutating webhook: the written object with the
+    // defaulting patch applied (crate::schema).
+    let mut written = new.clone();
+    let _ = json_patch::patch(&mut written, &decision.patch);
+    if !fits_schema(err, &[("--old", old.as_ref()), ("--new", Some(&written))]) {
+        return EXIT_INPUT;
+    }
     let state = |v: Option<&Value>| -> String {
         v.and_then(|o| o.get("status"))
             .and_then(|s| s.get("state"))
@@ -297,6 +312,63 @@ pub fn policy(args: &PolicyCmdArgs, out: &mut dyn Write, err: &mut dyn Write) ->
         }
         Err(e) => fail(err, &e.to_string()),
     }
+}
+
+/// The API server's schema check ([`schema::check`]) of each labelled object: one line per
+/// unknown field (a warning) and per error. False when any would be refused (exit 2).
+fn fits_schema(err: &mut dyn Write, objects: &[(&str, Option<&Value>)]) -> bool {
+    let mut fits = true;
+    for (label, object) in objects {
+        let Some(object) = object else { continue };
+        let report = schema::check(object);
+        for field in &report.unknown_fields {
+            let _ = writeln!(
+                err,
+                "kim: {label}: warning: unknown field {field} (the API server drops it)"
+            );
+        }
+        for e in &report.errors {
+            let _ = writeln!(err, "kim: {label}: invalid Runtime: {e}");
+        }
+        fits &= report.is_valid();
+    }
+    fits
+}
+
+/// [`fits_schema`] for the Runtimes of a review (`body`), the object with the patch of the
+/// mutating webhook's answer (`answer`) applied: what the API server would validate next. A
+/// body that is not JSON is left to the webhook's answer.
+fn review_fits_schema(body: &[u8], answer: &[u8], hook: Hook, err: &mut dyn Write) -> bool {
+    let Ok(review) = serde_json::from_slice::<Value>(body) else {
+        return true;
+    };
+    let patch = matches!(hook, Hook::Mutate)
+        .then(|| answered_patch(answer))
+        .flatten();
+    let objects: Vec<(&str, Value)> = schema::review_runtimes(&review)
+        .into_iter()
+        .map(|(label, object)| {
+            let mut object = object.clone();
+            if let (Some(p), "request.object") = (&patch, label) {
+                let _ = json_patch::patch(&mut object, p);
+            }
+            (label, object)
+        })
+        .collect();
+    let labelled: Vec<(&str, Option<&Value>)> =
+        objects.iter().map(|(l, o)| (*l, Some(o))).collect();
+    fits_schema(err, &labelled)
+}
+
+/// The JSONPatch of a webhook answer (`response.patch`, base64), if any.
+fn answered_patch(answer: &[u8]) -> Option<json_patch::Patch> {
+    use base64::Engine;
+    let answer: Value = serde_json::from_slice(answer).ok()?;
+    let encoded = answer["response"]["patch"].as_str()?;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(encoded)
+        .ok()?;
+    serde_json::from_slice(&bytes).ok()
 }
 
 fn fail(err: &mut dyn Write, msg: &str) -> u8 {

@@ -1,14 +1,20 @@
 //! The Runtime CustomResourceDefinition, generated from the types ([`crate::api`]) and the
 //! status table ([`crate::status`]).
 //!
-//! [`crd`] starts from kube's derived `Runtime::crd()` and post-processes the OpenAPI v3 schema:
-//! - the root lists `apiVersion`, `kind` and `metadata` (as controller-gen does);
+//! [`crd`] starts from kube's derived `Runtime::crd()` and post-processes the OpenAPI v3 schema
+//! so that it accepts every object upstream KIM's CRD accepts and stores it unchanged
+//! (`manifests/README.md`, "kim's CRD and KIM's"; `tests/crd.rs` compares the two):
+//! - the root lists `apiVersion`, `kind` and `metadata` (as controller-gen does) and requires
+//!   nothing (KIM's root requires nothing, not even `spec`);
+//! - no `nullable` anywhere and no `format` on numbers (controller-gen writes neither): a `null`
+//!   sent for an optional field is dropped by the API server, as under KIM's CRD;
 //! - `status.state` becomes an enum of [`State::ALL`] and is required once `status` exists
 //!   (`shared/spec/status-model.md` §1);
 //! - `status.conditions[]` gets the upstream `metav1.Condition` CRD shape (required fields,
 //!   `type`/`reason` patterns and lengths from [`crate::status::policy`], `status` enum from
-//!   [`CondStatus::ALL`], `observedGeneration >= 0`) and is a list-map keyed by `type` (at most
-//!   one condition per type, §4.1).
+//!   [`CondStatus::ALL`], `observedGeneration >= 0`). The list is a plain list without
+//!   `maxItems`, as in KIM's CRD: at most one condition per type (§4.1) and the evaluation's
+//!   condition limit are the webhook's rules, not the schema's.
 //!
 //! `manifests/crd.yaml` is [`crd_yaml`]'s output; `KIM_UPDATE_CRD=1 cargo test --test crd`
 //! regenerates it and `cargo test --test crd` fails when it is stale.
@@ -74,6 +80,10 @@ pub fn crd_yaml() -> String {
 
 /// Applies the status-model constraints to the derived schema (see the module docs).
 fn post_process(schema: &mut Value) {
+    strip_nullable_and_number_formats(schema);
+    if let Some(root) = schema.as_object_mut() {
+        root.remove("required");
+    }
     // The apiserver always accepts these at the root; list them as controller-gen does so that
     // a plain JSON-schema validator sees the whole object.
     let root = object_at(schema, "/properties");
@@ -102,14 +112,6 @@ fn post_process(schema: &mut Value) {
     state.insert("enum".into(), json!(State::ALL.map(State::as_str)));
 
     let conditions = object_at_map(status, "/properties/conditions");
-    conditions.remove("nullable");
-    conditions.insert("x-kubernetes-list-type".into(), json!("map"));
-    conditions.insert("x-kubernetes-list-map-keys".into(), json!(["type"]));
-    conditions.insert(
-        "maxItems".into(),
-        json!(crate::status::table::MAX_CONDITIONS),
-    );
-
     let item = object_at_map(conditions, "/items");
     item.insert("type".into(), json!("object"));
     item.insert(
@@ -161,6 +163,35 @@ fn post_process(schema: &mut Value) {
         "lastTransitionTime",
         json!({ "type": "string", "format": "date-time" }),
     );
+}
+
+/// Removes `nullable` from every schema node, and `format` from `number` nodes (schemars writes
+/// `double`/`float` for Rust floats; the API server checks no format on numbers).
+fn strip_nullable_and_number_formats(node: &mut Value) {
+    let Some(map) = node.as_object_mut() else {
+        return;
+    };
+    map.remove("nullable");
+    if map.get("type").and_then(Value::as_str) == Some("number") {
+        map.remove("format");
+    }
+    if let Some(Value::Object(props)) = map.get_mut("properties") {
+        props
+            .values_mut()
+            .for_each(strip_nullable_and_number_formats);
+    }
+    for key in ["additionalProperties", "items", "not"] {
+        if let Some(child) = map.get_mut(key) {
+            strip_nullable_and_number_formats(child);
+        }
+    }
+    for key in ["allOf", "anyOf", "oneOf"] {
+        if let Some(Value::Array(children)) = map.get_mut(key) {
+            children
+                .iter_mut()
+                .for_each(strip_nullable_and_number_formats);
+        }
+    }
 }
 
 /// The object schema at `pointer` under `root`; panics (a generator bug) when it is missing.

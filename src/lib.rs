@@ -10,6 +10,7 @@ pub mod cli;
 pub mod crd;
 pub mod gardener;
 pub mod reconciler;
+pub mod schema;
 pub mod signal;
 pub mod status;
 pub mod telemetry;

@@ -20,9 +20,9 @@ enum Command {
     Webhook(kim::webhook::WebhookArgs),
     /// Run the Runtime reconciler (provision, update and delete runtimes through Gardener).
     Controller(kim::reconciler::ControllerArgs),
-    /// Answer one AdmissionReview file exactly as the webhook would (exit 0 allowed, 1 denied, 2 unreadable).
+    /// Answer one AdmissionReview file exactly as the webhook would (exit 0 allowed, 1 denied, 2 unreadable or refused by the CRD schema).
     Review(cli::ReviewArgs),
-    /// Check one status change of a Runtime, old -> new (exit 0 allowed, 1 denied, 2 unreadable).
+    /// Check one status change of a Runtime, old -> new (exit 0 allowed, 1 denied, 2 unreadable or refused by the CRD schema).
     Check(cli::CheckArgs),
     /// Print the status model: states, transitions, condition types and reasons, rules.
     Policy(cli::PolicyCmdArgs),

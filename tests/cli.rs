@@ -344,3 +344,275 @@ fn the_readme_check_example_runs_as_documented() {
         stdout(&o)
     );
 }
+
+/// `kim check` refuses, like the API server (422 before the validating webhook), a Runtime its
+/// CRD schema does not admit: one `kim: --new: invalid Runtime: PATH: …` line per field error,
+/// naming what the schema expects, exit 2 and nothing on stdout, in both output formats. The
+/// written object is checked after the defaulting patch (the API server checks after the
+/// mutating webhook), the stored one (`--old`) as it is.
+#[test]
+fn check_refuses_what_the_api_server_would_refuse() {
+    let dir = tempfile::tempdir().unwrap();
+    let seq = lifecycle(sample_runtimes().remove(2).1);
+    let write = |name: &str, v: &Value| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, serde_saphyr::to_string(v).unwrap()).unwrap();
+        p.to_str().unwrap().to_string()
+    };
+    let old = write("old.yaml", &seq[1].obj);
+    let new_rt = seq[2].clone();
+    type Edit = Box<dyn Fn(&mut Value)>;
+    let cases: Vec<(&str, Edit, &str)> = vec![
+        (
+            "type",
+            Box::new(|o| o["spec"]["shoot"]["purpose"] = json!(true)),
+            "spec.shoot.purpose: Invalid value: true: must be of type string",
+        ),
+        (
+            "int-or-string",
+            Box::new(|o| o["spec"]["shoot"]["provider"]["workers"][0]["maxSurge"] = json!(1.5)),
+            "spec.shoot.provider.workers[0].maxSurge: Invalid value: 1.5: must be of type integer or string",
+        ),
+        (
+            "enum",
+            Box::new(|o| o["spec"]["shoot"]["provider"]["type"] = json!("digitalocean")),
+            "spec.shoot.provider.type: Unsupported value: \"digitalocean\": supported values: \"aws\"",
+        ),
+        (
+            "state enum",
+            Box::new(|o| o["status"]["state"] = json!("Processing")),
+            "status.state: Unsupported value: \"Processing\"",
+        ),
+        (
+            "required",
+            Box::new(|o| {
+                o["spec"]["shoot"].as_object_mut().unwrap().remove("region");
+            }),
+            "spec.shoot.region: Required value",
+        ),
+        (
+            "pattern",
+            Box::new(|o| o["status"]["conditions"][0]["reason"] = json!("not a reason")),
+            "status.conditions[0].reason: Invalid value: \"not a reason\": must match '^[A-Za-z]",
+        ),
+        (
+            "maxLength",
+            Box::new(|o| o["status"]["conditions"][0]["message"] = json!("x".repeat(32769))),
+            "status.conditions[0].message: Too long: may not be longer than 32768 characters",
+        ),
+        (
+            "minimum",
+            Box::new(|o| o["status"]["conditions"][0]["observedGeneration"] = json!(-1)),
+            "status.conditions[0].observedGeneration: Invalid value: -1: must be greater than or equal to 0",
+        ),
+        (
+            "format",
+            Box::new(|o| {
+                o["spec"]["shoot"]["kubernetes"]["kubeAPIServer"]["additionalOidcConfig"] =
+                    json!([{ "jwks": "not base64!" }])
+            }),
+            "spec.shoot.kubernetes.kubeAPIServer.additionalOidcConfig[0].jwks: Invalid value: \"not base64!\": must be of format byte",
+        ),
+    ];
+    for (kind, edit, expected) in &cases {
+        let new = write(&format!("{kind}.yaml"), &new_rt.with(|o| edit(o)).obj);
+        for output in ["text", "json"] {
+            let o = kim(&["check", "--old", &old, "--new", &new, "--output", output]);
+            let e = stderr(&o);
+            assert_eq!(o.status.code(), Some(2), "{kind}: {e}{}", stdout(&o));
+            assert_eq!(stdout(&o), "", "{kind}: no verdict");
+            assert!(
+                e.lines()
+                    .any(|l| l.starts_with(&format!("kim: --new: invalid Runtime: {expected}"))),
+                "{kind}: expected {expected:?} in:\n{e}"
+            );
+            assert!(e.lines().all(|l| l.starts_with("kim: ")), "{kind}: {e}");
+        }
+    }
+
+    // Several errors: one line each.
+    let both = write(
+        "both.yaml",
+        &new_rt
+            .with(|o| {
+                o["spec"]["shoot"]["purpose"] = json!(7);
+                o["spec"]["security"]["administrators"] = json!("me");
+            })
+            .obj,
+    );
+    let o = kim(&["check", "--old", &old, "--new", &both]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(stderr(&o).lines().count(), 2, "{}", stderr(&o));
+
+    // The stored object is checked too; a date-time format error there is named as --old.
+    let bad_old = write(
+        "bad-old.yaml",
+        &seq[1]
+            .with(|o| o["status"]["conditions"][0]["lastTransitionTime"] = json!("yesterday"))
+            .obj,
+    );
+    let new = write("new.yaml", &new_rt.obj);
+    let o = kim(&["check", "--old", &bad_old, "--new", &new]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        stderr(&o).lines().next(),
+        Some(
+            "kim: --old: invalid Runtime: status.conditions[0].lastTransitionTime: Invalid value: \"yesterday\": must be of format date-time"
+        ),
+        "{}",
+        stderr(&o)
+    );
+
+    // A missing lastTransitionTime (required by the schema) is what the mutating webhook
+    // defaults before the API server checks the schema: allowed, with the patch.
+    let partial = write(
+        "partial.yaml",
+        &new_rt
+            .with(|o| {
+                o["status"]["conditions"][0]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove("lastTransitionTime");
+            })
+            .obj,
+    );
+    let o = kim(&["check", "--old", &old, "--new", &partial]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    assert!(stdout(&o).contains("lastTransitionTime"), "{}", stdout(&o));
+
+    // Unknown fields are dropped by the API server, not refused: a warning, the verdict stands.
+    let unknown = write(
+        "unknown.yaml",
+        &new_rt.with(|o| o["spec"]["shoot"]["bogus"] = json!(1)).obj,
+    );
+    let o = kim(&["check", "--old", &old, "--new", &unknown]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(
+        stderr(&o).trim_end(),
+        "kim: --new: warning: unknown field spec.shoot.bogus (the API server drops it)"
+    );
+    assert!(stdout(&o).starts_with("ALLOWED"), "{}", stdout(&o));
+}
+
+/// Every sample Runtime, and every status of its lifecycle, passes the schema check.
+#[test]
+fn check_accepts_every_sample_runtime() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, sample) in sample_runtimes() {
+        let seq = lifecycle(sample);
+        let paths: Vec<String> = seq
+            .iter()
+            .enumerate()
+            .map(|(i, rt)| {
+                let p = dir.path().join(format!("{i}-{name}"));
+                std::fs::write(&p, serde_saphyr::to_string(&rt.obj).unwrap()).unwrap();
+                p.to_str().unwrap().to_string()
+            })
+            .collect();
+        let o = kim(&["check", "--old", "none", "--new", &paths[0]]);
+        assert_eq!(o.status.code(), Some(0), "{name}: {}", stderr(&o));
+        assert_eq!(stderr(&o), "", "{name}");
+        for pair in paths.windows(2) {
+            let o = kim(&["check", "--old", &pair[0], "--new", &pair[1]]);
+            assert_eq!(o.status.code(), Some(0), "{name} {pair:?}: {}", stderr(&o));
+            assert_eq!(stderr(&o), "", "{name}");
+        }
+    }
+}
+
+/// `kim review` checks the Runtimes of the review (`request.object`, `request.oldObject`) the
+/// same way: validate reviews as they are (the API server checked them before calling the
+/// validating webhook), mutate reviews with the answered patch applied (it checks after).
+#[test]
+fn review_refuses_runtimes_the_api_server_would_refuse() {
+    let dir = tempfile::tempdir().unwrap();
+    let seq = lifecycle(sample_runtimes().remove(0).1);
+    let run = |name: &str, review: &Value, hook: &str| -> Output {
+        let p = dir.path().join(name);
+        std::fs::write(&p, serde_json::to_vec(review).unwrap()).unwrap();
+        kim(&["review", p.to_str().unwrap(), "--hook", hook])
+    };
+
+    let bad_new = seq[5].with(|o| o["spec"]["shoot"]["purpose"] = json!(true));
+    let review = status_review("s-1", &seq[4], &bad_new, RECONCILER, &[], false);
+    for hook in ["validate", "mutate"] {
+        let o = run("bad-new.json", &review, hook);
+        assert_eq!(o.status.code(), Some(2), "{hook}: {}", stdout(&o));
+        assert_eq!(stdout(&o), "", "{hook}: no answer");
+        assert_eq!(
+            stderr(&o).trim_end(),
+            "kim: request.object: invalid Runtime: spec.shoot.purpose: Invalid value: true: must be of type string"
+        );
+    }
+
+    let bad_old = seq[4].with(|o| o["status"]["conditions"][0]["status"] = json!("Maybe"));
+    let review = status_review("s-2", &bad_old, &seq[5], RECONCILER, &[], false);
+    let o = run("bad-old.json", &review, "validate");
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).starts_with(
+            "kim: request.oldObject: invalid Runtime: status.conditions[0].status: Unsupported value: \"Maybe\""
+        ),
+        "{}",
+        stderr(&o)
+    );
+
+    // No lastTransitionTime: the mutating webhook defaults it, so the mutate review passes;
+    // a validate review cannot carry it (the API server refused it before).
+    let partial = seq[5].with(|o| {
+        o["status"]["conditions"][0]
+            .as_object_mut()
+            .unwrap()
+            .remove("lastTransitionTime");
+    });
+    let review = status_review("s-3", &seq[4], &partial, RECONCILER, &[], false);
+    let o = run("partial.json", &review, "mutate");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let r = response_of(stdout(&o).as_bytes(), "s-3");
+    assert!(patch_of(&r).is_some(), "{r}");
+    let o = run("partial.json", &review, "validate");
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        stderr(&o).trim_end(),
+        "kim: request.object: invalid Runtime: status.conditions[0].lastTransitionTime: Required value"
+    );
+}
+
+/// The README's schema-check example lines are what `kim check` prints for those two errors,
+/// and `--help` of both commands says what is and is not checked.
+#[test]
+fn the_readme_schema_check_example_is_current() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let section = &readme[readme
+        .find("### Schema check")
+        .expect("README has the schema-check section")..];
+    let block = section
+        .split("```\n")
+        .nth(1)
+        .expect("the section shows the error lines");
+    let documented: Vec<&str> = block.lines().collect();
+
+    let dir = tempfile::tempdir().unwrap();
+    let seq = lifecycle(sample_runtimes().remove(2).1);
+    let new = seq[2].with(|o| {
+        o["spec"]["shoot"]["purpose"] = json!(true);
+        o["status"]["conditions"][0]["reason"] = json!("not a reason");
+    });
+    let write = |name: &str, v: &Value| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, serde_saphyr::to_string(v).unwrap()).unwrap();
+        p.to_str().unwrap().to_string()
+    };
+    let (old, new) = (write("old.yaml", &seq[1].obj), write("new.yaml", &new.obj));
+    let o = kim(&["check", "--old", &old, "--new", &new]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(stderr(&o).lines().collect::<Vec<_>>(), documented);
+
+    for command in ["check", "review"] {
+        let help = stdout(&kim(&[command, "--help"]));
+        for words in ["Schema check", "exits 2", "CEL rules", "ratcheting"] {
+            assert!(help.contains(words), "kim {command} --help lacks {words:?}");
+        }
+    }
+}

@@ -60,8 +60,14 @@ pub const REQUIRED_LABELS: [&str; 8] = [
     LABEL_SUBACCOUNT_ID,
 ];
 
-/// Values accepted in `spec.shoot.provider.type` (upstream kubebuilder enum).
-pub const PROVIDER_TYPES: [&str; 5] = ["aws", "azure", "gcp", "openstack", "alicloud"];
+/// Values accepted in `spec.shoot.provider.type` (upstream kubebuilder enum). kim converts
+/// `aws`, `azure`, `gcp` and `openstack`; the others are accepted and stored, and their
+/// reconcile fails with an unsupported-provider error.
+pub const PROVIDER_TYPES: [&str; 6] = ["aws", "azure", "gcp", "openstack", "alicloud", "gdch"];
+
+/// Pattern of a Kubernetes quantity (`resource.Quantity`, e.g. `10Gi`), as controller-gen
+/// writes it into CRDs.
+pub const QUANTITY_PATTERN: &str = r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$";
 
 /// Desired state of a Kyma runtime: the Gardener Shoot to run it on, its security settings and
 /// optional image-registry caches. Written by KEB; read by the reconciler.
@@ -92,6 +98,10 @@ pub struct RuntimeSpec {
     /// Image-registry caches to configure on the Shoot (upstream field `Caching`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image_registry_cache: Option<Vec<ImageRegistryCache>>,
+    /// Whether the customer requires access to their audit-log data (upstream
+    /// `AuditLogAccessEnabled`). Carried, not interpreted: kim configures no audit log.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audit_log_access_enabled: Option<bool>,
 }
 
 /// The Gardener Shoot of a runtime (upstream `RuntimeShoot`).
@@ -590,9 +600,83 @@ pub struct ImageRegistryCache {
     pub namespace: String,
     /// UID of the registry-cache configuration resource.
     pub uid: String,
-    /// The cache configuration (cloud-manager `RegistryCacheConfigSpec`; open object).
-    #[schemars(schema_with = "preserve_unknown_object")]
-    pub config: OpenObject,
+    /// The cache configuration (cloud-manager `RegistryCacheConfigSpec`).
+    pub config: RegistryCacheConfig,
+}
+
+/// Configuration of one registry cache (cloud-manager `RegistryCacheConfigSpec`, the shape of
+/// KIM's CRD, with its defaults). Carried, not interpreted: kim configures no registry cache.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RegistryCacheConfig {
+    /// The remote registry host to cache (e.g. `docker.io`).
+    pub upstream: String,
+    /// The remote registry URL, `<scheme><host>[:<port>]` with scheme `https://` or `http://`;
+    /// derived from `upstream` when absent.
+    #[serde(rename = "remoteURL", default, skip_serializing_if = "Option::is_none")]
+    pub remote_url: Option<String>,
+    /// The cache's volume.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume: Option<RegistryCacheVolume>,
+    /// Garbage collection of cached content; enabled (TTL 168h) when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub garbage_collection: Option<RegistryCacheGarbageCollection>,
+    /// Name of the Secret reference with the upstream registry's credentials.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_reference_name: Option<String>,
+    /// Proxy the cache uses to reach the upstream registry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxy: Option<RegistryCacheProxy>,
+    /// The cache's HTTP server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http: Option<RegistryCacheHttp>,
+}
+
+/// Volume of a registry cache (cloud-manager `Volume`).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RegistryCacheVolume {
+    /// Volume size, a Kubernetes quantity (e.g. `10Gi`); the API server writes `10Gi` when
+    /// absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("pattern" = QUANTITY_PATTERN, "default" = "10Gi"))]
+    pub size: Option<IntOrString>,
+    /// StorageClass of the volume; the cluster's default when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_class_name: Option<String>,
+}
+
+/// Garbage collection of a registry cache (cloud-manager `GarbageCollection`).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default, JsonSchema)]
+pub struct RegistryCacheGarbageCollection {
+    /// Time to live of a cached blob, a Go duration (`0s` disables garbage collection).
+    /// Required; the API server writes `168h` (7 days) when absent, so a Runtime read from the
+    /// API server always has it.
+    // An `Option` without `serde(default)`: serde still reads a missing field as `None`, and
+    // schemars lists it as required.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(required, extend("default" = "168h"))]
+    pub ttl: Option<String>,
+}
+
+/// Proxy settings of a registry cache (cloud-manager `Proxy`).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RegistryCacheProxy {
+    /// Proxy for HTTP connections to the upstream registry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http_proxy: Option<String>,
+    /// Proxy for HTTPS connections to the upstream registry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub https_proxy: Option<String>,
+}
+
+/// HTTP server settings of a registry cache (cloud-manager `HTTP`).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default, JsonSchema)]
+pub struct RegistryCacheHttp {
+    /// Whether the cache serves TLS.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<bool>,
 }
 
 /// Observed state of a Runtime (spec `status-model.md` §1). Written only through the
@@ -618,6 +702,14 @@ pub struct RuntimeStatus {
     /// Copy of the Shoot's `status.lastErrors`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub shoot_last_errors: Vec<LastError>,
+    /// Name of the AuditLog custom resource chosen for this runtime (written by KIM).
+    /// Carried, not interpreted: kim's status writes keep it as they found it.
+    #[serde(
+        rename = "auditLogCR",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub audit_log_cr: Option<String>,
 }
 
 /// The last operation Gardener ran on the Shoot (Gardener `LastOperation`).

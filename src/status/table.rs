@@ -942,7 +942,7 @@ pub const DEFAULT_WRITER_USERS: &[&str] = &["system:serviceaccount:kim-system:ki
 /// Groups allowed to write `runtimes/status` by default (spec §4, invariant 8).
 pub const DEFAULT_WRITER_GROUPS: &[&str] = &["system:masters"];
 
-/// Most entries accepted in `status.conditions` (also the CRD's `maxItems`). The model allows
+/// Most entries accepted in `status.conditions` (the CRD, like KIM's, sets no `maxItems`). The model allows
 /// one condition per type and the table has a dozen types; a longer list is denied as malformed
 /// before any per-condition work, which keeps evaluation time and denial size bounded.
 pub const MAX_CONDITIONS: usize = 64;
