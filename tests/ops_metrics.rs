@@ -20,73 +20,8 @@ mod reconciler;
 use ops::*;
 use reconciler::{Env, NS, Options, manifest_dir, sample};
 use serde_json::Value;
-use std::path::Path;
 use std::time::{Duration, Instant};
 use testenv::{FaultAction, FaultRule, Verb};
-
-/// Overall limit of every wait for a final state (debug build, 2 shared cores).
-const LIMIT: Duration = Duration::from_secs(120);
-
-/// A spawned `kim` process with its output captured.
-struct Kim {
-    child: std::process::Child,
-    stdout: testenv::capture::Captured,
-    stderr: testenv::capture::Captured,
-}
-
-impl Kim {
-    fn spawn(args: &[&std::ffi::OsStr]) -> Kim {
-        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_kim"))
-            .args(args)
-            .env("RUST_LOG", "info")
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("kim starts");
-        let (stdout, _) = testenv::capture::capture(child.stdout.take().unwrap());
-        let (stderr, _) = testenv::capture::capture(child.stderr.take().unwrap());
-        Kim {
-            child,
-            stdout,
-            stderr,
-        }
-    }
-
-    fn output(&self) -> String {
-        format!(
-            "stdout:\n{}\nstderr:\n{}",
-            self.stdout.lock().unwrap(),
-            self.stderr.lock().unwrap()
-        )
-    }
-
-    /// Waits until `find` finds something in stdout or stderr (printed once at start-up).
-    async fn wait_for<T>(&self, what: &str, find: impl Fn(&str) -> Option<T>) -> T {
-        let start = Instant::now();
-        loop {
-            let text = format!(
-                "{}\n{}",
-                self.stdout.lock().unwrap(),
-                self.stderr.lock().unwrap()
-            );
-            if let Some(v) = find(&text) {
-                return v;
-            }
-            assert!(
-                start.elapsed() < LIMIT,
-                "{what} not printed:\n{}",
-                self.output()
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-}
-
-impl Drop for Kim {
-    fn drop(&mut self) {
-        testenv::capture::terminate(&mut self.child, Duration::from_secs(10));
-    }
-}
 
 /// `GET http://addr/metrics` with `accept`; returns the body (asserting the content type).
 async fn scrape(addr: &str, accept: &str) -> String {
@@ -147,36 +82,6 @@ fn promtool_check_metrics(who: &str, text: &str) {
         ok,
         "promtool check metrics of {who}:\n{out}\n--- exposition:\n{text}"
     );
-}
-
-/// The `kim webhook --dev` process on ephemeral ports: (process, https port, metrics address).
-async fn start_webhook(cert_dir: &Path) -> (Kim, u16, String) {
-    let kim = Kim::spawn(&[
-        "webhook".as_ref(),
-        "--dev".as_ref(),
-        "--addr".as_ref(),
-        "127.0.0.1:0".as_ref(),
-        "--metrics-addr".as_ref(),
-        "127.0.0.1:0".as_ref(),
-        "--cert-dir".as_ref(),
-        cert_dir.as_os_str(),
-    ]);
-    let port = kim
-        .wait_for("the dev banner", |t| {
-            t.lines()
-                .find_map(|l| l.strip_prefix("kim webhook (dev) on https://localhost:"))
-                .and_then(|p| p.trim().parse::<u16>().ok())
-        })
-        .await;
-    let metrics = kim
-        .wait_for("the metrics address", |t| {
-            t.lines()
-                .find_map(|l| l.trim().strip_prefix("curl http://"))
-                .and_then(|r| r.strip_suffix("/metrics"))
-                .map(str::to_string)
-        })
-        .await;
-    (kim, port, metrics)
 }
 
 /// Drives the webhook: allowed and denied reviews on both paths, then a change of the cert

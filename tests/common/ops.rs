@@ -8,6 +8,7 @@ use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 /// The repository root.
 pub fn repo() -> &'static Path {
@@ -363,4 +364,103 @@ pub fn recording_rules(exprs: &[Expr]) -> String {
         ));
     }
     out
+}
+
+/// Overall limit of every wait for a final state (debug build, 2 shared cores).
+pub const LIMIT: Duration = Duration::from_secs(120);
+
+/// A spawned `kim` process with its output captured.
+pub struct Kim {
+    /// The process.
+    pub child: std::process::Child,
+    /// Its stdout so far.
+    pub stdout: testenv::capture::Captured,
+    /// Its stderr so far.
+    pub stderr: testenv::capture::Captured,
+}
+
+impl Kim {
+    /// Starts `kim ARGS` (`RUST_LOG=info`).
+    pub fn spawn(args: &[&std::ffi::OsStr]) -> Kim {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_kim"))
+            .args(args)
+            .env("RUST_LOG", "info")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("kim starts");
+        let (stdout, _) = testenv::capture::capture(child.stdout.take().unwrap());
+        let (stderr, _) = testenv::capture::capture(child.stderr.take().unwrap());
+        Kim {
+            child,
+            stdout,
+            stderr,
+        }
+    }
+
+    /// What it printed so far.
+    pub fn output(&self) -> String {
+        format!(
+            "stdout:\n{}\nstderr:\n{}",
+            self.stdout.lock().unwrap(),
+            self.stderr.lock().unwrap()
+        )
+    }
+
+    /// Waits until `find` finds something in stdout or stderr (printed once at start-up).
+    pub async fn wait_for<T>(&self, what: &str, find: impl Fn(&str) -> Option<T>) -> T {
+        let start = Instant::now();
+        loop {
+            let text = format!(
+                "{}\n{}",
+                self.stdout.lock().unwrap(),
+                self.stderr.lock().unwrap()
+            );
+            if let Some(v) = find(&text) {
+                return v;
+            }
+            assert!(
+                start.elapsed() < LIMIT,
+                "{what} not printed:\n{}",
+                self.output()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+impl Drop for Kim {
+    fn drop(&mut self) {
+        testenv::capture::terminate(&mut self.child, Duration::from_secs(10));
+    }
+}
+
+/// The `kim webhook --dev` process on ephemeral ports: (process, https port, metrics address).
+pub async fn start_webhook(cert_dir: &Path) -> (Kim, u16, String) {
+    let kim = Kim::spawn(&[
+        "webhook".as_ref(),
+        "--dev".as_ref(),
+        "--addr".as_ref(),
+        "127.0.0.1:0".as_ref(),
+        "--metrics-addr".as_ref(),
+        "127.0.0.1:0".as_ref(),
+        "--cert-dir".as_ref(),
+        cert_dir.as_os_str(),
+    ]);
+    let port = kim
+        .wait_for("the dev banner", |t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("kim webhook (dev) on https://localhost:"))
+                .and_then(|p| p.trim().parse::<u16>().ok())
+        })
+        .await;
+    let metrics = kim
+        .wait_for("the metrics address", |t| {
+            t.lines()
+                .find_map(|l| l.trim().strip_prefix("curl http://"))
+                .and_then(|r| r.strip_suffix("/metrics"))
+                .map(str::to_string)
+        })
+        .await;
+    (kim, port, metrics)
 }
