@@ -9,7 +9,8 @@ What is checked (one line per checked file or build; details under a FAIL):
               below; when a real kustomize is there the built-in loader must agree with it.
   schemas     every document of every build: built-in kinds with kubernetes-validate in strict
               mode (unknown fields are errors) for each KIM_K8S_VERSIONS; cert-manager.io/v1
-              Issuer/Certificate with the hand-written JSON schemas below; any other kind fails.
+              Issuer/Certificate and monitoring.coreos.com/v1 PrometheusRule/ServiceMonitor
+              with the hand-written JSON schemas below; any other kind fails.
   conformance the facts kim's webhook and controller depend on (names, rules, failurePolicy,
               args, ports, probes, security context, exact RBAC verbs, volumes, cert wiring,
               image tag, ConfigMap kim-controller-config == docs/config.example.yaml, no
@@ -22,6 +23,9 @@ What is checked (one line per checked file or build; details under a FAIL):
               x-kubernetes-int-or-string, nullable, formats date-time/int32/int64/byte;
               metadata against the ObjectMeta schema shipped by kubernetes-validate.
               x-kubernetes-validations (CEL) rules are NOT evaluated: counted and reported.
+  monitoring  manifests/overlays/monitoring (validate_monitoring.py): the PrometheusRule is the rules
+              file (promtool check rules when installed), the ServiceMonitors match the Services,
+              ports and prometheus.io/* annotations of base, the dashboard ConfigMap is the JSON.
   dockerfile  Dockerfile parsed with dockerfile-parse; stages, base images, USER, ENTRYPOINT,
               the cargo build line; .dockerignore entries.
   shell       bash -n and (if installed) shellcheck on the two shell scripts.
@@ -45,6 +49,8 @@ from pathlib import Path
 
 import jsonschema
 import yaml
+
+import validate_monitoring
 
 try:
     import kubernetes_validate
@@ -96,7 +102,7 @@ def doc_key(d: dict) -> tuple:
 # and cycle rule. Anything else is reported as unsupported, never silently ignored.
 
 KUSTOMIZATION_NAMES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
-SUPPORTED_KEYS = {"apiVersion", "kind", "resources", "patches"}
+SUPPORTED_KEYS = {"apiVersion", "kind", "resources", "patches", "configMapGenerator"}
 
 
 class Unsupported(Exception):
@@ -140,6 +146,7 @@ def py_kustomize(d: Path, visited: tuple[Path, ...] = ()) -> list[dict]:
             if not _within(rp, d):
                 raise ValueError(f"security; file '{rp}' is not in or below '{d}'")
             docs.extend(load_yaml_docs(rp.read_text()))
+    docs.extend(_config_map_generator(kfile, d, k.get("configMapGenerator") or []))
     for i, patch in enumerate(k.get("patches") or []):
         if "path" in patch:
             pp = (d / patch["path"]).resolve()
@@ -182,6 +189,35 @@ def py_kustomize(d: Path, visited: tuple[Path, ...] = ()) -> list[dict]:
             raise ValueError(f"may not add resource with an already registered id: {doc_id(x)}")
         seen.add(key)
     return docs
+
+
+def _config_map_generator(kfile: Path, d: Path, gens: list[dict]) -> list[dict]:
+    """configMapGenerator with `files` (key = file name, or `key=path`), `name`, `namespace`
+    and options `labels`, `annotations`, `disableNameSuffixHash: true` (kustomize's name hash
+    is not reproduced: without the option the generator is unsupported)."""
+    out = []
+    for i, g in enumerate(gens):
+        opts = g.get("options") or {}
+        extra = (set(g) - {"name", "namespace", "files", "options"}) | \
+            (set(opts) - {"labels", "annotations", "disableNameSuffixHash"})
+        if extra or opts.get("disableNameSuffixHash") is not True:
+            raise Unsupported(f"{kfile}: configMapGenerator[{i}]: only files, labels, annotations and "
+                              f"disableNameSuffixHash: true are supported by the built-in loader")
+        data = {}
+        for f in g.get("files") or []:
+            key, _, rel = f.rpartition("=") if "=" in f else ("", "", f)
+            fp = (d / rel).resolve()
+            if not _within(fp, d):
+                raise ValueError(f"security; file '{fp}' is not in or below '{d}'")
+            data[key or fp.name] = fp.read_text()
+        md = {"name": g["name"]}
+        if g.get("namespace"):
+            md["namespace"] = g["namespace"]
+        for f in ("labels", "annotations"):
+            if opts.get(f):
+                md[f] = dict(opts[f])
+        out.append({"apiVersion": "v1", "kind": "ConfigMap", "metadata": md, "data": data})
+    return out
 
 
 def _group(api_version: str) -> str:
@@ -441,6 +477,9 @@ class Validators:
         return [f"{doc_id(d)} [cert-manager schema]: {'.'.join(map(str, e.path))}: {e.message}"
                 for e in sorted(v.iter_errors(d), key=lambda e: list(map(str, e.path)))]
 
+    def monitoring(self, d: dict) -> list[str]:
+        return validate_monitoring.schema_errors(d, doc_id(d))
+
     def any_doc(self, d: dict) -> tuple[str, list[str]]:
         if not isinstance(d, dict) or not d.get("apiVersion") or not d.get("kind"):
             return "?", ["document without apiVersion/kind"]
@@ -450,6 +489,8 @@ class Validators:
             return "k8s", errs + self.builtin(d)
         if g == "cert-manager.io":
             return "cert-manager", errs + self.cert_manager(d)
+        if g == "monitoring.coreos.com":
+            return "monitoring", errs + self.monitoring(d)
         return "?", errs + [f"{doc_id(d)}: unexpected kind {d['apiVersion']} {d['kind']} (no schema)"]
 
 
@@ -1310,12 +1351,18 @@ def main() -> int:
             kinds[cls] = kinds.get(cls, 0) + 1
             errs += e
         warns = []
-        if variant != "crd":
+        if variant == "monitoring":
+            base_docs, _ = build(work / "manifests" / "base", tool)
+            e, warns = validate_monitoring.check_overlay(docs, base_docs, work / rel)
+            errs += e
+        elif variant != "crd":
             e, warns = check_conformance(docs, variant, version, crd, example_config(repo))
             errs += e
         detail = f"{len(docs)} objects: {kinds.get('k8s', 0)} built-in (kubernetes-validate)"
         if kinds.get("cert-manager"):
             detail += f", {kinds['cert-manager']} cert-manager (hand-written schema)"
+        if kinds.get("monitoring"):
+            detail += f", {kinds['monitoring']} monitoring.coreos.com (hand-written schema)"
         if variant != "crd":
             detail += ", conformance"
         report("FAIL" if errs else "PASS", f"{rel}/ (kustomize)", detail, errs)
@@ -1386,7 +1433,7 @@ def main() -> int:
         report("FAIL" if errs else "PASS", "certs/gen-certs.sh", detail or "smoke run in a scratch directory", errs)
 
     # --- shell scripts
-    for f in ("certs/gen-certs.sh", "scripts/validate-manifests.sh"):
+    for f in ("certs/gen-certs.sh", "scripts/validate-manifests.sh", "scripts/install-prometheus.sh"):
         if not (repo / f).is_file():
             report("FAIL", f, "missing")
             continue
