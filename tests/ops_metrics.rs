@@ -348,3 +348,54 @@ async fn both_processes_export_what_the_dashboard_and_the_alerts_read() {
         "{problems:?}"
     );
 }
+
+/// The per-Runtime series come from the replica that leads: when the leader stops, its series
+/// go (and its state counts drop to 0), and the replica that takes over reports the Runtime,
+/// so `max by (namespace, runtime)` in the alerts sees one continuous Runtime.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_runtime_series_move_with_the_leadership() {
+    let mut env = Env::start_with(Options {
+        leader_election: true,
+        ..Options::default()
+    })
+    .await;
+    let a = env.metrics();
+    env.wait("a leads", |_| {
+        value(&a.encode(), "kim_controller_leader") == Some(1.0)
+    })
+    .await;
+    let mut settings = env.settings();
+    settings.leader_election = Some(env.leader_election("b"));
+    let b = env.spawn(settings);
+    let rt = sample("aws-minimal.yaml");
+    env.create(&rt).await;
+    env.step_until("Ready", |e| {
+        e.state("aws-minimal").as_deref() == Some("Ready")
+    })
+    .await;
+    let series = r#"kim_controller_runtime_state{namespace="kcp-system",runtime="aws-minimal",state="Ready"}"#;
+    env.wait("a reports the Runtime", |_| {
+        value(&a.encode(), series) == Some(1.0)
+    })
+    .await;
+    assert!(
+        !b.metrics.encode().contains("runtime=\""),
+        "the standby reports no Runtime"
+    );
+    env.stop().await;
+    let text = a.encode();
+    assert!(
+        !text.contains("runtime=\""),
+        "the stopped leader keeps series:\n{text}"
+    );
+    assert_eq!(
+        value(&text, r#"kim_controller_runtimes{state="Ready"}"#),
+        Some(0.0)
+    );
+    env.wait("b reports the Runtime", |_| {
+        value(&b.metrics.encode(), series) == Some(1.0)
+    })
+    .await;
+    b.stop().await;
+    env.assert_model_clean();
+}
