@@ -106,8 +106,7 @@ pub fn to_text_004(openmetrics: &str) -> String {
         } else {
             // Drop an exemplar: ` # {...}` after the value, so searched for after the
             // closing brace of the sample's labels (a label value may contain ` # {`).
-            let labels_end = line.rfind('}').filter(|_| line.contains('{'));
-            let search_from = labels_end.map_or(0, |i| i + 1);
+            let search_from = labels_end(line);
             let sample = match line[search_from..].find(" # {") {
                 Some(i) => &line[..search_from + i],
                 None => line,
@@ -117,6 +116,28 @@ pub fn to_text_004(openmetrics: &str) -> String {
         }
     }
     out
+}
+
+/// The index after a sample line's label set (`name{…}`; quoted values may hold `}`), or
+/// after its name when it has none.
+fn labels_end(line: &str) -> usize {
+    let name_end = line.find(['{', ' ']).unwrap_or(line.len());
+    if !line[name_end..].starts_with('{') {
+        return name_end;
+    }
+    let mut quoted = false;
+    let mut escaped = false;
+    let start = name_end + 1;
+    for (i, c) in line[start..].char_indices().map(|(i, c)| (start + i, c)) {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' if quoted => escaped = true,
+            '"' => quoted = !quoted,
+            '}' if !quoted => return i + 1,
+            _ => {}
+        }
+    }
+    line.len()
 }
 
 #[cfg(test)]
@@ -142,10 +163,10 @@ mod tests {
 
     #[test]
     fn counters_are_declared_with_their_total_name_and_eof_goes() {
-        let om = "# HELP a_requests Requests \\\"sent\\\".\n# TYPE a_requests counter\na_requests_total{path=\"/x\"} 3\n# HELP a_up Up.\n# TYPE a_up gauge\n# UNIT a_up seconds\na_up 1\n# TYPE a_lat histogram\na_lat_bucket{le=\"+Inf\"} 1 # {trace_id=\"x\"} 0.5\na_lat_sum 0.5\na_lat_count 1\n# EOF\n";
+        let om = "# HELP a_requests Requests \\\"sent\\\".\n# TYPE a_requests counter\na_requests_total{path=\"/x\"} 3\n# HELP a_up Up.\n# TYPE a_up gauge\n# UNIT a_up seconds\na_up 1\n# TYPE a_lat histogram\na_lat_bucket{le=\"+Inf\"} 1 # {trace_id=\"x\"} 0.5\na_lat_sum 0.5 # {trace_id=\"y\"} 0.5\na_lat_count 1\nq{v=\"} # {\"} 2\n# EOF\n";
         assert_eq!(
             to_text_004(om),
-            "# HELP a_requests_total Requests \"sent\".\n# TYPE a_requests_total counter\na_requests_total{path=\"/x\"} 3\n# HELP a_up Up.\n# TYPE a_up gauge\na_up 1\n# TYPE a_lat histogram\na_lat_bucket{le=\"+Inf\"} 1\na_lat_sum 0.5\na_lat_count 1\n"
+            "# HELP a_requests_total Requests \"sent\".\n# TYPE a_requests_total counter\na_requests_total{path=\"/x\"} 3\n# HELP a_up Up.\n# TYPE a_up gauge\na_up 1\n# TYPE a_lat histogram\na_lat_bucket{le=\"+Inf\"} 1\na_lat_sum 0.5\na_lat_count 1\nq{v=\"} # {\"} 2\n"
         );
     }
 }
