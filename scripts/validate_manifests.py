@@ -13,7 +13,8 @@ produce. What is checked (one line per checked file or build; details under a FA
               below, the default and caBundle renders the conformance checks too.
   schemas     every document of every build: built-in kinds with kubernetes-validate in strict
               mode (unknown fields are errors) for each KIM_K8S_VERSIONS; cert-manager.io/v1
-              Issuer/Certificate with the hand-written JSON schemas below; any other kind fails.
+              Issuer/Certificate and monitoring.coreos.com/v1 PrometheusRule/ServiceMonitor
+              with the hand-written JSON schemas below; any other kind fails.
   conformance the facts kim's webhook and controller depend on (names, rules, failurePolicy,
               args, ports, probes, security context, exact RBAC verbs, volumes, cert wiring,
               image tag, ConfigMap kim-controller-config == docs/config.example.yaml, no
@@ -26,6 +27,9 @@ produce. What is checked (one line per checked file or build; details under a FA
               x-kubernetes-int-or-string, nullable, formats date-time/int32/int64/byte;
               metadata against the ObjectMeta schema shipped by kubernetes-validate.
               x-kubernetes-validations (CEL) rules are NOT evaluated: counted and reported.
+  monitoring  manifests/overlays/monitoring (validate_monitoring.py): the PrometheusRule is the rules
+              file (promtool check rules when installed), the ServiceMonitors match the Services,
+              ports and prometheus.io/* annotations of base, the dashboard ConfigMap is the JSON.
   dockerfile  Dockerfile parsed with dockerfile-parse; stages, base images, USER, ENTRYPOINT,
               the cargo build line; .dockerignore entries.
   shell       bash -n and (if installed) shellcheck on the shell scripts.
@@ -48,6 +52,8 @@ from pathlib import Path
 
 import jsonschema
 import yaml
+
+import validate_monitoring
 
 try:
     import kubernetes_validate
@@ -266,6 +272,9 @@ class Validators:
         return [f"{doc_id(d)} [cert-manager schema]: {'.'.join(map(str, e.path))}: {e.message}"
                 for e in sorted(v.iter_errors(d), key=lambda e: list(map(str, e.path)))]
 
+    def monitoring(self, d: dict) -> list[str]:
+        return validate_monitoring.schema_errors(d, doc_id(d))
+
     def any_doc(self, d: dict) -> tuple[str, list[str]]:
         if not isinstance(d, dict) or not d.get("apiVersion") or not d.get("kind"):
             return "?", ["document without apiVersion/kind"]
@@ -275,6 +284,8 @@ class Validators:
             return "k8s", errs + self.builtin(d)
         if g == "cert-manager.io":
             return "cert-manager", errs + self.cert_manager(d)
+        if g == "monitoring.coreos.com":
+            return "monitoring", errs + self.monitoring(d)
         return "?", errs + [f"{doc_id(d)}: unexpected kind {d['apiVersion']} {d['kind']} (no schema)"]
 
 
@@ -1082,21 +1093,28 @@ def crate_version(repo: Path) -> str | None:
         return None
 
 
-def check_build(docs: list[dict], vals: Validators, variant: str | None, version, crd, config):
-    """Schemas of every object, and conformance unless `variant` is None. Returns
-    (errors, warnings, detail)."""
+def check_build(docs: list[dict], vals: Validators, variant: str | None, version, crd, config,
+                monitoring: tuple[list[dict], Path] | None = None):
+    """Schemas of every object, and conformance unless `variant` is None (the monitoring
+    overlay: validate_monitoring.check_overlay against `monitoring` = (base's objects, the
+    overlay's directory)). Returns (errors, warnings, detail)."""
     errs, kinds = [], {}
     for doc in docs:
         cls, e = vals.any_doc(doc)
         kinds[cls] = kinds.get(cls, 0) + 1
         errs += e
     warns = []
-    if variant is not None:
+    if variant == "monitoring" and monitoring is not None:
+        e, warns = validate_monitoring.check_overlay(docs, monitoring[0], monitoring[1])
+        errs += e
+    elif variant is not None:
         e, warns = check_conformance(docs, variant, version, crd, config)
         errs += e
     detail = f"{len(docs)} objects: {kinds.get('k8s', 0)} built-in (kubernetes-validate)"
     if kinds.get("cert-manager"):
         detail += f", {kinds['cert-manager']} cert-manager (hand-written schema)"
+    if kinds.get("monitoring"):
+        detail += f", {kinds['monitoring']} monitoring.coreos.com (hand-written schema)"
     if variant is not None:
         detail += ", conformance"
     return errs, warns, detail
@@ -1184,7 +1202,8 @@ def main() -> int:
         except (ValueError, yaml.YAMLError) as e:
             report("FAIL", f"{rel}/ (kubectl kustomize)", "", [str(e)])
             continue
-        errs, warns, detail = check_build(docs, vals, variant, version, crd, config)
+        monitoring = (build(repo / "manifests" / "base", tool), repo / rel) if variant == "monitoring" else None
+        errs, warns, detail = check_build(docs, vals, variant, version, crd, config, monitoring)
         report("FAIL" if errs else "PASS", f"{rel}/ (kubectl kustomize)", detail, errs)
         for w in warns:
             note(f"note: {w}")
@@ -1244,7 +1263,8 @@ def main() -> int:
         report("FAIL" if errs else "PASS", "certs/gen-certs.sh", detail or "smoke run in a scratch directory", errs)
 
     # --- shell scripts
-    for f in ("certs/gen-certs.sh", "scripts/validate-manifests.sh", "scripts/install-tools.sh"):
+    for f in ("certs/gen-certs.sh", "scripts/validate-manifests.sh", "scripts/install-tools.sh",
+              "scripts/install-prometheus.sh"):
         if not (repo / f).is_file():
             report("FAIL", f, "missing")
             continue

@@ -8,6 +8,7 @@ pub mod admission;
 pub mod api;
 pub mod cli;
 pub mod crd;
+pub mod exposition;
 pub mod gardener;
 pub mod reconciler;
 pub mod schema;

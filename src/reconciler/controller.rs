@@ -342,5 +342,7 @@ async fn run_controller(ctx: Arc<Ctx>, mut stop: watch::Receiver<bool>) {
         })
         .await;
     stopper.abort();
+    // Another replica reconciles from now on and reports the Runtimes.
+    ctx.metrics().forget_all();
     tracing::info!("controller stopped");
 }

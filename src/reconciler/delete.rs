@@ -53,6 +53,8 @@ fn confirmed(shoot: &Shoot) -> bool {
 pub async fn run(pass: &mut Pass<'_>) -> Result<Action, Error> {
     let ctx = pass.ctx;
     let key = pass.key();
+    // The kubeconfig is no longer rotated and is deleted with the Shoot.
+    ctx.metrics().forget_kubeconfig(&key);
     let name = pass.rt.spec.shoot.name.clone();
     let shoot = match get_shoot(ctx, &name).await {
         Ok(s) => s.filter(|s| owned_by(s, &pass.rt)),

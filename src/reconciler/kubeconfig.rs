@@ -35,6 +35,10 @@ pub const MANAGED_BY: &str = "infrastructure-manager";
 pub const LABEL_CLUSTER_NAME: &str = "operator.kyma-project.io/cluster-name";
 /// Annotation with the time the kubeconfig was last written (RFC 3339).
 pub const ANNOTATION_LAST_SYNC: &str = "operator.kyma-project.io/last-sync";
+/// Annotation with the time the stored kubeconfig's credentials expire (RFC 3339), the
+/// `status.expirationTimestamp` Gardener answered with it.
+pub const ANNOTATION_EXPIRATION: &str =
+    "infrastructuremanager.kyma-project.io/kubeconfig-expiration";
 
 /// Name of the kubeconfig Secret of runtime `runtime_id`.
 pub fn secret_name(runtime_id: &str) -> String {
@@ -48,6 +52,20 @@ pub fn last_sync(secret: &Secret) -> Option<DateTime<Utc>> {
         .get(ANNOTATION_LAST_SYNC)
         .and_then(|v| DateTime::parse_from_rfc3339(v).ok())
         .map(|t| t.with_timezone(&Utc))
+}
+
+/// When the kubeconfig in `secret` expires: [`ANNOTATION_EXPIRATION`], or, for a Secret written
+/// without it, its last sync plus `lifetime` (the configured `expirationSeconds`).
+pub fn expires_at(secret: &Secret, lifetime: Duration) -> Option<DateTime<Utc>> {
+    let annotated = secret
+        .annotations()
+        .get(ANNOTATION_EXPIRATION)
+        .and_then(|v| DateTime::parse_from_rfc3339(v).ok())
+        .map(|t| t.with_timezone(&Utc));
+    annotated.or_else(|| {
+        let lifetime = chrono::Duration::from_std(lifetime).ok()?;
+        last_sync(secret).map(|t| t + lifetime)
+    })
 }
 
 /// How long until `secret` must be renewed (zero: now): missing kubeconfig or sync time, or
@@ -119,6 +137,13 @@ pub async fn run(pass: &mut Pass<'_>, shoot: &Shoot) -> Result<(Secret, Duration
     } else {
         existing.expect("renew_in is zero without a Secret")
     };
+    let lifetime = Duration::from_secs(
+        u64::try_from(ctx.settings.config.kubeconfig.expiration_seconds).unwrap_or(0),
+    );
+    if let Some(at) = expires_at(&secret, lifetime) {
+        ctx.metrics()
+            .set_kubeconfig_expiry(&pass.key(), at.timestamp());
+    }
     let state = match pass.status().and_then(|s| s.state) {
         Some(State::Ready) => State::Ready,
         _ => State::Pending,
@@ -172,6 +197,12 @@ async fn renew(
         );
         (Error::Other(message.clone()), message)
     })?;
+    let expiration = answer.status.as_ref().map(|s| {
+        s.expiration_timestamp
+            .0
+            .strftime("%Y-%m-%dT%H:%M:%SZ")
+            .to_string()
+    });
     let kubeconfig = answer.kubeconfig_bytes().map_err(|e| {
         let message = format!("the admin kubeconfig of Shoot {shoot_name} is unusable: {e}");
         (Error::Other(message.clone()), message)
@@ -187,10 +218,16 @@ async fn renew(
                 (LABEL_MANAGED_BY.to_string(), MANAGED_BY.to_string()),
                 (LABEL_CLUSTER_NAME.to_string(), rid.to_string()),
             ])),
-            annotations: Some(BTreeMap::from([(
-                ANNOTATION_LAST_SYNC.to_string(),
-                now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-            )])),
+            annotations: Some(
+                [(
+                    ANNOTATION_LAST_SYNC.to_string(),
+                    Some(now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
+                )]
+                .into_iter()
+                .chain([(ANNOTATION_EXPIRATION.to_string(), expiration)])
+                .filter_map(|(k, v)| Some((k, v?)))
+                .collect(),
+            ),
             ..existing
                 .as_ref()
                 .map(|s| s.metadata.clone())

@@ -8,13 +8,25 @@
 //! | name | type | labels | meaning |
 //! |---|---|---|---|
 //! | `kim_controller_runtimes` | gauge | `state` | Runtimes seen by this replica, by `status.state` (`None` = no status yet) |
+//! | `kim_controller_runtime_state` | gauge | `namespace`, `runtime`, `state` | 1 for each Runtime, labelled with its current `status.state` (one series per Runtime) |
+//! | `kim_controller_runtime_provisioning_completed` | gauge | `namespace`, `runtime` | `status.provisioningCompleted` of each Runtime (1 once it was `Ready`, else 0) |
+//! | `kim_controller_runtime_kubeconfig_expiry_timestamp_seconds` | gauge | `namespace`, `runtime` | when the kubeconfig stored in the Runtime's Secret expires, seconds since the Unix epoch |
+//! | `kim_controller_provisioning_duration_seconds` | histogram | — | time from a Runtime's `creationTimestamp` to its first `Ready` (the write that sets `provisioningCompleted`) |
 //! | `kim_controller_reconciles_total` | counter | — | reconciles run |
 //! | `kim_controller_reconcile_errors_total` | counter | `kind` (`api`\|`denied`\|`runtime_cluster`\|`other`) | reconciles that ended in an error (requeued with backoff) |
 //! | `kim_controller_reconcile_duration_seconds` | histogram | — | wall time per reconcile |
-//! | `kim_controller_gardener_request_duration_seconds` | histogram | `operation` | latency of Gardener API calls (`get`, `create`, `apply`, `annotate`, `delete`, `adminkubeconfig`, `apply_auth_config`, `delete_auth_config`) |
+//! | `kim_controller_gardener_request_duration_seconds` | histogram | `operation` | latency of Gardener API calls (`get`, `create`, `apply`, `annotate`, `delete`, `adminkubeconfig`, `get_auth_config`, `apply_auth_config`, `delete_auth_config`), failed calls included |
+//! | `kim_controller_gardener_request_errors_total` | counter | `operation`, `code` | Gardener API calls that failed: `code` is the HTTP status Gardener answered, or `timeout`, `connection`, `client` when there was no answer |
 //! | `kim_controller_status_writes_total` | counter | — | status writes sent |
 //! | `kim_controller_status_denied_total` | counter | — | status writes the model denied before sending (reconciler bugs; should stay 0) |
 //! | `kim_controller_leader` | gauge | — | 1 while this replica runs the Controller |
+//!
+//! The per-Runtime series (`kim_controller_runtime_*`, bounded by the number of Runtimes) are
+//! exported by the replica that runs the Controller only: a Runtime's series go when it is
+//! deleted (finalizer removed) and all of them when the replica stops leading. Their labels
+//! `namespace` and `runtime` are the Runtime's `metadata.namespace` and `metadata.name`; scrape
+//! with `honor_labels: true` (as for kube-state-metrics) so that the target's own `namespace`
+//! label does not rename them to `exported_namespace`.
 
 use crate::status::State;
 use prometheus_client::encoding::EncodeLabelSet;
@@ -33,6 +45,42 @@ use std::time::Instant;
 pub const LATENCY_BUCKETS: [f64; 14] = [
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 15.0, 60.0,
 ];
+
+/// Upper bounds (seconds) of `kim_controller_provisioning_duration_seconds`: 1 min … 2 h, every
+/// 5 min around Gardener's usual 10–30 min of Shoot creation.
+pub const PROVISIONING_BUCKETS: [f64; 14] = [
+    60.0, 120.0, 300.0, 600.0, 900.0, 1200.0, 1500.0, 1800.0, 2100.0, 2400.0, 2700.0, 3600.0,
+    5400.0, 7200.0,
+];
+
+/// Labels of the per-Runtime gauges.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RuntimeLabels {
+    /// The Runtime's namespace.
+    pub namespace: String,
+    /// The Runtime's name.
+    pub runtime: String,
+}
+
+/// Labels of `kim_controller_runtime_state`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RuntimeStateLabels {
+    /// The Runtime's namespace.
+    pub namespace: String,
+    /// The Runtime's name.
+    pub runtime: String,
+    /// `Pending`, `Ready`, `Failed`, `Terminating` or `None`.
+    pub state: &'static str,
+}
+
+/// Labels of `kim_controller_gardener_request_errors_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct GardenerErrorLabels {
+    /// The Gardener call, e.g. `create`.
+    pub operation: &'static str,
+    /// The HTTP status code answered, or `timeout`, `connection`, `client`.
+    pub code: String,
+}
 
 /// `state` label of `kim_controller_runtimes`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -73,6 +121,11 @@ pub struct Metrics {
     status_writes: Counter,
     status_denied: Counter,
     leader: Gauge,
+    runtime_state: Family<RuntimeStateLabels, Gauge>,
+    runtime_completed: Family<RuntimeLabels, Gauge>,
+    kubeconfig_expiry: Family<RuntimeLabels, Gauge>,
+    provisioning: Histogram,
+    gardener_errors: Family<GardenerErrorLabels, Counter>,
     states: Mutex<HashMap<String, Option<State>>>,
     ready: AtomicBool,
 }
@@ -87,6 +140,45 @@ fn state_label(s: Option<State>) -> &'static str {
     s.map(State::as_str).unwrap_or("None")
 }
 
+/// The labels of the per-Runtime series of `key` (`namespace/name`).
+fn runtime_labels(key: &str) -> RuntimeLabels {
+    let (namespace, runtime) = key.split_once('/').unwrap_or(("", key));
+    RuntimeLabels {
+        namespace: namespace.to_string(),
+        runtime: runtime.to_string(),
+    }
+}
+
+fn state_labels(key: &str, state: Option<State>) -> RuntimeStateLabels {
+    let RuntimeLabels { namespace, runtime } = runtime_labels(key);
+    RuntimeStateLabels {
+        namespace,
+        runtime,
+        state: state_label(state),
+    }
+}
+
+/// The `code` label of a failed Gardener call: the HTTP status answered, `timeout` (the
+/// request deadline passed), `connection` (no answer: connection refused, reset, TLS) or
+/// `client` (the answer could not be used, e.g. not decodable).
+pub fn gardener_error_code(e: &kube::Error) -> String {
+    use std::error::Error as _;
+    match e {
+        kube::Error::Api(s) => s.code.to_string(),
+        kube::Error::HyperError(_) | kube::Error::Service(_) | kube::Error::ReadEvents(_) => {
+            let mut source: Option<&(dyn std::error::Error + 'static)> = e.source();
+            while let Some(s) = source {
+                if s.is::<super::client::RequestTimedOut>() {
+                    return "timeout".to_string();
+                }
+                source = s.source();
+            }
+            "connection".to_string()
+        }
+        _ => "client".to_string(),
+    }
+}
+
 impl Metrics {
     /// A fresh registry with every metric registered.
     pub fn new() -> Metrics {
@@ -99,6 +191,11 @@ impl Metrics {
         let status_writes = Counter::default();
         let status_denied = Counter::default();
         let leader = Gauge::default();
+        let runtime_state = Family::<RuntimeStateLabels, Gauge>::default();
+        let runtime_completed = Family::<RuntimeLabels, Gauge>::default();
+        let kubeconfig_expiry = Family::<RuntimeLabels, Gauge>::default();
+        let provisioning = Histogram::new(PROVISIONING_BUCKETS);
+        let gardener_errors = Family::<GardenerErrorLabels, Counter>::default();
         registry.register(
             "runtimes",
             "Runtimes seen by this replica by status.state",
@@ -131,6 +228,31 @@ impl Metrics {
             "1 while this replica runs the Controller",
             leader.clone(),
         );
+        registry.register(
+            "runtime_state",
+            "1 for each Runtime, labelled with its current status.state",
+            runtime_state.clone(),
+        );
+        registry.register(
+            "runtime_provisioning_completed",
+            "status.provisioningCompleted of each Runtime (1 once it was Ready)",
+            runtime_completed.clone(),
+        );
+        registry.register(
+            "runtime_kubeconfig_expiry_timestamp_seconds",
+            "Expiry of the kubeconfig stored for each Runtime, seconds since the Unix epoch",
+            kubeconfig_expiry.clone(),
+        );
+        registry.register(
+            "provisioning_duration_seconds",
+            "Time from a Runtime's creation to its first Ready in seconds",
+            provisioning.clone(),
+        );
+        registry.register(
+            "gardener_request_errors",
+            "Gardener API calls that failed, by operation and HTTP status code (timeout, connection, client: no answer)",
+            gardener_errors.clone(),
+        );
         for state in State::ALL {
             let _ = runtimes.get_or_create(&StateLabels {
                 state: state.as_str(),
@@ -149,6 +271,11 @@ impl Metrics {
             status_writes,
             status_denied,
             leader,
+            runtime_state,
+            runtime_completed,
+            kubeconfig_expiry,
+            provisioning,
+            gardener_errors,
             states: Mutex::new(HashMap::new()),
             ready: AtomicBool::new(false),
         }
@@ -168,6 +295,37 @@ impl Metrics {
         self.gardener
             .get_or_create(&OperationLabels { operation })
             .observe(started.elapsed().as_secs_f64());
+    }
+
+    /// Counts a failed Gardener call by operation and `code` ([`gardener_error_code`]).
+    pub fn gardener_error(&self, operation: &'static str, code: String) {
+        self.gardener_errors
+            .get_or_create(&GardenerErrorLabels { operation, code })
+            .inc();
+    }
+
+    /// Records the time from a Runtime's creation to its first `Ready`.
+    pub fn provisioned(&self, seconds: f64) {
+        self.provisioning.observe(seconds.max(0.0));
+    }
+
+    /// Sets `status.provisioningCompleted` of the Runtime `key` (`namespace/name`).
+    pub fn observe_provisioning_completed(&self, key: &str, completed: bool) {
+        self.runtime_completed
+            .get_or_create(&runtime_labels(key))
+            .set(i64::from(completed));
+    }
+
+    /// Sets the expiry (seconds since the Unix epoch) of the kubeconfig stored for `key`.
+    pub fn set_kubeconfig_expiry(&self, key: &str, expiry_unix: i64) {
+        self.kubeconfig_expiry
+            .get_or_create(&runtime_labels(key))
+            .set(expiry_unix);
+    }
+
+    /// Drops the kubeconfig expiry of `key` (its kubeconfig is being deleted).
+    pub fn forget_kubeconfig(&self, key: &str) {
+        self.kubeconfig_expiry.remove(&runtime_labels(key));
     }
 
     /// Counts a status write sent.
@@ -207,7 +365,11 @@ impl Metrics {
                         state: state_label(p),
                     })
                     .dec();
+                self.runtime_state.remove(&state_labels(key, p));
             }
+            self.runtime_state
+                .get_or_create(&state_labels(key, state))
+                .set(1);
             self.runtimes
                 .get_or_create(&StateLabels {
                     state: state_label(state),
@@ -216,7 +378,8 @@ impl Metrics {
         }
     }
 
-    /// Forgets the Runtime `key` (it is gone).
+    /// Forgets the Runtime `key` (it is gone): its count in `kim_controller_runtimes` and
+    /// its per-Runtime series.
     pub fn forget(&self, key: &str) {
         let mut states = self.states.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(p) = states.remove(key) {
@@ -225,7 +388,29 @@ impl Metrics {
                     state: state_label(p),
                 })
                 .dec();
+            self.runtime_state.remove(&state_labels(key, p));
         }
+        let labels = runtime_labels(key);
+        self.runtime_completed.remove(&labels);
+        self.kubeconfig_expiry.remove(&labels);
+    }
+
+    /// Forgets every Runtime (this replica stopped running the Controller: the next leader
+    /// reports them).
+    pub fn forget_all(&self) {
+        let keys: Vec<String> = self
+            .states
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .keys()
+            .cloned()
+            .collect();
+        for key in keys {
+            self.forget(&key);
+        }
+        // Series set for Runtimes whose state was never observed.
+        self.runtime_completed.clear();
+        self.kubeconfig_expiry.clear();
     }
 
     /// Status writes sent so far.
@@ -270,7 +455,8 @@ impl Server {
     }
 }
 
-/// Serves `GET /metrics`, `/healthz` (always 200) and `/readyz` (200 once
+/// Serves `GET /metrics` (OpenMetrics; the Prometheus text format 0.0.4 for a client that asks
+/// for `text/plain` only, see [`crate::exposition`]), `/healthz` (always 200) and `/readyz` (200 once
 /// [`Metrics::set_ready`], else 503) on `addr` until [`Server::stop`].
 ///
 /// Errors: the address cannot be bound.
@@ -283,9 +469,17 @@ pub async fn serve(addr: SocketAddr, metrics: Arc<Metrics>) -> std::io::Result<S
     let app = axum::Router::new()
         .route(
             "/metrics",
-            get(move || {
+            get(move |headers: axum::http::HeaderMap| {
                 let m = m.clone();
-                async move { ([(header::CONTENT_TYPE, CONTENT_TYPE)], m.encode()) }
+                async move {
+                    let format = crate::exposition::Format::negotiate(
+                        headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()),
+                    );
+                    (
+                        [(header::CONTENT_TYPE, format.content_type())],
+                        format.render(m.encode()),
+                    )
+                }
             }),
         )
         .route("/healthz", get(|| async { "ok" }))
@@ -345,6 +539,84 @@ mod tests {
         assert!(
             m.encode()
                 .contains("kim_controller_runtimes{state=\"Ready\"} 0")
+        );
+    }
+
+    #[test]
+    fn per_runtime_series_follow_the_runtime_and_go_with_it() {
+        let m = Metrics::new();
+        m.observe_state("kcp-system/a", None);
+        m.observe_provisioning_completed("kcp-system/a", false);
+        m.observe_state("kcp-system/a", Some(State::Pending));
+        m.observe_state("kcp-system/b", Some(State::Failed));
+        m.set_kubeconfig_expiry("kcp-system/a", 1_800_000_000);
+        let text = m.encode();
+        let a = "namespace=\"kcp-system\",runtime=\"a\"";
+        assert!(
+            text.contains(&format!(
+                "kim_controller_runtime_state{{{a},state=\"Pending\"}} 1"
+            )),
+            "{text}"
+        );
+        assert!(
+            !text.contains("state=\"None\"}} 1"),
+            "old state removed: {text}"
+        );
+        assert!(
+            text.contains(&format!(
+                "kim_controller_runtime_kubeconfig_expiry_timestamp_seconds{{{a}}} 1800000000"
+            )),
+            "{text}"
+        );
+        m.observe_state("kcp-system/a", Some(State::Ready));
+        m.observe_provisioning_completed("kcp-system/a", true);
+        let text = m.encode();
+        assert!(text.contains(&format!(
+            "kim_controller_runtime_state{{{a},state=\"Ready\"}} 1"
+        )));
+        assert!(!text.contains(&format!("{a},state=\"Pending\"")), "{text}");
+        assert!(text.contains(&format!(
+            "kim_controller_runtime_provisioning_completed{{{a}}} 1"
+        )));
+        m.forget_kubeconfig("kcp-system/a");
+        assert!(!m.encode().contains("kubeconfig_expiry_timestamp_seconds{"));
+        m.forget("kcp-system/a");
+        let text = m.encode();
+        assert!(!text.contains("runtime=\"a\""), "{text}");
+        assert!(text.contains("runtime=\"b\""), "{text}");
+        m.forget_all();
+        let text = m.encode();
+        assert!(!text.contains("runtime=\""), "{text}");
+        assert!(
+            text.contains("kim_controller_runtimes{state=\"Failed\"} 0"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn gardener_errors_are_counted_by_operation_and_code() {
+        let m = Metrics::new();
+        let answered = kube::Error::Api(
+            kube::core::Status::failure("boom", "InternalError")
+                .with_code(500)
+                .boxed(),
+        );
+        m.gardener_error("create", gardener_error_code(&answered));
+        m.provisioned(700.0);
+        let text = m.encode();
+        assert!(
+            text.contains(
+                "kim_controller_gardener_request_errors_total{operation=\"create\",code=\"500\"} 1"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("kim_controller_provisioning_duration_seconds_bucket{le=\"900.0\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("kim_controller_provisioning_duration_seconds_bucket{le=\"600.0\"} 0"),
+            "{text}"
         );
     }
 }

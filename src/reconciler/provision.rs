@@ -39,11 +39,20 @@ pub enum Step<T> {
     Stop(Action),
 }
 
-/// Runs `call`, recording its latency as Gardener operation `operation`.
-pub async fn timed<T>(ctx: &Ctx, operation: &'static str, call: impl Future<Output = T>) -> T {
+/// Runs the Gardener call `call`, recording its latency as operation `operation` and, when it
+/// fails, the error by code.
+pub async fn timed<T>(
+    ctx: &Ctx,
+    operation: &'static str,
+    call: impl Future<Output = Result<T, kube::Error>>,
+) -> Result<T, kube::Error> {
     let started = Instant::now();
     let out = call.await;
     ctx.metrics().gardener_call(operation, started);
+    if let Err(e) = &out {
+        ctx.metrics()
+            .gardener_error(operation, super::metrics::gardener_error_code(e));
+    }
     out
 }
 

@@ -62,6 +62,8 @@ async fn run(rt: &Runtime, ctx: &Ctx, key: &str) -> Result<Action, Error> {
     }
     ctx.metrics()
         .observe_state(key, rt.status.as_ref().and_then(|s| s.state));
+    ctx.metrics()
+        .observe_provisioning_completed(key, provisioning_completed(rt.status.as_ref()));
     pass.ensure_finalizer().await?;
     let action = super::provision::run(&mut pass).await?;
     Ok(action)
@@ -358,6 +360,18 @@ impl<'a> Pass<'a> {
             "status written"
         );
         self.ctx.metrics().observe_state(&self.key(), state);
+        let completed = provisioning_completed(written.status.as_ref());
+        self.ctx
+            .metrics()
+            .observe_provisioning_completed(&self.key(), completed);
+        if completed && !provisioning_completed(self.status()) {
+            // The first Ready: provisioningCompleted goes from unset/false to true once.
+            if let Some(created) = written.metadata.creation_timestamp.as_ref() {
+                let millis = Utc::now().timestamp_millis() - created.0.as_millisecond();
+                let seconds = millis as f64 / 1000.0;
+                self.ctx.metrics().provisioned(seconds);
+            }
+        }
         let new_conditions = written
             .status
             .as_ref()
@@ -402,6 +416,11 @@ impl<'a> Pass<'a> {
             });
         }
     }
+}
+
+/// `status.provisioningCompleted` (unset is `false`).
+fn provisioning_completed(status: Option<&RuntimeStatus>) -> bool {
+    status.and_then(|s| s.provisioning_completed) == Some(true)
 }
 
 /// Whether `next` differs from `current` in conditions' `observedGeneration` only.

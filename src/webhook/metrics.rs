@@ -11,6 +11,7 @@
 //! | `kim_webhook_requests_in_flight` | gauge | — | admission requests being handled now |
 //! | `kim_webhook_cert_reloads_total` | counter | `result` (`success`\|`failure`) | certificate reloads after a change in the cert dir |
 //! | `kim_webhook_cert_expiry_timestamp_seconds` | gauge | — | `notAfter` of the serving certificate in use, seconds since the Unix epoch |
+//! | `kim_webhook_cert_last_reload_successful` | gauge | — | 1 while the files in the cert dir are the certificate in use (start-up, or the last reload loaded them), 0 after a change that did not load (the previous certificate stays in use) |
 //! | `kim_webhook_violations_total` | counter | `rule` (rule id), `action` (`deny`\|`warn`\|`ratcheted`) | status-model violations found by `/validate`: denied, allowed in `warn` mode, or ratcheted (the stored object already broke the rule) |
 
 use crate::status::{Action, RuleId};
@@ -77,6 +78,7 @@ pub struct Metrics {
     in_flight: Gauge,
     cert_reloads: Family<ReloadLabels, Counter>,
     cert_expiry: Gauge,
+    cert_reload_ok: Gauge,
     violations: Family<ViolationLabels, Counter>,
 }
 
@@ -95,6 +97,8 @@ impl Metrics {
         let in_flight = Gauge::default();
         let cert_reloads = Family::<ReloadLabels, Counter>::default();
         let cert_expiry = Gauge::default();
+        let cert_reload_ok = Gauge::default();
+        cert_reload_ok.set(1);
         let violations = Family::<ViolationLabels, Counter>::default();
         registry.register(
             "requests",
@@ -122,6 +126,11 @@ impl Metrics {
             cert_expiry.clone(),
         );
         registry.register(
+            "cert_last_reload_successful",
+            "1 while the certificate in the cert dir is the one in use, 0 after a change that did not load",
+            cert_reload_ok.clone(),
+        );
+        registry.register(
             "violations",
             "Status-model violations found by /validate, by rule id and action (deny, warn, ratcheted)",
             violations.clone(),
@@ -137,6 +146,7 @@ impl Metrics {
             in_flight,
             cert_reloads,
             cert_expiry,
+            cert_reload_ok,
             violations,
         }
     }
@@ -180,6 +190,7 @@ impl Metrics {
         self.cert_reloads
             .get_or_create(&ReloadLabels { result })
             .inc();
+        self.cert_reload_ok.set(i64::from(success));
     }
 
     /// Sets the expiry (`notAfter`, seconds since the Unix epoch) of the certificate in use.

@@ -10,11 +10,12 @@
 //!   loaded and the listener bound, 503 once shutdown began.
 //! - anything else: 404 (405 for a wrong method on a known path).
 //!
-//! On the metrics listener (`--metrics-addr`): `GET /metrics` (OpenMetrics text), plus
+//! On the metrics listener (`--metrics-addr`): `GET /metrics` (OpenMetrics text; the Prometheus
+//! text format 0.0.4 for `Accept: text/plain`), plus
 //! `/healthz` and `/readyz` with the same meaning.
 
 use super::certs::{self, ReloadSettings};
-use super::metrics::{self, Metrics};
+use super::metrics::Metrics;
 use crate::admission::{self, Hook, Outcome};
 use crate::status::Policy;
 use anyhow::{Context, anyhow};
@@ -368,10 +369,15 @@ async fn readyz(State(st): State<Arc<AppState>>) -> (StatusCode, &'static str) {
     }
 }
 
-async fn metrics_text(State(st): State<Arc<AppState>>) -> Response {
+/// `GET /metrics`: OpenMetrics, or the Prometheus text format 0.0.4 for a client that asks
+/// for `text/plain` only ([`crate::exposition`]).
+async fn metrics_text(State(st): State<Arc<AppState>>, headers: HeaderMap) -> Response {
+    let format = crate::exposition::Format::negotiate(
+        headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()),
+    );
     (
-        [(header::CONTENT_TYPE, metrics::CONTENT_TYPE)],
-        st.metrics.encode(),
+        [(header::CONTENT_TYPE, format.content_type())],
+        format.render(st.metrics.encode()),
     )
         .into_response()
 }
