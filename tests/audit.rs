@@ -836,3 +836,23 @@ fn bad_kubeconfig_and_flags_are_exit_2_without_secrets() {
     assert_eq!(r.code(), Some(2), "{}", r.stderr());
     assert!(r.stderr().contains("cannot be used with"), "{}", r.stderr());
 }
+
+/// The README's example ("Auditing stored Runtimes") is this fixture's output, as printed.
+#[test]
+fn readme_example_is_the_real_output() {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let cmd = "```console\n$ kim audit -n kyma-dev\n";
+    let at = readme
+        .find(cmd)
+        .expect("README shows kim audit -n kyma-dev")
+        + cmd.len();
+    let shown = &readme[at..at + readme[at..].find("```").unwrap()];
+    let r = Env::seeded().audit(&["-n", NS_B]);
+    assert_eq!(r.code(), Some(1));
+    assert_eq!(
+        shown,
+        format!("{}{}", r.stdout(), r.stderr()),
+        "README's kim audit example is stale"
+    );
+}
