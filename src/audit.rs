@@ -28,7 +28,7 @@
 //! `-o table` (default): kubectl-style aligned columns `NAMESPACE NAME STATE RULE ACTION PATH
 //! MESSAGE`, one row per violation (`NAMESPACE` only with `-A`, as kubectl), in list order;
 //! nothing when there is no violation. `-o json`: one document, `{"items": [...], "summary":
-//! {...}}` ([`Report::to_json`]); `items` lists the Runtimes with at least one violation. A
+//! {...}}` ([`Report::write_json`]); `items` lists the Runtimes with at least one violation. A
 //! summary line (Runtimes read, Runtimes with violations, violations by rule) goes to stderr in
 //! both formats; on a terminal, stderr also shows a progress line while the pages are read
 //! (never when stderr is piped).
@@ -301,8 +301,11 @@ impl Report {
     /// ```
     ///
     /// `state` is the stored value (any JSON, `null` when absent); `namespace` in the summary
-    /// is `null` with `-A`.
-    pub fn to_json(&self) -> Value {
+    /// is `null` with `-A`. Written pretty-printed, with a final newline, straight from the
+    /// report (no copy of it as a `Value`).
+    ///
+    /// Errors: those of `out`.
+    pub fn write_json(&self, out: &mut dyn Write) -> std::io::Result<()> {
         let doc = JsonReport {
             items: self
                 .findings
@@ -338,7 +341,8 @@ impl Report {
                 by_action: self.by_action(),
             },
         };
-        serde_json::to_value(doc).unwrap_or(Value::Null)
+        serde_json::to_writer_pretty(&mut *out, &doc).map_err(std::io::Error::other)?;
+        out.write_all(b"\n")
     }
 }
 
@@ -566,9 +570,7 @@ pub async fn run(args: &AuditArgs, out: &mut dyn Write, err: &mut dyn Write) -> 
     };
     let written = match args.output {
         AuditOutput::Table => out.write_all(report.table().as_bytes()),
-        AuditOutput::Json => serde_json::to_writer_pretty(&mut *out, &report.to_json())
-            .map_err(std::io::Error::other)
-            .and_then(|()| out.write_all(b"\n")),
+        AuditOutput::Json => report.write_json(out),
     };
     if let Err(e) = written.and_then(|()| out.flush()) {
         return fail(err, &format!("cannot write the report: {e}"));
