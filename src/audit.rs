@@ -382,6 +382,17 @@ struct JsonSummary<'a> {
     by_action: BTreeMap<Action, usize>,
 }
 
+/// A namespace name: an RFC 1123 label (Kubernetes' `IsDNS1123Label`).
+fn is_dns_label(s: &str) -> bool {
+    let b = s.as_bytes();
+    let ok = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit();
+    !b.is_empty()
+        && b.len() <= 63
+        && b.iter().all(|c| ok(c) || *c == b'-')
+        && b.first().is_some_and(ok)
+        && b.last().is_some_and(ok)
+}
+
 fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }
 }
@@ -555,11 +566,22 @@ pub async fn run(args: &AuditArgs, out: &mut dyn Write, err: &mut dyn Write) -> 
     let scope = if args.all_namespaces {
         Scope::All
     } else {
-        Scope::Namespace(
-            args.namespace
-                .clone()
-                .unwrap_or_else(|| cluster.default_namespace.clone()),
-        )
+        let (ns, source) = match &args.namespace {
+            Some(ns) => (ns.clone(), "--namespace"),
+            None => (
+                cluster.default_namespace.clone(),
+                "the kubeconfig context's namespace",
+            ),
+        };
+        if !is_dns_label(&ns) {
+            return fail(
+                err,
+                &format!(
+                    "{source} {ns:?} is not a namespace name (lower-case letters, digits and '-', at most 63, starting and ending with a letter or digit)"
+                ),
+            );
+        }
+        Scope::Namespace(ns)
     };
     let progress = Progress::new();
     let report = read(&cluster, scope, args.chunk_size, &policy, &progress).await;

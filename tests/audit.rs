@@ -832,6 +832,12 @@ fn bad_kubeconfig_and_flags_are_exit_2_without_secrets() {
     // A policy file that is not there, and -n with -A (clap's usage error, also 2).
     env.audit(&["--policy-file", "/nonexistent/policy.yaml"])
         .unreadable(&["/nonexistent/policy.yaml"]);
+    // Not a namespace name: never sent as a path.
+    for ns in ["", "kcp/system", "KCP"] {
+        env.audit(&["-n", ns])
+            .unreadable(&["--namespace", "is not a namespace name"]);
+    }
+    assert!(env.runtime_lists().is_empty());
     let r = env.audit(&["-n", NS_A, "-A"]);
     assert_eq!(r.code(), Some(2), "{}", r.stderr());
     assert!(r.stderr().contains("cannot be used with"), "{}", r.stderr());
