@@ -25,7 +25,7 @@ enum Command {
     /// Check one status change of a Runtime, old -> new (exit 0 allowed, 1 denied, 2 unreadable).
     Check(cli::CheckArgs),
     /// Report which per-object rules the stored status of each Runtime of a cluster breaks
-    /// (exit 0 none, 1 any violation — also when its action is warn —, 2 the cluster cannot be
+    /// (exit 0 none, 1 any violation, also one whose action is warn, 2 the cluster cannot be
     /// read).
     Audit(kim::audit::AuditArgs),
     /// Print the status model: states, transitions, condition types and reasons, rules.
