@@ -6,6 +6,7 @@
 
 pub mod admission;
 pub mod api;
+pub mod audit;
 pub mod cli;
 pub mod crd;
 pub mod exposition;

@@ -1,4 +1,4 @@
-//! `kim` — thin CLI front: `webhook | controller | review | check | policy | crd`.
+//! `kim` — thin CLI front: `webhook | controller | review | check | audit | policy | crd`.
 
 use clap::{Parser, Subcommand};
 use kim::cli;
@@ -24,6 +24,10 @@ enum Command {
     Review(cli::ReviewArgs),
     /// Check one status change of a Runtime, old -> new (exit 0 allowed, 1 denied, 2 unreadable or refused by the CRD schema).
     Check(cli::CheckArgs),
+    /// Report which per-object rules the stored status of each Runtime of a cluster breaks
+    /// (exit 0 none, 1 any violation, also one whose action is warn, 2 the cluster cannot be
+    /// read).
+    Audit(kim::audit::AuditArgs),
     /// Print the status model: states, transitions, condition types and reasons, rules.
     Policy(cli::PolicyCmdArgs),
     /// Print the Runtime CustomResourceDefinition (YAML).
@@ -36,6 +40,7 @@ fn main() -> ExitCode {
         Command::Controller(a) => controller(a),
         Command::Review(a) => offline(|out, err| cli::review(&a, out, err)),
         Command::Check(a) => offline(|out, err| cli::check(&a, out, err)),
+        Command::Audit(a) => audit(a),
         Command::Policy(a) => offline(|out, err| cli::policy(&a, out, err)),
         Command::Crd => offline(|out, _| {
             let _ = write!(out, "{}", kim::crd::crd_yaml());
@@ -50,6 +55,26 @@ fn offline(f: impl FnOnce(&mut dyn Write, &mut dyn Write) -> u8) -> ExitCode {
     let mut out = std::io::stdout().lock();
     let mut err = std::io::stderr().lock();
     let code = f(&mut out, &mut err);
+    let _ = out.flush();
+    ExitCode::from(code)
+}
+
+/// Runs `kim audit` on a single-threaded tokio runtime. Neither stdout nor stderr is locked:
+/// the progress line is drawn from another thread.
+fn audit(args: kim::audit::AuditArgs) -> ExitCode {
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("kim audit: cannot start the async runtime: {e}");
+            return ExitCode::from(kim::audit::EXIT_UNREADABLE);
+        }
+    };
+    let mut out = std::io::BufWriter::new(std::io::stdout());
+    let mut err = std::io::stderr();
+    let code = rt.block_on(kim::audit::run(&args, &mut out, &mut err));
     let _ = out.flush();
     ExitCode::from(code)
 }

@@ -1,0 +1,298 @@
+//! `kim audit` at scale: one `cargo bench --bench audit` run seeds N Runtimes (default 10 000)
+//! into a testenv API server in this process and runs the real `kim audit -A -o json` binary
+//! (`CARGO_BIN_EXE_kim`, built with the bench profile) against it as its own process, through a
+//! kubeconfig file, several times. For each run it prints the wall time, the audit process's
+//! peak RSS and CPU time (GNU time's `%M`, `%U`, `%S`: `/usr/bin/time`, Debian package `time`)
+//! and the list requests the server answered; then the median run.
+//!
+//! The Runtimes: the specs of the six sample manifests of `../shared/samples/runtimes` in turn,
+//! 90 % in `kcp-system` and 10 % in `kyma-dev`, with statuses in these proportions (of every
+//! 100): 60 clean `Ready` (the three conditions as kim writes them), 10 the `pending` and 5
+//! the `failed` example of `../shared/samples/seed/status-examples.yaml` (clean), 5 its `ready`
+//! example (`Ready` with `Provisioned` only, as in June 2024: two `ready-requires`), 10 `Ready`
+//! in KIM's 2024-10 vocabulary (retired types `AuditlogConfigured`, `OidcConfigured`), 3 an
+//! unknown reason, 3 `Failed` without a `False` condition, 2 `conditions` not a list, 2 an
+//! unknown state.
+//!
+//! The run checks its set-up only: every run must exit 1 and report exactly N Runtimes read and
+//! the expected broken ones, each once. Nothing is asserted on the figures.
+//!
+//! | variable | default | meaning |
+//! |---|---|---|
+//! | `AUDIT_BENCH_RUNTIMES` | 10000 | Runtimes seeded |
+//! | `AUDIT_BENCH_RUNS` | 3 | audit runs measured |
+//! | `AUDIT_BENCH_ARGS` | unset | extra `kim audit` flags, space-separated (e.g. `--chunk-size 100`) |
+
+use anyhow::{Context, bail, ensure};
+use serde_json::{Value, json};
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+use testenv::{Gvr, ServerConfig, Verb};
+
+fn main() -> anyhow::Result<()> {
+    let n: usize = env_or("AUDIT_BENCH_RUNTIMES", 10_000)?;
+    let runs: usize = env_or("AUDIT_BENCH_RUNS", 3)?;
+    let extra: Vec<String> = std::env::var("AUDIT_BENCH_ARGS")
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(String::from)
+        .collect();
+    let time = Path::new("/usr/bin/time");
+    ensure!(
+        time.exists(),
+        "/usr/bin/time (GNU time) is needed for the peak RSS: apt-get install time"
+    );
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .context("tokio runtime")?;
+    let server = rt
+        .block_on(testenv::start(
+            ServerConfig::default().request_log_limit(10_000),
+        ))
+        .context("testenv server")?;
+    let dir = tempfile::tempdir()?;
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, server.kubeconfig_yaml(None))?;
+
+    let specs = sample_specs()?;
+    let seed = seed_statuses()?;
+    let started = Instant::now();
+    let mut broken = BTreeSet::new();
+    let mut bytes = 0usize;
+    for i in 0..n {
+        let (obj, is_broken) = runtime(i, &specs, &seed);
+        bytes += obj.to_string().len();
+        if is_broken {
+            broken.insert(obj["metadata"]["name"].as_str().unwrap_or("").to_string());
+        }
+        server
+            .put(&Gvr::runtimes(), obj)
+            .map_err(|e| anyhow::anyhow!("seeding: {}", e.message))?;
+    }
+    println!(
+        "seeded {n} Runtimes ({:.1} MiB of JSON, {} broken) in {:.1} s; load {}",
+        bytes as f64 / (1024.0 * 1024.0),
+        broken.len(),
+        started.elapsed().as_secs_f64(),
+        loadavg()
+    );
+
+    let mut results = Vec::new();
+    for run in 1..=runs {
+        server.clear_requests();
+        let stats = dir.path().join("time.txt");
+        let load = loadavg();
+        let t0 = Instant::now();
+        let out = Command::new(time)
+            .arg("-f")
+            .arg("%M %U %S")
+            .arg("-o")
+            .arg(&stats)
+            .arg(env!("CARGO_BIN_EXE_kim"))
+            .args(["audit", "-A", "-o", "json", "--kubeconfig"])
+            .arg(&kubeconfig)
+            .args(&extra)
+            .env_remove("KUBECONFIG")
+            .output()
+            .context("running kim audit")?;
+        let wall = t0.elapsed().as_secs_f64();
+        ensure!(
+            out.status.code() == Some(1),
+            "kim audit exited {:?}: {}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        check_report(&out.stdout, n, &broken)?;
+        let (rss_kib, user, sys) = parse_time(&std::fs::read_to_string(&stats)?)?;
+        let lists = server.count_requests(|r| r.verb == Some(Verb::List) && r.is("runtimes", None));
+        println!(
+            "run {run}: wall {wall:.2} s, peak RSS {:.1} MiB, CPU {user:.2} s user + {sys:.2} s sys, {lists} list requests, stdout {:.1} MiB; load before {load}",
+            rss_kib as f64 / 1024.0,
+            out.stdout.len() as f64 / (1024.0 * 1024.0),
+        );
+        if run == 1 {
+            println!(
+                "   stderr: {}",
+                String::from_utf8_lossy(&out.stderr).trim_end()
+            );
+        }
+        results.push((wall, rss_kib, user + sys, lists));
+    }
+    results.sort_by(|a, b| a.0.total_cmp(&b.0));
+    if let Some((wall, rss, cpu, lists)) = results.get(results.len() / 2) {
+        println!(
+            "median of {runs}: {n} Runtimes, wall {wall:.2} s, peak RSS {:.1} MiB, CPU {cpu:.2} s, {lists} list requests; load now {}",
+            *rss as f64 / 1024.0,
+            loadavg()
+        );
+    }
+    server.shutdown();
+    Ok(())
+}
+
+fn env_or(name: &str, default: usize) -> anyhow::Result<usize> {
+    match std::env::var(name) {
+        Ok(v) => v.parse().with_context(|| format!("{name}={v}")),
+        Err(_) => Ok(default),
+    }
+}
+
+fn shared_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared")
+}
+
+/// The sample manifests (specs), sorted by file name.
+fn sample_specs() -> anyhow::Result<Vec<Value>> {
+    let dir = shared_dir().join("samples/runtimes");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .with_context(|| dir.display().to_string())?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+        .collect();
+    files.sort();
+    files
+        .iter()
+        .map(|p| {
+            let text = std::fs::read_to_string(p)?;
+            serde_saphyr::from_str::<Value>(&text).with_context(|| p.display().to_string())
+        })
+        .collect()
+}
+
+/// The `pending`, `ready` and `failed` statuses of the seed examples.
+fn seed_statuses() -> anyhow::Result<[Value; 3]> {
+    let path = shared_dir().join("samples/seed/status-examples.yaml");
+    let text = std::fs::read_to_string(&path).with_context(|| path.display().to_string())?;
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&text).context("status-examples.yaml")?;
+    let get = |name: &str| -> anyhow::Result<Value> {
+        docs.iter()
+            .find(|d| d["name"] == name)
+            .map(|d| d["status"].clone())
+            .with_context(|| format!("status example {name}"))
+    };
+    Ok([get("pending")?, get("ready")?, get("failed")?])
+}
+
+fn cond(t: &str, s: &str, r: &str, msg: &str) -> Value {
+    json!({"type": t, "status": s, "reason": r, "message": msg,
+           "lastTransitionTime": "2026-11-02T10:00:00Z", "observedGeneration": 1})
+}
+
+/// Runtime `i`: its object and whether its status breaks a per-object rule.
+fn runtime(i: usize, specs: &[Value], seed: &[Value; 3]) -> (Value, bool) {
+    let mut obj = specs[i % specs.len()].clone();
+    let name = format!("rt-{i:05}");
+    obj["metadata"]["name"] = json!(name);
+    obj["metadata"]["namespace"] = json!(if i % 10 == 9 {
+        "kyma-dev"
+    } else {
+        "kcp-system"
+    });
+    let ready = || {
+        vec![
+            cond(
+                "Provisioned",
+                "True",
+                "ShootCreationCompleted",
+                "Gardener finished creating the Shoot",
+            ),
+            cond(
+                "KubeconfigReady",
+                "True",
+                "KubeconfigCreated",
+                "Kubeconfig Secret written",
+            ),
+            cond(
+                "Configured",
+                "True",
+                "AdministratorsConfigured",
+                "Administrators configured",
+            ),
+        ]
+    };
+    let (status, broken) = match i % 100 {
+        0..60 => (
+            json!({"state": "Ready", "provisioningCompleted": true, "conditions": ready()}),
+            false,
+        ),
+        60..70 => (seed[0].clone(), false),
+        70..75 => (seed[2].clone(), false),
+        75..80 => (seed[1].clone(), true),
+        80..90 => (
+            json!({"state": "Ready", "provisioningCompleted": true, "conditions": [
+                cond("Provisioned", "True", "ShootCreationCompleted", "Shoot created"),
+                cond("KubeconfigReady", "True", "GardenerClusterCRReady", "Kubeconfig ready"),
+                cond("AuditlogConfigured", "True", "AuditLogConfigured", "Audit log configured"),
+                cond("OidcConfigured", "True", "OidcConfigured", "OIDC configured"),
+                cond("Configured", "True", "ConfigurationCompleted", "Configured"),
+            ]}),
+            true,
+        ),
+        90..93 => (
+            json!({"state": "Pending", "conditions": [
+                cond("Provisioned", "Unknown", "ShootCreating", "Shoot creation in progress")
+            ]}),
+            true,
+        ),
+        93..96 => (
+            json!({"state": "Failed", "conditions": [
+                cond("Provisioned", "Unknown", "Pending", "Shoot creation in progress")
+            ]}),
+            true,
+        ),
+        96..98 => (
+            json!({"state": "Pending", "conditions":
+                cond("Provisioned", "Unknown", "Pending", "Shoot creation in progress")}),
+            true,
+        ),
+        _ => (
+            json!({"state": "Provisioning", "conditions": ready()}),
+            true,
+        ),
+    };
+    obj["status"] = status;
+    (obj, broken)
+}
+
+/// The report must name every broken Runtime once and count all `n`.
+fn check_report(stdout: &[u8], n: usize, broken: &BTreeSet<String>) -> anyhow::Result<()> {
+    let doc: Value = serde_json::from_slice(stdout).context("kim audit -o json output")?;
+    ensure!(
+        doc["summary"]["runtimes"] == n,
+        "summary: {}",
+        doc["summary"]
+    );
+    let mut seen = BTreeSet::new();
+    for item in doc["items"].as_array().context("items")? {
+        let name = item["name"].as_str().unwrap_or("").to_string();
+        if !seen.insert(name.clone()) {
+            bail!("{name} reported twice");
+        }
+    }
+    ensure!(
+        &seen == broken,
+        "reported {} Runtimes, expected {}",
+        seen.len(),
+        broken.len()
+    );
+    Ok(())
+}
+
+/// `%M %U %S` of GNU time: peak RSS (KiB), user and system CPU seconds.
+fn parse_time(text: &str) -> anyhow::Result<(u64, f64, f64)> {
+    let line = text.lines().last().context("empty /usr/bin/time output")?;
+    let f: Vec<&str> = line.split_whitespace().collect();
+    ensure!(f.len() == 3, "/usr/bin/time output: {text}");
+    Ok((f[0].parse()?, f[1].parse()?, f[2].parse()?))
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
