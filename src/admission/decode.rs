@@ -3,8 +3,7 @@
 //! answers anything else precisely ([`precise`]).
 
 use super::node;
-use super::response::{denied, reject};
-use super::{Outcome, REVIEW_API_VERSION, REVIEW_API_VERSION_BETA};
+use super::{REVIEW_API_VERSION, REVIEW_API_VERSION_BETA};
 use crate::status::{JsonView, Snapshot};
 use serde::Deserialize;
 use serde_json::Value;
@@ -272,11 +271,27 @@ pub(super) fn salvage_uid(body: &[u8]) -> Option<String> {
 /// A review's version, its request with the objects still raw, and the warnings so far.
 pub(super) type Precise<'a> = (&'static str, RequestIn<'a, &'a RawValue>, Vec<String>);
 
+/// Why [`precise`] cannot hand on a request: the body is refused as a whole (no review to
+/// answer in; the uid is salvaged from the bytes when possible), or the review is answered
+/// denied in its own version. Both are 400s; the message never quotes the body.
+#[derive(Debug)]
+pub(super) enum Refusal {
+    /// Not an AdmissionReview (or not JSON at all).
+    Body(String),
+    /// An AdmissionReview whose request is missing or malformed.
+    Review {
+        api_version: &'static str,
+        uid: String,
+        message: String,
+        warnings: Vec<String>,
+    },
+}
+
 /// The precise path for a body [`fast_review`] did not take: a bare AdmissionRequest (answered
 /// as v1, with a warning), an unknown `apiVersion`/`kind`, a missing or malformed `request`.
 /// Returns the review's version, the request with its objects still raw, and the warnings so
-/// far; or the 400 answer (boxed: the error path is rare and the answer large).
-pub(super) fn precise(body: &[u8]) -> Result<Precise<'_>, Box<Outcome>> {
+/// far; or why it cannot.
+pub(super) fn precise(body: &[u8]) -> Result<Precise<'_>, Refusal> {
     // Anything else: field by field, for a precise answer (bare requests, errors, odd objects).
     let env: ReviewIn<'_> = match serde_json::from_slice(body) {
         Ok(e) => e,
@@ -287,7 +302,7 @@ pub(super) fn precise(body: &[u8]) -> Result<Precise<'_>, Box<Outcome>> {
             } else {
                 format!("request body is not an AdmissionReview: {}", json_error(&e))
             };
-            return Err(Box::new(reject(400, &msg, body)));
+            return Err(Refusal::Body(msg));
         }
     };
     let mut warnings: Vec<String> = Vec::new();
@@ -302,10 +317,9 @@ pub(super) fn precise(body: &[u8]) -> Result<Precise<'_>, Box<Outcome>> {
         match serde_json::from_slice::<&RawValue>(body) {
             Ok(raw) => (REVIEW_API_VERSION, raw),
             Err(e) => {
-                return Err(Box::new(reject(
-                    400,
-                    &format!("request body is not JSON: {}", json_error(&e)),
-                    body,
+                return Err(Refusal::Body(format!(
+                    "request body is not JSON: {}",
+                    json_error(&e)
                 )));
             }
         }
@@ -323,17 +337,16 @@ pub(super) fn precise(body: &[u8]) -> Result<Precise<'_>, Box<Outcome>> {
                     show(&env.api_version),
                     show(&env.kind)
                 );
-                return Err(Box::new(reject(400, &msg, body)));
+                return Err(Refusal::Body(msg));
             }
         };
         let Some(raw) = env.request.filter(|r| r.get() != "null") else {
-            return Err(Box::new(denied(
+            return Err(Refusal::Review {
                 api_version,
-                "",
-                400,
-                "AdmissionReview has no request",
-                &[],
-            )));
+                uid: String::new(),
+                message: "AdmissionReview has no request".into(),
+                warnings: Vec::new(),
+            });
         };
         (api_version, raw)
     };
@@ -343,13 +356,12 @@ pub(super) fn precise(body: &[u8]) -> Result<Precise<'_>, Box<Outcome>> {
             let uid = serde_json::from_str::<UidOnly<'_>>(raw_req.get())
                 .map(|u| u.uid.into_owned())
                 .unwrap_or_default();
-            return Err(Box::new(denied(
+            return Err(Refusal::Review {
                 api_version,
-                &uid,
-                400,
-                &format!("request is malformed: {}", json_error(&e)),
-                &warnings,
-            )));
+                uid,
+                message: format!("request is malformed: {}", json_error(&e)),
+                warnings,
+            });
         }
     };
     Ok((api_version, req, warnings))

@@ -15,7 +15,7 @@ mod encode;
 mod node;
 mod response;
 
-use decode::{ObjectSource, ReadObject, RequestIn, fast_review, object_of, precise};
+use decode::{ObjectSource, ReadObject, Refusal, RequestIn, fast_review, object_of, precise};
 pub use encode::reason_for;
 use node::Node;
 pub use response::reject;
@@ -127,7 +127,13 @@ fn review_values(
     // Anything else: field by field, for a precise answer (bare requests, errors, odd objects).
     match precise(body) {
         Ok((api_version, req, warnings)) => answer(hook, policy, api_version, req, now, warnings),
-        Err(outcome) => *outcome,
+        Err(Refusal::Body(message)) => reject(400, &message, body),
+        Err(Refusal::Review {
+            api_version,
+            uid,
+            message,
+            warnings,
+        }) => response::denied(api_version, &uid, 400, &message, &warnings),
     }
 }
 

@@ -1,7 +1,7 @@
 //! Defaulting of one status write (spec §5): the mutating webhook's JSON Patch.
 
 use super::Policy;
-use super::evaluate::{
+use super::json::{
     Facts, JsonView, Snapshot, condition_field, condition_objects, format_time, latest_time,
     matching_old, parse_time,
 };

@@ -6,17 +6,21 @@ pub mod args;
 mod defaulting;
 mod evaluate;
 pub mod history;
+mod json;
 pub mod policy;
 pub mod render;
 pub mod table;
 mod validate;
+mod violation;
 
 pub use args::{PolicyArgs, PolicyArgsError};
 pub use defaulting::{mutate, transition_stamp};
-pub use evaluate::{
-    Decision, Facts, JsonView, LISTED_WARNINGS, Snapshot, Violation, WARNING_LIMIT, allowed,
-    denial_code, denial_message, evaluate, format_time, warn_code, warn_message, warnings,
-};
+pub use evaluate::{Decision, evaluate};
+pub use json::{Facts, JsonView, Snapshot, format_time};
 pub use policy::{FieldError, Policy, PolicyError, PolicyFile, Writers};
 pub use table::{Action, CompatSwitch, CondStatus, Enforcement, RuleId, State};
 pub use validate::{validate, validate_stored};
+pub use violation::{
+    LISTED_WARNINGS, Violation, WARNING_LIMIT, allowed, denial_code, denial_message, warn_code,
+    warn_message, warnings,
+};

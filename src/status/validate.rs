@@ -4,11 +4,10 @@
 //! Pure functions over [`JsonView`]s; every rule is looked up in the [`Policy`].
 
 use super::Policy;
-use super::evaluate::{
-    Facts, JsonView, Snapshot, Violation, find_by_type, matching_old, parse_time, show, violation,
-};
 use super::history::Kind;
+use super::json::{Facts, JsonView, Snapshot, find_by_type, matching_old, parse_time, show};
 use super::table::{Action, CondStatus, Enforcement, MAX_CONDITIONS, Requirement, RuleId, State};
+use super::violation::{Violation, violation};
 use std::fmt::Write as _;
 
 /// Validation of spec §3 and §4 on the object as written (the validating webhook's view).
