@@ -116,11 +116,13 @@ pub mod gardener;
 mod hooks;
 mod http;
 mod list;
+pub mod model;
 mod resource;
 mod selector;
 mod server;
 mod status;
 mod store;
+pub mod tls;
 mod watch;
 pub mod webhook_stage;
 

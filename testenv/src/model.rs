@@ -1,14 +1,16 @@
-//! Helpers to build Runtime objects with statuses the way the reconciler writes them
-//! (`shared/spec/reconciler.md`), from the real samples in `shared/samples/runtimes/`.
-#![allow(dead_code)]
+//! Builders of Runtime objects with statuses the way the reconciler writes them
+//! (`shared/spec/reconciler.md`), from the real samples in `shared/samples/runtimes/`, and of
+//! the `runtimes/status` AdmissionReviews that carry them (for kim's tests and benches; plain
+//! JSON, no kim types).
 
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use serde_json::{Value, json};
 use std::path::PathBuf;
 
-/// `shared/` beside the repo (CI clones the repo with `shared/` next to it).
+/// `shared/` beside the repository (CI clones the repository with `shared/` next to it; this
+/// crate is the repository's `testenv/`).
 pub fn shared_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared")
 }
 
 /// Every sample Runtime as (file name, JSON object).
@@ -33,6 +35,7 @@ pub fn sample_runtimes() -> Vec<(String, Value)> {
 /// The reconciler's service account (default allowed writer).
 pub const RECONCILER: &str = "system:serviceaccount:kim-system:kim-controller";
 
+/// The clock of a new [`Rt`]: 2026-11-01T10:00:00Z.
 pub fn t0() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 11, 1, 10, 0, 0).unwrap()
 }
@@ -40,11 +43,14 @@ pub fn t0() -> DateTime<Utc> {
 /// A Runtime as stored: generation, uid, and optionally a status and a deletionTimestamp.
 #[derive(Clone, Debug)]
 pub struct Rt {
+    /// The Runtime object (JSON).
     pub obj: Value,
+    /// The time of its last write (condition `lastTransitionTime`s are taken from it).
     pub clock: DateTime<Utc>,
 }
 
 impl Rt {
+    /// A stored Runtime from a manifest: generation 1, a fixed uid and resourceVersion.
     pub fn new(mut obj: Value) -> Rt {
         obj["metadata"]["generation"] = json!(1);
         obj["metadata"]["uid"] = json!("0b7b6a8c-1111-2222-3333-444455556666");
@@ -52,6 +58,7 @@ impl Rt {
         Rt { obj, clock: t0() }
     }
 
+    /// Its `status`, if any.
     pub fn status(&self) -> Option<&Value> {
         self.obj.get("status")
     }
@@ -100,20 +107,24 @@ impl Rt {
         next
     }
 
+    /// A copy with `f` applied to the object.
     pub fn with(&self, f: impl FnOnce(&mut Value)) -> Rt {
         let mut next = self.clone();
         f(&mut next.obj);
         next
     }
 
+    /// A copy with `status.provisioningCompleted: true`.
     pub fn completed(&self) -> Rt {
         self.with(|o| o["status"]["provisioningCompleted"] = json!(true))
     }
 
+    /// A copy with `metadata.deletionTimestamp` set (2026-11-02T00:00:00Z).
     pub fn deleting(&self) -> Rt {
         self.with(|o| o["metadata"]["deletionTimestamp"] = json!("2026-11-02T00:00:00Z"))
     }
 
+    /// A copy with `metadata.generation` one higher (a spec change).
     pub fn bump_generation(&self) -> Rt {
         self.with(|o| {
             let g = o["metadata"]["generation"].as_i64().unwrap();

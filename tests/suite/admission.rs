@@ -1,8 +1,7 @@
 //! The AdmissionReview codec (`kim::admission::review`) on real JSON: reviews built from the
 //! sample Runtimes as an apiserver sends them, the public capture files, and malformed bodies.
 
-#[path = "common/model.rs"]
-mod model;
+use testenv::model;
 
 use kim::admission::{self, Hook};
 use kim::status::Policy;

@@ -1,7 +1,6 @@
 //! The `kim` binary's offline commands, run as a user would: real files, exit codes, output.
 
-#[path = "common/model.rs"]
-mod model;
+use testenv::model;
 
 use model::*;
 use serde_json::{Value, json};

@@ -5,11 +5,9 @@
 //! through), `timeoutSeconds`, a patch that does not apply (500 whatever the failure policy),
 //! invalid answers, denial codes and messages as kube-apiserver words them.
 
-#[path = "common/reconciler.rs"]
-mod reconciler;
+use crate::support::reconciler;
 
-#[path = "common/e2e.rs"]
-mod e2e;
+use crate::support::e2e;
 
 use axum::Json;
 use axum::routing::post;

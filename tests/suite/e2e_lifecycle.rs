@@ -8,11 +8,9 @@
 //! writes pass both webhooks; a rogue client's illegal writes are denied with the
 //! apiserver's 403 message; main-resource writes skip the webhooks.
 
-#[path = "common/reconciler.rs"]
-mod reconciler;
+use crate::support::reconciler;
 
-#[path = "common/e2e.rs"]
-mod e2e;
+use crate::support::e2e;
 
 use e2e::*;
 use kube::Api;

@@ -4,8 +4,7 @@
 //!   mutation of the patched object returns no patch (reinvocation is a no-op);
 //! - mutate-then-validate never denies what mutate produced from a valid predecessor.
 
-#[path = "common/model.rs"]
-mod model;
+use testenv::model;
 
 use chrono::{Duration, TimeZone, Utc};
 use kim::admission::{self, Hook};

@@ -4,10 +4,7 @@
 //! `Failed` Runtime fixed by a spec change, deletion of a Runtime that never got a Shoot, and
 //! structured authentication. Every status write is checked against the status model.
 
-#[path = "common/reconciler.rs"]
-mod common;
-
-use common::*;
+use crate::support::reconciler::*;
 use kim::api::Runtime;
 use std::collections::BTreeMap;
 use std::time::Duration;

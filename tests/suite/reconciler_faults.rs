@@ -88,11 +88,8 @@
 //! Measured figures are printed with `eprintln!` (`cargo test --test reconciler_faults --
 //! --nocapture`).
 
-#[path = "common/reconciler.rs"]
-mod common;
-
+use crate::support::reconciler::*;
 use base64::Engine as _;
-use common::*;
 use kim::api::Runtime;
 use kim::reconciler::Settings;
 use kim::reconciler::admins::binding_name;

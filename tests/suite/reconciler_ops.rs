@@ -2,10 +2,7 @@
 //! holder reconciles; a standby takes over when the leader stops), the metrics endpoint, and
 //! start-up validation of the configuration by the `kim` binary.
 
-#[path = "common/reconciler.rs"]
-mod common;
-
-use common::*;
+use crate::support::reconciler::*;
 use std::process::Command;
 use std::time::Duration;
 use testenv::{Gvr, Verb};

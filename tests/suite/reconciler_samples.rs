@@ -5,10 +5,7 @@
 //! administrator removed, the worker maximum raised) back to `Ready`, deleted with nothing
 //! left. Every status write is checked against the status model by an admission hook.
 
-#[path = "common/reconciler.rs"]
-mod common;
-
-use common::*;
+use crate::support::reconciler::*;
 use k8s_openapi::api::core::v1::Secret;
 use kim::api::Runtime;
 use kim::reconciler::admins::binding_name;

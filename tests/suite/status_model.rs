@@ -2,8 +2,7 @@
 //! table of illegal writes is denied with the expected rule ids, KIM-compatible writes pass,
 //! and defaulting behaves as spec §5 says.
 
-#[path = "common/model.rs"]
-mod model;
+use testenv::model;
 
 use kim::status::{self, CompatSwitch, Facts, Policy, RuleId};
 use model::*;

@@ -7,12 +7,11 @@
 //!
 //! Every case runs against an in-process server (`kim::webhook::start`) over real TLS with the
 //! dev certificates of `devcerts::ensure`. Reviews are built from the real sample Runtimes
-//! (`common/model.rs`). The last tests reproduce defects found while attacking the server
+//! (`testenv::model`). The last tests reproduce defects found while attacking the server
 //! (condition floods, unbounded denials, quadratic checks, slowloris, log forging, body content
 //! in messages, year 9999); they state the expected behaviour and guard the fixes.
 
-#[path = "common/model.rs"]
-mod model;
+use testenv::model;
 
 use base64::Engine as _;
 use kim::webhook::{Running, Settings, devcerts};
@@ -20,7 +19,7 @@ use model::{RECONCILER, Rt, lifecycle, sample_runtimes, status_review};
 use serde_json::{Value, json};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -32,45 +31,6 @@ const GOOD_WITHIN: Duration = Duration::from_secs(3);
 
 /// Tests that measure memory or time hold this so that they do not measure each other.
 static HEAVY: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-// ---------------------------------------------------------------------------------------------
-// Log capture: one global subscriber for the whole test binary, the production text format
-// (`kim::webhook::init_tracing`, without colours as in a container) into a buffer.
-
-static LOGS: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
-
-struct LogWriter(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for LogWriter {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        let mut buf = self.0.lock().unwrap();
-        if buf.len() < 64 * MIB {
-            buf.extend_from_slice(b);
-        }
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-fn logs() -> &'static Arc<Mutex<Vec<u8>>> {
-    LOGS.get_or_init(|| {
-        let buf = Arc::new(Mutex::new(Vec::new()));
-        let w = buf.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_env_filter(tracing_subscriber::EnvFilter::new("info"))
-            .with_ansi(false)
-            .with_writer(move || LogWriter(w.clone()))
-            .finish();
-        let _ = tracing::subscriber::set_global_default(subscriber);
-        buf
-    })
-}
-
-fn captured_logs() -> String {
-    String::from_utf8_lossy(&logs().lock().unwrap()).into_owned()
-}
 
 // ---------------------------------------------------------------------------------------------
 // The server and its clients.
@@ -90,7 +50,7 @@ async fn env() -> Env {
 
 async fn env_with(tune: impl FnOnce(Settings) -> Settings) -> Env {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    logs();
+    crate::support::logs::init();
     let dir = tempfile::tempdir().expect("tempdir");
     devcerts::ensure(dir.path()).expect("dev certificates");
     let server = kim::webhook::start(tune(Settings::local(dir.path())))
@@ -1675,7 +1635,7 @@ async fn logs_hold_no_body_and_no_key_material() {
     let (r, _, _) = upload(&env, V, "log-6", 8 * MIB, false).await;
     review_of(&r.answer(), &is("log-6"), "log-6");
 
-    let logs = captured_logs();
+    let logs = crate::support::logs::captured();
     for uid in ["log-1", "log-2", "log-3", "log-4", "log-5", "log-6"] {
         let line = logs
             .lines()
@@ -1825,7 +1785,7 @@ async fn denials_are_bounded() {
     let resp = review_of(&a, &is("amp-2"), "40 000-char type");
     let msg = resp["status"]["message"].as_str().unwrap();
     assert!(msg.len() < 8192, "message of {} bytes", msg.len());
-    let logs = captured_logs();
+    let logs = crate::support::logs::captured();
     let line = logs.lines().find(|l| l.contains("uid=amp-2 ")).unwrap();
     assert!(line.len() < 8192, "log line of {} bytes", line.len());
 }
@@ -1893,7 +1853,7 @@ async fn uid_and_username_cannot_forge_log_lines() {
     });
     let a = post(&env.h1, &env, V, Some(JSON), body).await;
     review_of(&a, &is(uid), "forged uid");
-    let logs = captured_logs();
+    let logs = crate::support::logs::captured();
     assert!(logs.contains("forge-1"), "request not logged");
     for line in logs.lines() {
         assert!(!line.starts_with("FORGED"), "forged log line: {line:?}");
@@ -1915,7 +1875,7 @@ async fn malformed_fields_are_not_copied_into_logs() {
     let a = post(&env.h1, &env, V, Some(JSON), body).await;
     let resp = review_of(&a, &is("leak-1"), "key as metadata");
     assert_eq!(resp["status"]["code"], 400);
-    let logs = captured_logs();
+    let logs = crate::support::logs::captured();
     assert!(logs.contains("uid=leak-1 "), "request not logged");
     assert!(!logs.contains(marker), "body string copied into the log");
 }

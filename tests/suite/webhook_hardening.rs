@@ -16,12 +16,10 @@
 //! it to load, the real process and more inputs. Measured figures are printed with `eprintln!`
 //! (`cargo test --test webhook_hardening -- --nocapture`).
 
-mod common;
-#[path = "common/model.rs"]
-mod model;
+use crate::support;
+use testenv::model;
 
 use base64::Engine as _;
-use common::{KubeletDir, builder, certs, der_of, sample, url};
 use kim::admission::Hook;
 use kim::status::Policy;
 use model::{RECONCILER, Rt, lifecycle, sample_runtimes, status_review};
@@ -33,6 +31,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use support::{KubeletDir, builder, certs, der_of, sample, url};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const JSON: &str = "application/json";
@@ -386,7 +385,7 @@ fn cert_rotation_under_load_loses_no_request_and_serves_the_new_cert() {
         tokio::time::sleep(Duration::from_secs(3)).await;
         (load.finish().await, swapped)
     });
-    let metrics = client_rt.block_on(common::scrape(server.metrics_addr));
+    let metrics = client_rt.block_on(support::scrape(server.metrics_addr));
     server_rt
         .block_on(server.shutdown(Duration::from_secs(5)))
         .expect("clean shutdown");
@@ -730,7 +729,7 @@ async fn sigterm_under_load_fails_no_accepted_request_and_exits_within_the_grace
         .map(|i| slow_upload(&target, &templates, i, i % 2 == 0))
         .collect();
     let in_flight = |n: f64| async move {
-        common::eventually(Duration::from_secs(10), || async {
+        support::eventually(Duration::from_secs(10), || async {
             let text = metrics_text(metrics_addr).await;
             (sample(&text, "kim_webhook_requests_in_flight") == Some(n)).then_some(())
         })
@@ -1345,7 +1344,7 @@ async fn expired_certificate_is_served_reported_and_replaced_without_restart() {
         std::fs::rename(&tmp, dir.path().join(name)).unwrap();
     }
     let c = builder(&[&fresh.ca_pem], addr, false).build().unwrap();
-    let healed = common::eventually(Duration::from_secs(10), || async {
+    let healed = support::eventually(Duration::from_secs(10), || async {
         let r = c.get(url(addr, "/healthz")).send().await.ok()?;
         (r.status() == 200).then(|| renewed.elapsed())
     })

@@ -3,16 +3,15 @@
 //! webhook's answer equals what `kim::admission::review` decides in-process (the HTTP layer
 //! adds no rules).
 
-mod common;
-#[path = "common/model.rs"]
-mod model;
+use crate::support;
+use testenv::model;
 
 use base64::Engine as _;
-use common::*;
 use kim::admission::{self, Hook};
 use kim::status::Policy;
 use serde_json::{Value, json};
 use std::path::PathBuf;
+use support::*;
 
 const JSON: &str = "application/json";
 

@@ -4,11 +4,11 @@
 //!
 //! Answer *content* (what a review decides) is tested in `webhook_reviews.rs`.
 
-mod common;
+use crate::support;
 
-use common::*;
 use kim::webhook::{Settings, devcerts};
 use std::time::Duration;
+use support::*;
 
 const JSON: &str = "application/json";
 

@@ -1,12 +1,11 @@
 //! The in-memory API server against real `kube::Api` calls: CRUD, selectors, patches, status
 //! subresource, generation, finalizers, subresources, users, faults, admission, request log.
 
-mod common;
+use crate::support;
 
 use std::{collections::BTreeMap, time::Duration};
 
 use base64::Engine as _;
-use common::{code, runtime, runtimes, shoot, shoots, status};
 use k8s_openapi::{
     ByteString,
     api::{coordination::v1::Lease, core::v1::Pod, core::v1::Secret},
@@ -17,6 +16,7 @@ use kube::{
     config::{KubeConfigOptions, Kubeconfig},
 };
 use serde_json::{Value, json};
+use support::{code, runtime, runtimes, shoot, shoots, status};
 use testenv::{AdmissionDecision, FaultAction, FaultRule, Gvr, ServerConfig, UserInfo, Verb};
 
 fn secret(name: &str, labels: &[(&str, &str)]) -> Secret {

@@ -1,10 +1,9 @@
 //! The simulated Gardener, driven step by step, observed through `kube::Api` and a watcher.
 
-mod common;
+use crate::support;
 
 use std::time::Duration;
 
-use common::{code, shoot, shoots, status};
 use futures::StreamExt;
 use kube::{
     Api, ResourceExt,
@@ -12,6 +11,7 @@ use kube::{
     runtime::watcher,
 };
 use serde_json::{Value, json};
+use support::{code, shoot, shoots, status};
 use testenv::{
     ServerConfig, ServerHandle,
     gardener::{GardenerConfig, GardenerSim, Outcome, ShootScript},

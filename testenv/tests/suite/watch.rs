@@ -2,7 +2,7 @@
 //! resourceVersion, 410 Gone after compaction (and the watcher's recovery), bookmarks,
 //! streaming lists, selectors, timeouts.
 
-mod common;
+use crate::support;
 
 use std::{collections::BTreeMap, time::Duration};
 
@@ -282,7 +282,7 @@ async fn streaming_list_sends_initial_events_then_bookmark() {
 #[tokio::test]
 async fn watcher_sees_apply_and_delete_with_finalizers() {
     let s = testenv::start(ServerConfig::default()).await.unwrap();
-    let api = common::runtimes(&s.client(), "kcp");
+    let api = support::runtimes(&s.client(), "kcp");
     let mut events = watcher(api.clone(), watcher::Config::default()).boxed();
     assert!(matches!(
         next(&mut events).await.unwrap(),
@@ -292,7 +292,7 @@ async fn watcher_sees_apply_and_delete_with_finalizers() {
         next(&mut events).await.unwrap(),
         watcher::Event::InitDone
     ));
-    let mut rt = common::runtime("rt", "kcp", json!({"spec": {}}));
+    let mut rt = support::runtime("rt", "kcp", json!({"spec": {}}));
     rt.metadata.finalizers = Some(vec!["f".into()]);
     api.create(&PostParams::default(), &rt).await.unwrap();
     assert!(
@@ -419,7 +419,7 @@ mod controller {
     #[tokio::test]
     async fn controller_reaches_a_fixed_point() {
         let s = testenv::start(ServerConfig::default()).await.unwrap();
-        let api = crate::common::runtimes(&s.client(), "kcp");
+        let api = crate::support::runtimes(&s.client(), "kcp");
         let ctx = Arc::new(Ctx {
             api: api.clone(),
             reconciles: AtomicUsize::new(0),
@@ -427,14 +427,14 @@ mod controller {
         let controller = Controller::new_with(
             api.clone(),
             watcher::Config::default(),
-            crate::common::runtime_resource(),
+            crate::support::runtime_resource(),
         )
         .run(reconcile, error_policy, ctx.clone())
         .for_each(|_| async {});
         let task = tokio::spawn(controller);
         api.create(
             &PostParams::default(),
-            &crate::common::runtime("rt", "kcp", json!({"spec": {"a": 1}})),
+            &crate::support::runtime("rt", "kcp", json!({"spec": {"a": 1}})),
         )
         .await
         .unwrap();

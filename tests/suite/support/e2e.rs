@@ -1,14 +1,11 @@
-//! Helpers of the end-to-end tests (`tests/e2e_*.rs`): certificates made by
+//! Helpers of the end-to-end tests (`e2e_admission`, `e2e_lifecycle`): certificates made by
 //! `certs/gen-certs.sh` for a copy of `manifests/`, the real `kim webhook` and `kim controller`
 //! processes, and the control cluster's admission going through testenv's
 //! [`WebhookStage`] (the webhook configurations of the static-ca overlay, called over HTTPS as
 //! kube-apiserver calls them).
-//!
-//! Include after `common/reconciler.rs` as `reconciler`:
-//! `#[path = "common/reconciler.rs"] mod reconciler; #[path = "common/e2e.rs"] mod e2e;`.
 #![allow(dead_code)]
 
-use crate::reconciler::{CONTROLLER_USER, Env, NS, Options, TIMEOUT, Write, manifest_dir};
+use crate::support::reconciler::{CONTROLLER_USER, Env, NS, Options, TIMEOUT, Write, manifest_dir};
 use kim::api::Runtime;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -434,7 +431,7 @@ impl E2e {
                     .collect();
                 panic!(
                     "timed out waiting for {what}\nstatus writes:\n  {}\nrejected: {rejected:#?}",
-                    crate::reconciler::shorts(&self.env.writes()).join("\n  ")
+                    crate::support::reconciler::shorts(&self.env.writes()).join("\n  ")
                 );
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -468,7 +465,7 @@ pub fn write_of(name: &str, obj: &Value) -> Write {
 /// The sample Runtimes (`shared/samples/runtimes`), each with a unique name, Shoot name and
 /// runtime id (`<prefix>-<n>`), so that all can live side by side.
 pub fn sample_runtimes(prefix: &str) -> Vec<Runtime> {
-    let mut files: Vec<String> = std::fs::read_dir(crate::reconciler::samples_dir())
+    let mut files: Vec<String> = std::fs::read_dir(crate::support::reconciler::samples_dir())
         .expect("samples dir")
         .filter_map(|e| e.ok())
         .map(|e| e.file_name().to_string_lossy().into_owned())
@@ -479,7 +476,7 @@ pub fn sample_runtimes(prefix: &str) -> Vec<Runtime> {
         .iter()
         .enumerate()
         .map(|(i, f)| {
-            let mut rt = crate::reconciler::sample(f);
+            let mut rt = crate::support::reconciler::sample(f);
             let name = format!("{prefix}-{i}");
             rt.metadata.name = Some(name.clone());
             rt.metadata.namespace = Some(NS.to_string());

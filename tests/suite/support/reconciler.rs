@@ -242,10 +242,7 @@ impl Env {
     /// As [`Env::start`] with options.
     pub async fn start_with(options: Options) -> Env {
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let _ = tracing_subscriber::fmt()
-            .with_test_writer()
-            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-            .try_init();
+        crate::support::logs::init();
         let kcp = testenv::start(
             ServerConfig::default()
                 .name("kcp")
