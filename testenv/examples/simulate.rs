@@ -37,7 +37,7 @@ use serde_json::{Value, json};
 use testenv::gardener::{GardenerConfig, GardenerSim};
 use testenv::webhook_stage::StageResult;
 use testenv::{
-    AdmissionDecision, Gvr, ServerConfig, UserInfo, WebhookConfigurations, WebhookStage,
+    AdmissionDecision, EventType, Gvr, ServerConfig, UserInfo, WebhookConfigurations, WebhookStage,
 };
 
 type Res<T> = Result<T, Box<dyn Error>>;
@@ -58,18 +58,7 @@ struct Proc {
 impl Proc {
     /// SIGTERM, then wait up to 20 s (SIGKILL after that).
     fn stop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let start = Instant::now();
-        while self.child.try_wait().ok().flatten().is_none() {
-            if start.elapsed() > Duration::from_secs(20) {
-                let _ = self.child.kill();
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.wait();
+        testenv::capture::terminate(&mut self.child, Duration::from_secs(20));
     }
 }
 
@@ -405,40 +394,46 @@ async fn run(tmp: &Path) -> Res<()> {
     logged_field(&mut controller, "metrics_addr")?;
     println!("{} kim controller running (as {CONTROLLER_USER})", stamp());
 
-    // Print every status change.
-    let printer = {
-        let kcp = kcp.clone();
-        tokio::spawn(async move {
-            let mut seen: BTreeMap<String, String> = BTreeMap::new();
-            loop {
-                let now: BTreeMap<String, String> = kcp
-                    .list(&Gvr::runtimes(), Some(NS))
-                    .iter()
-                    .map(|rt| {
-                        let name = rt["metadata"]["name"].as_str().unwrap_or("").to_string();
-                        let s = if rt.get("status").is_some() {
-                            summary(rt)
-                        } else {
-                            "(no status yet)".to_string()
-                        };
-                        (name, s)
-                    })
-                    .collect();
-                for (n, s) in &now {
-                    if seen.get(n) != Some(s) {
-                        println!("{} {n:<14} {s}", stamp());
-                    }
+    // Print every status change, read from the control cluster's journal of committed
+    // changes (a state that lasted one write is printed too). Opened before the first Runtime
+    // is created; ends when told to, after printing what the journal holds by then.
+    let journal = kcp.journal();
+    let (printer_stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
+    let printer = tokio::spawn(async move {
+        let mut seen: BTreeMap<String, String> = BTreeMap::new();
+        let mut pos = 0;
+        let mut done = false;
+        loop {
+            for change in journal.since(pos) {
+                pos += 1;
+                if change.gvr != Gvr::runtimes() || change.namespace() != Some(NS) {
+                    continue;
                 }
-                for n in seen.keys() {
-                    if !now.contains_key(n) {
-                        println!("{} {n:<14} deleted", stamp());
-                    }
+                let name = change.name().to_string();
+                if change.kind == EventType::Deleted {
+                    seen.remove(&name);
+                    println!("{} {name:<14} deleted", stamp());
+                    continue;
                 }
-                seen = now;
-                tokio::time::sleep(Duration::from_millis(25)).await;
+                let s = if change.object.get("status").is_some() {
+                    summary(&change.object)
+                } else {
+                    "(no status yet)".to_string()
+                };
+                if seen.get(&name) != Some(&s) {
+                    println!("{} {name:<14} {s}", stamp());
+                    seen.insert(name, s);
+                }
             }
-        })
-    };
+            if done {
+                return;
+            }
+            tokio::select! {
+                _ = journal.grown(pos) => {}
+                _ = &mut stopped => done = true,
+            }
+        }
+    });
     let stepper = sim.run_every(Duration::from_millis(500));
 
     // ---- provisioning ----
@@ -515,9 +510,9 @@ async fn run(tmp: &Path) -> Res<()> {
             .all(|n| kcp.get(&Gvr::runtimes(), Some(NS), n).is_none())
     };
     tokio::task::block_in_place(|| wait("every Runtime deleted", &all_gone))?;
-    tokio::time::sleep(Duration::from_millis(100)).await;
     stepper.abort();
-    printer.abort();
+    let _ = printer_stop.send(());
+    printer.await?;
 
     // ---- summary ----
     let log = stage.log();

@@ -54,6 +54,7 @@
 //! [`XorShift`] RNG, or a closure), an admission hook on every write
 //! ([`ServerHandle::set_admission`]), a request log ([`ServerHandle::requests`], bounded by
 //! [`ServerConfig::request_log_limit`]; [`ServerHandle::request_count`] counts every request),
+//! a journal of committed changes that waits can read ([`ServerHandle::journal`]),
 //! direct store access ([`ServerHandle::get`], [`ServerHandle::list`], [`ServerHandle::put`],
 //! [`ServerHandle::modify`], [`ServerHandle::delete`]), history compaction
 //! ([`ServerHandle::compact_history`]) and, with the default `kube` feature, a ready
@@ -115,6 +116,7 @@ pub mod capture;
 pub mod gardener;
 mod hooks;
 mod http;
+mod journal;
 mod list;
 pub mod model;
 mod resource;
@@ -131,6 +133,7 @@ pub use hooks::{
     BoxFuture, FaultAction, FaultFn, FaultRule, RequestInfo, RequestRecord, UserInfo, Verb,
     XorShift,
 };
+pub use journal::{Change, Journal};
 pub use resource::{Gvr, ResourceInfo, default_resources};
 pub use selector::{FieldSelector, LabelRequirement, LabelSelector};
 pub use server::{ServerConfig, ServerHandle, kubeconfig_yaml, start};

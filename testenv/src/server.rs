@@ -656,6 +656,16 @@ impl ServerHandle {
         lock(&self.shared.store).rv
     }
 
+    /// Opens a [`Journal`](crate::Journal) of every change committed from now on (creates,
+    /// updates, deletes; through HTTP or direct store access), never compacted. For waiting on
+    /// states that can be passed through: the journal keeps each one, the current object may
+    /// already have moved on.
+    pub fn journal(&self) -> crate::Journal {
+        let journal = crate::Journal::new();
+        lock(&self.shared.store).journals.push(journal.downgrade());
+        journal
+    }
+
     /// Drops the whole watch history, as an etcd compaction would: watches resuming from any
     /// older resourceVersion get `410 Gone` (kube-runtime's watcher then relists).
     pub fn compact_history(&self) {

@@ -52,10 +52,6 @@ fn expect_denied<T: std::fmt::Debug>(what: &str, r: Result<T, kube::Error>) -> S
     }
 }
 
-fn ready(e: &E2e, name: &str) -> bool {
-    e.env.state(name).as_deref() == Some("Ready")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn samples_through_the_real_webhook_and_controller_with_a_rogue_client() {
     let started = Instant::now();
@@ -74,8 +70,10 @@ async fn samples_through_the_real_webhook_and_controller_with_a_rogue_client() {
     for rt in &rts {
         e.env.create(rt).await;
     }
-    e.wait("every sample Ready", |e| names.iter().all(|n| ready(e, n)))
-        .await;
+    e.wait("every sample Ready", |s| {
+        names.iter().all(|n| s.state(n) == Some("Ready"))
+    })
+    .await;
     let provisioned = Instant::now();
 
     // ---- update: worker maximum raised, an administrator added ----
@@ -90,9 +88,9 @@ async fn samples_through_the_real_webhook_and_controller_with_a_rogue_client() {
             })
             .await;
     }
-    e.wait("every sample Ready at generation 2", |e| {
+    e.wait("every sample Ready at generation 2", |s| {
         names.iter().all(|n| {
-            e.env.runtime_json(n).is_some_and(|rt| {
+            s.runtime_json(n).is_some_and(|rt| {
                 rt["status"]["state"] == "Ready"
                     && rt["status"]["conditions"]
                         .as_array()
@@ -167,10 +165,8 @@ async fn samples_through_the_real_webhook_and_controller_with_a_rogue_client() {
     stepper.abort();
     let _ = (&mut stepper).await;
     e.env.delete(target).await;
-    e.wait("Terminating", |e| {
-        e.env.state(target).as_deref() == Some("Terminating")
-    })
-    .await;
+    e.wait("Terminating", |s| s.state(target) == Some("Terminating"))
+        .await;
     let obj = impostor.get(target).await.unwrap();
     let mut ready_again = obj.clone();
     ready_again.data["status"]["state"] = json!("Ready");
@@ -193,8 +189,8 @@ async fn samples_through_the_real_webhook_and_controller_with_a_rogue_client() {
     for n in names.iter().filter(|n| *n != target) {
         e.env.delete(n).await;
     }
-    e.wait("every sample gone", |e| {
-        names.iter().all(|n| e.env.runtime_json(n).is_none())
+    e.wait("every sample gone", |s| {
+        names.iter().all(|n| s.runtime_json(n).is_none())
     })
     .await;
     stepper.abort();

@@ -33,8 +33,8 @@ fn without_label(mut rt: Runtime, label: &str) -> Runtime {
 async fn provision(env: &Env, rt: &Runtime) {
     let name = rt.metadata.name.clone().unwrap();
     env.create(rt).await;
-    env.step_until(&format!("{name} Ready"), |e| {
-        e.state(&name).as_deref() == Some("Ready")
+    env.step_until(&format!("{name} Ready"), |s| {
+        s.state(&name) == Some("Ready")
     })
     .await;
 }
@@ -58,8 +58,9 @@ async fn conversion_error_fails_without_a_shoot_and_recovers_when_fixed() {
         "the message names the missing label: {message}"
     );
     assert!(env.shoot("aws-minimal").is_none(), "no Shoot created");
-    env.wait("a Warning event for the False condition", |e| {
-        e.kcp
+    env.wait("a Warning event for the False condition", |s| {
+        s.env
+            .kcp
             .list(&Gvr::new("events.k8s.io", "v1", "events"), Some(NS))
             .iter()
             .any(|ev| ev["type"] == "Warning" && ev["reason"] == "ConversionErr")
@@ -92,10 +93,8 @@ async fn conversion_error_fails_without_a_shoot_and_recovers_when_fixed() {
             .insert("kyma-project.io/region".into(), "region".into());
     })
     .await;
-    env.step_until("Ready", |e| {
-        e.state("aws-minimal").as_deref() == Some("Ready")
-    })
-    .await;
+    env.step_until("Ready", |s| s.state("aws-minimal") == Some("Ready"))
+        .await;
     let writes = shorts(&env.writes_of("aws-minimal"));
     assert_eq!(
         writes[2],
@@ -130,8 +129,8 @@ async fn runtime_without_shoot_is_released_at_once() {
     );
     let before = env.writes_of("aws-trial").len();
     env.delete("aws-trial").await;
-    env.wait("the Runtime is gone", |e| {
-        e.runtime_json("aws-trial").is_none()
+    env.wait("the Runtime is gone", |s| {
+        s.runtime_json("aws-trial").is_none()
     })
     .await;
     assert_eq!(
@@ -152,10 +151,8 @@ async fn unauthorized_fails_and_a_spec_fix_recovers() {
     );
     let rt = sample("aws.yaml");
     env.create(&rt).await;
-    env.step_until("Failed", |e| {
-        e.state("aws-full").as_deref() == Some("Failed")
-    })
-    .await;
+    env.step_until("Failed", |s| s.state("aws-full") == Some("Failed"))
+        .await;
     let (status, reason, message) = env.condition("aws-full", "Provisioned").unwrap();
     assert_eq!((status.as_str(), reason.as_str()), ("False", "CreationErr"));
     assert!(message.contains("ERR_INFRA_UNAUTHORIZED"), "{message}");
@@ -182,8 +179,8 @@ async fn unauthorized_fails_and_a_spec_fix_recovers() {
         r.spec.shoot.secret_binding_name = "fixed-credentials".into();
     })
     .await;
-    env.step_until("Ready after the fix", |e| {
-        e.state("aws-full").as_deref() == Some("Ready")
+    env.step_until("Ready after the fix", |s| {
+        s.state("aws-full") == Some("Ready")
     })
     .await;
     let after = shorts(&env.writes_of("aws-full")[writes..]);
@@ -216,16 +213,16 @@ async fn quota_exceeded_stays_pending_and_recovers() {
     );
     let rt = sample("azure-fremium.yaml");
     env.create(&rt).await;
-    env.step_until("the quota error is reported", |e| {
-        e.condition("azure-fremium", "Provisioned")
+    env.step_until("the quota error is reported", |s| {
+        s.condition("azure-fremium", "Provisioned")
             .is_some_and(|(_, _, m)| m.contains("ERR_INFRA_QUOTA_EXCEEDED"))
     })
     .await;
     let (status, reason, _) = env.condition("azure-fremium", "Provisioned").unwrap();
     assert_eq!((status.as_str(), reason.as_str()), ("Unknown", "Pending"));
     assert_eq!(env.state("azure-fremium").as_deref(), Some("Pending"));
-    env.step_until("Ready after Gardener's retry", |e| {
-        e.state("azure-fremium").as_deref() == Some("Ready")
+    env.step_until("Ready after Gardener's retry", |s| {
+        s.state("azure-fremium") == Some("Ready")
     })
     .await;
     never_failed(&env, "azure-fremium");
@@ -300,10 +297,8 @@ async fn gardener_api_errors_are_retried_with_gardener_err() {
         "GardenerErr",
     )
     .await;
-    env.step_until("Ready", |e| {
-        e.state("aws-trial").as_deref() == Some("Ready")
-    })
-    .await;
+    env.step_until("Ready", |s| s.state("aws-trial") == Some("Ready"))
+        .await;
     never_failed(&env, "aws-trial");
     assert_eq!(env.garden.list(&Gvr::shoots(), None).len(), 1, "one Shoot");
     env.assert_model_clean();
@@ -319,8 +314,8 @@ async fn runtime_cluster_errors_are_retried_with_configuration_error() {
     );
     let rt = sample("azure.yaml");
     env.create(&rt).await;
-    env.step_until("Configured=False/ConfigurationError", |e| {
-        e.condition("azure-full", "Configured")
+    env.step_until("Configured=False/ConfigurationError", |s| {
+        s.condition("azure-full", "Configured")
             .is_some_and(|c| c.0 == "False" && c.1 == "ConfigurationError")
     })
     .await;
@@ -357,7 +352,7 @@ async fn structured_authentication_config_map_lives_and_dies_with_the_shoot() {
         "main + additional"
     );
     env.delete("aws-full").await;
-    env.step_until("gone", |e| e.runtime_json("aws-full").is_none())
+    env.step_until("gone", |s| s.runtime_json("aws-full").is_none())
         .await;
     assert!(
         env.garden
@@ -380,9 +375,8 @@ async fn two_runtimes_progress_independently() {
         .insert("kyma-project.io/runtime-id".into(), "runtime-id-b".into());
     env.create(&a).await;
     env.create(&b).await;
-    env.step_until("both Ready", |e| {
-        e.state("aws-minimal").as_deref() == Some("Ready")
-            && e.state("azure-fremium").as_deref() == Some("Ready")
+    env.step_until("both Ready", |s| {
+        s.state("aws-minimal") == Some("Ready") && s.state("azure-fremium") == Some("Ready")
     })
     .await;
     let by_name: BTreeMap<String, String> = env
@@ -416,12 +410,12 @@ async fn update_never_downgrades_kubernetes() {
         r.spec.shoot.provider.workers[0].maximum += 1;
     })
     .await;
-    env.step_until("Ready after the update", |e| {
-        e.state("aws-full").as_deref() == Some("Ready") && e.shoot("aws-full").is_some_and(|s| {
-            s["metadata"]["annotations"]["infrastructuremanager.kyma-project.io/runtime-generation"]
+    env.step_until("Ready after the update", |s| {
+        s.state("aws-full") == Some("Ready") && s.env.shoot("aws-full").is_some_and(|shoot| {
+            shoot["metadata"]["annotations"]["infrastructuremanager.kyma-project.io/runtime-generation"]
                 == "2"
         })
-            && e.condition("aws-full", "Provisioned")
+            && s.condition("aws-full", "Provisioned")
                 .map(|c| c.1)
                 .as_deref()
                 == Some("ConfigurationCompleted")
@@ -481,7 +475,7 @@ async fn transient_errors_of_a_ready_runtime_are_retried_without_status_writes()
             code(&e.runtime, Verb::List, "clusterrolebindings", 503),
         )
     };
-    env.wait("every injected fault hit", |e| failed(e) == (2, 2, 2))
+    env.wait("every injected fault hit", |s| failed(s.env) == (2, 2, 2))
         .await;
     // One more complete resync after the last fault.
     let now = metrics.reconciles();
@@ -555,10 +549,8 @@ async fn a_lasting_transient_error_of_a_ready_runtime_is_reported_after_the_grac
     let reported = start.elapsed();
     assert!(reported >= GRACE, "reported after {reported:?}");
     env.garden.clear_faults();
-    env.step_until("Ready again", |e| {
-        e.state("aws-minimal").as_deref() == Some("Ready")
-    })
-    .await;
+    env.step_until("Ready again", |s| s.state("aws-minimal") == Some("Ready"))
+        .await;
     let after = shorts(&env.writes_of("aws-minimal")[ready_writes..]);
     assert!(
         after[0].starts_with("Pending [Provisioned=False/GardenerErr"),
@@ -601,8 +593,8 @@ async fn a_failed_initial_list_is_retried() {
         let running = env.spawn(settings);
         let rt = sample("aws-minimal.yaml");
         env.create(&rt).await;
-        env.step_until("Ready after a failed initial list", |e| {
-            e.state("aws-minimal").as_deref() == Some("Ready")
+        env.step_until("Ready after a failed initial list", |s| {
+            s.state("aws-minimal") == Some("Ready")
         })
         .await;
         let lists = server.count_requests(|r| r.is(resource, None) && r.code == 500);

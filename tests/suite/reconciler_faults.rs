@@ -380,24 +380,6 @@ fn restart_settings(env: &Env) -> Settings {
 // Waiting and checks
 // ---------------------------------------------------------------------------------------------
 
-/// Polls `check` every 50 ms until it holds; panics after `limit` with `status()`. Returns the
-/// time it took.
-async fn wait_for(
-    what: &str,
-    limit: Duration,
-    mut check: impl FnMut() -> bool,
-    status: impl Fn() -> String,
-) -> Duration {
-    let start = Instant::now();
-    while !check() {
-        if start.elapsed() > limit {
-            panic!("timed out after {limit:?} waiting for {what}\n{}", status());
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    start.elapsed()
-}
-
 /// Runtime name → `status.state` ("" without one) of every stored Runtime.
 fn states(env: &Env) -> BTreeMap<String, String> {
     env.kcp
@@ -446,23 +428,29 @@ fn state_report(env: &Env, want: &str) -> String {
 async fn settle_ready(env: &Env, n: usize) {
     let mut count = env.writes.lock().unwrap().len();
     let mut since = Instant::now();
-    wait_for(
+    env.wait_with(
         "all Runtimes Ready and no status write for 2 s",
         limit(),
-        || {
+        |s| {
             let now = env.writes.lock().unwrap().len();
             if now != count {
                 count = now;
                 since = Instant::now();
             }
-            all_ready(env, n) && since.elapsed() >= Duration::from_secs(2)
+            all_ready(s, n) && since.elapsed() >= Duration::from_secs(2)
         },
         || state_report(env, "Ready"),
     )
     .await;
 }
 
-fn all_ready(env: &Env, n: usize) -> bool {
+/// Whether the `n` Runtimes (no more, no fewer) were all `Ready` at this point.
+fn all_ready(s: &Seen, n: usize) -> bool {
+    s.names().count() == n && s.names().all(|name| s.state(name) == Some("Ready"))
+}
+
+/// Whether the `n` Runtimes (no more, no fewer) are all `Ready` now.
+fn all_ready_now(env: &Env, n: usize) -> bool {
     let st = states(env);
     st.len() == n && st.values().all(|s| s == "Ready")
 }
@@ -651,10 +639,10 @@ async fn runtimes_reach_ready_under_random_api_faults() {
     let stepper = env.sim.run_every(STEP);
 
     let names: Vec<String> = rts.iter().map(name_of).collect();
-    wait_for(
+    env.wait_with(
         "every Runtime to reach Ready under faults",
         limit(),
-        || {
+        |_| {
             let writes = env.writes.lock().unwrap();
             let ready: HashSet<&str> = writes
                 .iter()
@@ -678,10 +666,10 @@ async fn runtimes_reach_ready_under_random_api_faults() {
     )
     .await;
     let reached = started.elapsed();
-    wait_for(
+    env.wait_with(
         "all Runtimes Ready at the same time, faults still on",
         limit(),
-        || all_ready(&env, n),
+        |s| all_ready(s, n),
         || {
             format!(
                 "{}\nfaults: {}\ncontroller: {} reconciles, errors {}, finished: {}",
@@ -704,7 +692,7 @@ async fn runtimes_reach_ready_under_random_api_faults() {
     controller.stop().await;
 
     assert_model_clean_and_never_failed(&env, std::slice::from_ref(&metrics));
-    assert!(all_ready(&env, n), "{}", state_report(&env, "Ready"));
+    assert!(all_ready_now(&env, n), "{}", state_report(&env, "Ready"));
     assert_one_shoot_each(&env, &rts);
     assert_one_secret_each(&env, &rts);
     assert_one_binding_per_admin(&clusters, &rts);
@@ -816,13 +804,13 @@ async fn runtimes_deleted_mid_provisioning_leave_nothing_behind() {
     let report = || format!("{}\nfaults: {}", state_report(&env, ""), faults.summary());
 
     // Group 1: Pending with Provisioned=False/GardenerErr, finalizer on, no Shoot.
-    wait_for(
+    env.wait_with(
         "group 1 blocked before its Shoot, groups 2 and 3 with a Shoot",
         limit(),
-        || {
+        |s| {
             g1.iter().all(|n| {
-                env.condition(n, "Provisioned")
-                    .is_some_and(|(s, r, _)| s == "False" && r == "GardenerErr")
+                s.condition(n, "Provisioned")
+                    .is_some_and(|(st, r, _)| st == "False" && r == "GardenerErr")
             }) && g2.iter().chain(&g3).all(|n| env.shoot(n).is_some())
         },
         report,
@@ -841,12 +829,12 @@ async fn runtimes_deleted_mid_provisioning_leave_nothing_behind() {
 
     // Group 2: one Gardener step → Create Processing; deleted once the status shows it.
     env.sim.step();
-    wait_for(
+    env.wait_with(
         "group 2 with Create/Processing in its status",
         limit(),
-        || {
+        |s| {
             g2.iter().all(|n| {
-                env.runtime_json(n).is_some_and(|r| {
+                s.runtime_json(n).is_some_and(|r| {
                     r.pointer("/status/shootLastOperation/type") == Some(&Value::from("Create"))
                         && r.pointer("/status/shootLastOperation/state")
                             == Some(&Value::from("Processing"))
@@ -863,10 +851,10 @@ async fn runtimes_deleted_mid_provisioning_leave_nothing_behind() {
     // Group 3: Gardener finishes; deleted once the kubeconfig Secret exists.
     let stepper = env.sim.run_every(STEP);
     let by_name: HashMap<String, &Runtime> = rts.iter().map(|r| (name_of(r), r)).collect();
-    wait_for(
+    env.wait_with(
         "group 3 with its kubeconfig Secret",
         limit(),
-        || {
+        |_| {
             g3.iter().all(|n| {
                 env.kcp
                     .get(&Gvr::secrets(), Some(NS), &secret_of(by_name[n]))
@@ -885,13 +873,14 @@ async fn runtimes_deleted_mid_provisioning_leave_nothing_behind() {
         env.delete(name).await;
     }
 
-    let gone = wait_for(
-        "every Runtime gone",
-        limit(),
-        || env.kcp.list(&Gvr::runtimes(), Some(NS)).is_empty(),
-        report,
-    )
-    .await;
+    let gone = env
+        .wait_with(
+            "every Runtime gone",
+            limit(),
+            |s| s.names().next().is_none(),
+            report,
+        )
+        .await;
     let total = started.elapsed();
     faults.off();
     let summary = faults.summary();
@@ -991,13 +980,14 @@ async fn controller_killed_and_restarted_mid_flow_resumes_without_duplicates() {
     }
     let last = env.spawn(restart_settings(&env));
     metrics.push(last.metrics.clone());
-    let ready = wait_for(
-        "all Runtimes Ready after the restarts",
-        limit(),
-        || all_ready(&env, n),
-        || state_report(&env, "Ready"),
-    )
-    .await;
+    let ready = env
+        .wait_with(
+            "all Runtimes Ready after the restarts",
+            limit(),
+            |s| all_ready(s, n),
+            || state_report(&env, "Ready"),
+        )
+        .await;
     stepper.abort();
     last.stop().await;
 
@@ -1063,7 +1053,7 @@ async fn runtime_cluster_calls_get_their_whole_timeout_on_a_reused_connection() 
     settings.runtime_timeout = Duration::from_secs(1);
     let controller = env.spawn(settings);
     env.create(&rts[0]).await;
-    env.step_until("Ready", |e| e.state(&name).as_deref() == Some("Ready"))
+    env.step_until("Ready", |s| s.state(&name) == Some("Ready"))
         .await;
     let ready_writes = env.writes_of(&name).len();
     // From now on every binding list is answered after 0.6 s: within the 1 s timeout. A no-op
@@ -1077,10 +1067,10 @@ async fn runtime_cluster_calls_get_their_whole_timeout_on_a_reused_connection() 
         s.count_requests(|r| r.verb == Some(Verb::List) && r.is("clusterrolebindings", None))
     };
     let before = lists(cluster);
-    wait_for(
+    env.wait_with(
         "six more binding lists",
         Duration::from_secs(30),
-        || lists(cluster) >= before + 6,
+        |_| lists(cluster) >= before + 6,
         || format!("{} lists", lists(cluster) - before),
     )
     .await;
@@ -1260,7 +1250,7 @@ async fn idle_watches_outlive_the_request_timeout() {
     settings.runtime_timeout = DEADLINE;
     let controller = env.spawn(settings);
     env.create(&rts[0]).await;
-    env.step_until("Ready", |e| e.state(&name).as_deref() == Some("Ready"))
+    env.step_until("Ready", |s| s.state(&name) == Some("Ready"))
         .await;
     let watches = |s: &ServerHandle, plural: &str| {
         s.count_requests(|r| r.verb == Some(Verb::Watch) && r.is(plural, None))
@@ -1310,16 +1300,16 @@ async fn idle_watches_outlive_the_request_timeout() {
         )
         .is_some()
     };
-    wait_for(
+    env.wait_with(
         "the new administrator bound (Runtime watch event)",
         Duration::from_secs(20),
-        || bound(cluster),
+        |_| bound(cluster),
         || shorts(&env.writes_of(&name)).join("\n"),
     )
     .await;
-    env.step_until("Ready again", |e| {
-        e.state(&name).as_deref() == Some("Ready")
-            && e.runtime_json(&name).is_some_and(|r| {
+    env.step_until("Ready again", |s| {
+        s.state(&name) == Some("Ready")
+            && s.runtime_json(&name).is_some_and(|r| {
                 r.pointer("/status/conditions/0/observedGeneration")
                     == r.pointer("/metadata/generation")
             })
@@ -1333,10 +1323,10 @@ async fn idle_watches_outlive_the_request_timeout() {
             s["metadata"]["annotations"]["test.kim/poke"] = Value::from("1");
         })
         .expect("annotate the Shoot");
-    wait_for(
+    env.wait_with(
         "a reconcile caused by the Shoot event",
         Duration::from_secs(20),
-        || shoot_gets() > gets,
+        |_| shoot_gets() > gets,
         || format!("{} Shoot GETs", shoot_gets()),
     )
     .await;
@@ -1599,9 +1589,9 @@ impl SecretScenario {
     async fn run(&self, env: &Env) -> (Vec<Value>, Value) {
         let limit = Duration::from_secs(40);
         let report = || state_report(env, "Ready");
-        let false_cond = |n: &str, t: &str, r: &str| {
-            env.condition(n, t)
-                .is_some_and(|(s, reason, _)| s == "False" && reason == r)
+        let false_cond = |s: &Seen, n: &str, t: &str, r: &str| {
+            s.condition(n, t)
+                .is_some_and(|(st, reason, _)| st == "False" && reason == r)
         };
         // 1: the Secret cannot be written.
         env.kcp.add_fault(
@@ -1612,10 +1602,10 @@ impl SecretScenario {
         );
         env.create(&self.rts[1]).await;
         let n1 = self.name(1);
-        wait_for(
+        env.wait_with(
             "the Secret write failure",
             limit,
-            || false_cond(&n1, "KubeconfigReady", "KubernetesErr"),
+            |s| false_cond(s, &n1, "KubeconfigReady", "KubernetesErr"),
             report,
         )
         .await;
@@ -1625,19 +1615,19 @@ impl SecretScenario {
             env.create(&self.rts[i]).await;
         }
         let (n0, n2, n3) = (self.name(0), self.name(2), self.name(3));
-        wait_for(
+        env.wait_with(
             "the runtime-cluster errors",
             limit,
-            || {
-                false_cond(&n0, "Configured", "ConfigurationError")
-                    && false_cond(&n2, "Configured", "ConfigurationError")
-                    && env.runtime_json(&n3).is_some_and(|r| {
+            |s| {
+                false_cond(s, &n0, "Configured", "ConfigurationError")
+                    && false_cond(s, &n2, "Configured", "ConfigurationError")
+                    && s.runtime_json(&n3).is_some_and(|r| {
                         r["status"]["conditions"]
                             .as_array()
                             .is_some_and(|cs| cs.iter().any(|c| c["status"] == "False"))
                             || r["status"]["state"] == "Ready"
                     })
-                    && env.state(&n1).as_deref() == Some("Ready")
+                    && s.state(&n1) == Some("Ready")
             },
             report,
         )
@@ -1647,10 +1637,10 @@ impl SecretScenario {
             &self.tokens[0],
             UserInfo::new("shoot-admin", &["system:masters"]),
         );
-        wait_for(
+        env.wait_with(
             "the first Runtime Ready",
             limit,
-            || env.state(&n0).as_deref() == Some("Ready"),
+            |s| s.state(&n0) == Some("Ready"),
             report,
         )
         .await;
@@ -1664,10 +1654,10 @@ impl SecretScenario {
         for i in 0..4 {
             env.delete(&self.name(i)).await;
         }
-        wait_for(
+        env.wait_with(
             "every Runtime gone",
             limit,
-            || env.kcp.list(&Gvr::runtimes(), Some(NS)).is_empty(),
+            |s| s.names().next().is_none(),
             report,
         )
         .await;

@@ -16,8 +16,10 @@ fn status_writes(env: &Env) -> usize {
 /// Waits until the request log has caught up with the writes the admission hook saw (a
 /// request is logged when its answer is sent, after the object is stored).
 async fn settle_log(env: &Env) {
-    env.wait("the request log", |e| status_writes(e) == e.writes().len())
-        .await;
+    env.wait("the request log", |s| {
+        status_writes(s.env) == s.env.writes().len()
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -29,10 +31,8 @@ async fn noop_resync_writes_nothing() {
     .await;
     let rt = sample("aws-minimal.yaml");
     env.create(&rt).await;
-    env.step_until("Ready", |e| {
-        e.state("aws-minimal").as_deref() == Some("Ready")
-    })
-    .await;
+    env.step_until("Ready", |s| s.state("aws-minimal") == Some("Ready"))
+        .await;
     let metrics = env.metrics();
     // Let the reconciles triggered by the last writes settle, then count from a quiet point.
     let settled = metrics.reconciles();
@@ -81,10 +81,8 @@ async fn only_the_lease_holder_reconciles_and_a_standby_takes_over() {
     let b_metrics = b.metrics.clone();
     let rt = sample("aws-minimal.yaml");
     env.create(&rt).await;
-    env.step_until("Ready", |e| {
-        e.state("aws-minimal").as_deref() == Some("Ready")
-    })
-    .await;
+    env.step_until("Ready", |s| s.state("aws-minimal") == Some("Ready"))
+        .await;
     assert_eq!(leader_gauge(&b_metrics.encode()), Some(0), "b stands by");
     assert_eq!(b_metrics.reconciles(), 0, "the standby reconciles nothing");
     let lease = env
@@ -105,8 +103,8 @@ async fn only_the_lease_holder_reconciles_and_a_standby_takes_over() {
         .unwrap()
         .insert("kyma-project.io/runtime-id".into(), "runtime-id-2".into());
     env.create(&other).await;
-    env.step_until("Ready under b", |e| {
-        e.state("azure-fremium").as_deref() == Some("Ready")
+    env.step_until("Ready under b", |s| {
+        s.state("azure-fremium") == Some("Ready")
     })
     .await;
     assert!(b_metrics.reconciles() > 0);
@@ -145,10 +143,8 @@ async fn metrics_endpoint_serves_the_controller_metrics() {
         .unwrap();
     let rt = sample("aws-trial.yaml");
     env.create(&rt).await;
-    env.step_until("Ready", |e| {
-        e.state("aws-trial").as_deref() == Some("Ready")
-    })
-    .await;
+    env.step_until("Ready", |s| s.state("aws-trial") == Some("Ready"))
+        .await;
     // The gauge follows the write the test just saw.
     env.wait("the state gauge", |_| {
         metrics
@@ -177,8 +173,9 @@ async fn metrics_endpoint_serves_the_controller_metrics() {
     assert_eq!(http_get(server.addr, "/readyz").await.0, 503);
     server.stop();
     // Events were published for the condition changes.
-    env.wait("events", |e| {
-        e.kcp
+    env.wait("events", |s| {
+        s.env
+            .kcp
             .list(&Gvr::new("events.k8s.io", "v1", "events"), Some(NS))
             .len()
             >= 5
@@ -275,10 +272,8 @@ async fn kubeconfig_is_rotated_without_status_writes() {
     env.controller = Some(env.spawn(settings));
     let rt = sample("aws-minimal.yaml");
     env.create(&rt).await;
-    env.step_until("Ready", |e| {
-        e.state("aws-minimal").as_deref() == Some("Ready")
-    })
-    .await;
+    env.step_until("Ready", |s| s.state("aws-minimal") == Some("Ready"))
+        .await;
     let secret_rv = |e: &Env| {
         e.kcp
             .get(&Gvr::secrets(), Some(NS), "kubeconfig-runtime-id")
@@ -292,8 +287,8 @@ async fn kubeconfig_is_rotated_without_status_writes() {
             .count_requests(|r| r.is("shoots", Some("adminkubeconfig")))
     };
     let issued = requests(&env);
-    env.wait("two rotations", |e| {
-        requests(e) >= issued + 2 && secret_rv(e) != first
+    env.wait("two rotations", |s| {
+        requests(s.env) >= issued + 2 && secret_rv(s.env) != first
     })
     .await;
     assert_eq!(status_writes(&env), writes, "a rotation changes no status");

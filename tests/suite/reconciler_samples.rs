@@ -136,15 +136,6 @@ fn managed_bindings(env: &Env) -> Vec<(String, String)> {
         .collect()
 }
 
-fn last_op_state(env: &Env, name: &str) -> Option<(String, String)> {
-    let rt = env.runtime_json(name)?;
-    let op = rt.pointer("/status/shootLastOperation")?;
-    Some((
-        op["type"].as_str()?.to_string(),
-        op["state"].as_str()?.to_string(),
-    ))
-}
-
 /// API calls made by the controller (no watches; the reflectors' initial lists excluded).
 fn api_calls(env: &Env) -> (usize, String) {
     let mut total = 0;
@@ -197,8 +188,8 @@ async fn lifecycle(file: &str) {
         .await;
     assert!(env.shoot(&shoot_name).is_some(), "Shoot created");
     env.sim.step(); // Create Processing 0
-    env.wait("Create/Processing copied", |e| {
-        last_op_state(e, &name) == Some(("Create".into(), "Processing".into()))
+    env.wait("Create/Processing copied", |s| {
+        s.last_op(&name) == Some(("Create".into(), "Processing".into()))
     })
     .await;
     env.sim.step(); // 33 %
@@ -289,14 +280,14 @@ async fn lifecycle(file: &str) {
     env.wait_condition(&name, "Pending", "Provisioned", "Unknown", "Processing")
         .await;
     env.sim.step(); // Reconcile Processing 0
-    env.wait("Reconcile/Processing copied", |e| {
-        last_op_state(e, &name) == Some(("Reconcile".into(), "Processing".into()))
+    env.wait("Reconcile/Processing copied", |s| {
+        s.last_op(&name) == Some(("Reconcile".into(), "Processing".into()))
     })
     .await;
     env.sim.advance(3); // … Succeeded
-    env.wait("Ready after the update", |e| {
-        e.state(&name).as_deref() == Some("Ready")
-            && e.condition(&name, "Provisioned").map(|c| c.1).as_deref()
+    env.wait("Ready after the update", |s| {
+        s.state(&name) == Some("Ready")
+            && s.condition(&name, "Provisioned").map(|c| c.1).as_deref()
                 == Some("ConfigurationCompleted")
     })
     .await;
@@ -372,7 +363,7 @@ async fn lifecycle(file: &str) {
         shoot["metadata"]["annotations"]["confirmation.gardener.cloud/deletion"],
         "true"
     );
-    env.step_until("the Runtime is gone", |e| e.runtime_json(&name).is_none())
+    env.step_until("the Runtime is gone", |s| s.runtime_json(&name).is_none())
         .await;
     assert!(env.shoot(&shoot_name).is_none(), "no Shoot left");
     assert!(

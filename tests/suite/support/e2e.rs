@@ -5,7 +5,9 @@
 //! kube-apiserver calls them).
 #![allow(dead_code)]
 
-use crate::support::reconciler::{CONTROLLER_USER, Env, NS, Options, TIMEOUT, Write, manifest_dir};
+use crate::support::reconciler::{
+    CONTROLLER_USER, Env, NS, Options, Seen, TIMEOUT, Write, manifest_dir,
+};
 use kim::api::Runtime;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -412,30 +414,25 @@ impl E2e {
             .collect()
     }
 
-    /// Polls `check` every 20 ms until true; panics after 4 × [`TIMEOUT`] naming `what`.
-    pub async fn wait(&self, what: &str, check: impl Fn(&E2e) -> bool) {
-        let start = Instant::now();
-        while !check(self) {
-            if start.elapsed() > TIMEOUT * 4 {
-                let rejected: Vec<String> = self
-                    .stage
-                    .log()
-                    .iter()
-                    .filter_map(|r| match &r.result {
-                        StageResult::Rejected { code, message } => Some(format!(
-                            "{} {} by {}: {code} {message}",
-                            r.operation, r.name, r.user
-                        )),
-                        _ => None,
-                    })
-                    .collect();
-                panic!(
-                    "timed out waiting for {what}\nstatus writes:\n  {}\nrejected: {rejected:#?}",
-                    crate::support::reconciler::shorts(&self.env.writes()).join("\n  ")
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+    /// [`Env::wait`] with 4 × [`TIMEOUT`] (real processes start slower); the panic message
+    /// also lists the writes the admission stage rejected.
+    pub async fn wait(&self, what: &str, check: impl FnMut(&Seen) -> bool) {
+        let rejected = || {
+            let rejected: Vec<String> = self
+                .stage
+                .log()
+                .iter()
+                .filter_map(|r| match &r.result {
+                    StageResult::Rejected { code, message } => Some(format!(
+                        "{} {} by {}: {code} {message}",
+                        r.operation, r.name, r.user
+                    )),
+                    _ => None,
+                })
+                .collect();
+            format!("rejected: {rejected:#?}")
+        };
+        self.env.wait_with(what, TIMEOUT * 4, check, rejected).await;
     }
 }
 

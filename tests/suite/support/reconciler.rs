@@ -1,7 +1,23 @@
 //! Helpers of the reconciler tests: three in-memory API servers (control cluster, Gardener,
 //! runtime cluster) reached over real HTTP, the simulated Gardener, the real kube-runtime
 //! Controller of `kim::reconciler`, a status-model hook on every `runtimes/status` write, and
-//! polling helpers.
+//! waits that read the control cluster's history.
+//!
+//! # Waiting
+//!
+//! A Runtime passes through states (Pending with a False condition, an intermediate
+//! `shootLastOperation`) that a later write overtakes within milliseconds. The waits here
+//! ([`Env::wait`], [`Env::step_until`], [`Env::wait_with`]) therefore never sample the current
+//! Runtimes: their check sees the Runtimes as they were after each change the control cluster
+//! committed ([`Seen`], replayed from the server's [`testenv::Journal`]), so a state that
+//! lasted one write is seen. Each wait reads on from the point of the history where the
+//! previous wait of the same [`Env`] was satisfied (the first from the start): a test's waits
+//! read the history in order, like a watch, and a state reached between an action and the wait
+//! that follows it is not missed, nor one from before the previous wait taken for a new one
+//! ("Ready again" is a later `Ready`). What a check reads through
+//! [`Seen::env`] (Shoots, Secrets, Events, metrics, request counts) is the current value and
+//! must be something that stays once reached (an object that exists until the test deletes it,
+//! a count compared with `>=`).
 #![allow(dead_code)]
 
 use kim::api::Runtime;
@@ -10,11 +26,12 @@ use kim::status::{Facts, Policy};
 use kube::Api;
 use kube::api::{DeleteParams, PostParams};
 use serde_json::Value;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use testenv::gardener::{GardenerConfig, GardenerSim};
-use testenv::{AdmissionDecision, Gvr, ServerConfig, ServerHandle, UserInfo};
+use testenv::{AdmissionDecision, EventType, Gvr, Journal, ServerConfig, ServerHandle, UserInfo};
 
 /// Namespace of the Runtimes.
 pub const NS: &str = "kcp-system";
@@ -144,6 +161,10 @@ pub struct Env {
     pub findings: Arc<Mutex<Vec<String>>>,
     /// Every status write, in order.
     pub writes: Arc<Mutex<Vec<Write>>>,
+    /// Every change the control cluster committed since the start (what the waits read).
+    pub journal: Journal,
+    /// The journal replayed up to where the last wait was satisfied (where the next starts).
+    cursor: Mutex<Replay>,
     /// The first controller.
     pub controller: Option<Running>,
     /// Options used.
@@ -268,6 +289,7 @@ impl Env {
         );
         let kubeconfig = runtime.kubeconfig_yaml(Some(SHOOT_ADMIN_TOKEN));
         garden.set_admin_kubeconfig(move |_| kubeconfig.clone());
+        let journal = kcp.journal();
         let findings = Arc::new(Mutex::new(Vec::new()));
         let writes = Arc::new(Mutex::new(Vec::new()));
         {
@@ -282,6 +304,8 @@ impl Env {
             sim,
             findings,
             writes,
+            journal,
+            cursor: Mutex::new(Replay::default()),
             controller: None,
             options: options.clone(),
         };
@@ -424,24 +448,14 @@ impl Env {
         Some((s("status"), s("reason"), s("message")))
     }
 
-    /// Polls `check` every 10 ms until it is true; panics after [`TIMEOUT`] with `what` and
-    /// the Runtime's status.
-    pub async fn wait(&self, what: &str, check: impl Fn(&Env) -> bool) {
-        let start = Instant::now();
-        while !check(self) {
-            if start.elapsed() > TIMEOUT {
-                let writes: Vec<String> = self.writes().iter().map(Write::short).collect();
-                panic!(
-                    "timed out waiting for {what}\nstatus writes:\n  {}\nfindings: {:?}",
-                    writes.join("\n  "),
-                    self.findings.lock().unwrap()
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+    /// Waits until `check` holds for the Runtimes as they were at some point since the previous
+    /// wait (see [Waiting](self)); panics after [`TIMEOUT`] with `what` and the status writes.
+    pub async fn wait(&self, what: &str, check: impl FnMut(&Seen) -> bool) {
+        self.wait_with(what, TIMEOUT, check, String::new).await;
     }
 
-    /// Waits until Runtime `name` is in `state` with condition `ctype` = (status, reason).
+    /// Waits until Runtime `name` was in `state` with condition `ctype` = (status, reason) in
+    /// one write, at some point since the previous wait.
     pub async fn wait_condition(
         &self,
         name: &str,
@@ -451,35 +465,86 @@ impl Env {
         reason: &str,
     ) {
         let what = format!("{name}: {state} with {ctype}={status}/{reason}");
-        self.wait(&what, |e| {
-            e.state(name).as_deref() == Some(state)
-                && e.condition(name, ctype)
-                    .is_some_and(|(s, r, _)| s == status && r == reason)
+        self.wait(&what, |s| {
+            s.state(name) == Some(state)
+                && s.condition(name, ctype)
+                    .is_some_and(|(st, r, _)| st == status && r == reason)
         })
         .await;
     }
 
-    /// Waits until Runtime `name` is `Ready`.
+    /// Waits until Runtime `name` was `Ready` at some point since the previous wait.
     pub async fn wait_ready(&self, name: &str) {
-        self.wait(&format!("{name} Ready"), |e| {
-            e.state(name).as_deref() == Some("Ready")
-        })
+        self.wait(&format!("{name} Ready"), |s| s.state(name) == Some("Ready"))
+            .await;
+    }
+
+    /// As [`Env::wait`], stepping the simulated Gardener every 20 ms while `check` does not
+    /// hold.
+    pub async fn step_until(&self, what: &str, check: impl FnMut(&Seen) -> bool) {
+        let what = format!("stepping Gardener until {what}");
+        let pause = Duration::from_millis(20);
+        self.rounds(
+            &what,
+            TIMEOUT,
+            || {
+                self.sim.step();
+            },
+            pause,
+            check,
+            String::new,
+        )
         .await;
     }
 
-    /// Steps the simulated Gardener every 20 ms until `check` holds (or [`TIMEOUT`]).
-    pub async fn step_until(&self, what: &str, check: impl Fn(&Env) -> bool) {
+    /// The wait behind [`Env::wait`] with a time limit and a report for the panic message
+    /// (`report()` is added to `what` and the status writes). Returns how long it took.
+    pub async fn wait_with(
+        &self,
+        what: &str,
+        limit: Duration,
+        check: impl FnMut(&Seen) -> bool,
+        report: impl Fn() -> String,
+    ) -> Duration {
+        let what = format!("waiting for {what}");
+        let pause = Duration::from_millis(10);
+        self.rounds(&what, limit, || {}, pause, check, report).await
+    }
+
+    /// Evaluates `check` on the Runtimes as they were where the previous wait was satisfied and
+    /// after each change committed since, in order, until it holds (and leaves the cursor
+    /// there); between rounds calls `step` and waits until the journal grows or `pause` has
+    /// passed (for what `check` reads outside the Runtimes).
+    async fn rounds(
+        &self,
+        what: &str,
+        limit: Duration,
+        mut step: impl FnMut(),
+        pause: Duration,
+        mut check: impl FnMut(&Seen) -> bool,
+        report: impl Fn() -> String,
+    ) -> Duration {
         let start = Instant::now();
-        while !check(self) {
-            if start.elapsed() > TIMEOUT {
+        let mut replay = self.cursor.lock().unwrap().clone();
+        loop {
+            if replay.holds(self, &mut check) {
+                *self.cursor.lock().unwrap() = replay;
+                return start.elapsed();
+            }
+            if start.elapsed() > limit {
                 let writes: Vec<String> = self.writes().iter().map(Write::short).collect();
                 panic!(
-                    "timed out stepping Gardener until {what}\nstatus writes:\n  {}",
-                    writes.join("\n  ")
+                    "timed out after {limit:?} {what}\n{}\nstatus writes:\n  {}\nfindings: {:?}",
+                    report(),
+                    writes.join("\n  "),
+                    self.findings.lock().unwrap()
                 );
             }
-            self.sim.step();
-            tokio::time::sleep(Duration::from_millis(20)).await;
+            step();
+            tokio::select! {
+                _ = self.journal.grown(replay.pos) => {}
+                _ = tokio::time::sleep(pause) => {}
+            }
         }
     }
 
@@ -528,4 +593,93 @@ pub fn w(state: &str, conds: &[String], op: Option<(&str, &str)>, completed: boo
     let op = op.map(|(t, s)| format!(" op={t}/{s}")).unwrap_or_default();
     let done = if completed { " completed" } else { "" };
     format!("{state} [{}]{op}{done}", conds.join(", "))
+}
+
+/// The Runtimes of the control cluster at one point of its history, as a wait's check sees
+/// them (see [Waiting](self)); everything else through [`Seen::env`].
+pub struct Seen<'a> {
+    /// The environment, for what is not a Runtime (read as it is now).
+    pub env: &'a Env,
+    runtimes: &'a BTreeMap<String, Value>,
+}
+
+impl Seen<'_> {
+    /// Runtime `name` (JSON) at this point, if it existed.
+    pub fn runtime_json(&self, name: &str) -> Option<&Value> {
+        self.runtimes.get(name)
+    }
+
+    /// Its `status.state`.
+    pub fn state(&self, name: &str) -> Option<&str> {
+        self.runtime_json(name)?.pointer("/status/state")?.as_str()
+    }
+
+    /// The (status, reason, message) of its condition `ctype`.
+    pub fn condition(&self, name: &str, ctype: &str) -> Option<(String, String, String)> {
+        let conds = self
+            .runtime_json(name)?
+            .pointer("/status/conditions")?
+            .as_array()?;
+        let c = conds.iter().find(|c| c["type"] == ctype)?;
+        let s = |k: &str| c[k].as_str().unwrap_or_default().to_string();
+        Some((s("status"), s("reason"), s("message")))
+    }
+
+    /// Its `status.shootLastOperation` (type, state).
+    pub fn last_op(&self, name: &str) -> Option<(String, String)> {
+        let op = self
+            .runtime_json(name)?
+            .pointer("/status/shootLastOperation")?;
+        let s = |k: &str| op[k].as_str().unwrap_or_default().to_string();
+        Some((s("type"), s("state")))
+    }
+
+    /// The names of the Runtimes that existed at this point.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.runtimes.keys().map(String::as_str)
+    }
+}
+
+/// A replay of the control cluster's journal: the Runtimes of [`NS`] after its first `pos`
+/// changes.
+#[derive(Clone, Default)]
+struct Replay {
+    pos: usize,
+    runtimes: BTreeMap<String, Value>,
+}
+
+impl Replay {
+    fn apply(&mut self, change: &testenv::Change) {
+        self.pos += 1;
+        if change.gvr != Gvr::runtimes() || change.namespace() != Some(NS) {
+            return;
+        }
+        let name = change.name().to_string();
+        match change.kind {
+            EventType::Deleted => {
+                self.runtimes.remove(&name);
+            }
+            EventType::Added | EventType::Modified => {
+                self.runtimes.insert(name, change.object.clone());
+            }
+        }
+    }
+
+    /// Whether `check` holds at `pos` or after any change committed since (stops at the first
+    /// where it does).
+    fn holds(&mut self, env: &Env, check: &mut impl FnMut(&Seen) -> bool) -> bool {
+        let seen = |runtimes: &BTreeMap<String, Value>, check: &mut dyn FnMut(&Seen) -> bool| {
+            check(&Seen { env, runtimes })
+        };
+        if seen(&self.runtimes, check) {
+            return true;
+        }
+        for change in env.journal.since(self.pos) {
+            self.apply(&change);
+            if seen(&self.runtimes, check) {
+                return true;
+            }
+        }
+        false
+    }
 }
