@@ -87,8 +87,8 @@ fn kim_binary(root: &Path) -> Res<PathBuf> {
         }
         return Ok(p);
     }
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut cmd = Command::new(cargo);
+    // Without the variables `cargo run` set for this example (see `cargo_command`).
+    let mut cmd = testenv::process::cargo_command();
     cmd.args([
         "build",
         "--bin",
@@ -97,20 +97,6 @@ fn kim_binary(root: &Path) -> Res<PathBuf> {
     ])
     .arg("--manifest-path")
     .arg(root.join("Cargo.toml"));
-    // `cargo run` set these for this example; inherited, they make build scripts that watch
-    // them (ring's) rerun, so every run and the next plain `cargo build` recompiled kim.
-    for (key, _) in std::env::vars_os() {
-        let k = key.to_string_lossy();
-        if k.starts_with("CARGO_PKG_")
-            || k.starts_with("CARGO_MANIFEST_")
-            || k.starts_with("CARGO_CRATE_")
-            || k.starts_with("CARGO_BIN_")
-            || k == "CARGO_PRIMARY_PACKAGE"
-            || k == "OUT_DIR"
-        {
-            cmd.env_remove(&key);
-        }
-    }
     if !cfg!(debug_assertions) {
         cmd.arg("--release");
     }
@@ -169,7 +155,7 @@ fn logged_field(p: &mut Proc, field: &str) -> Res<String> {
     }
 }
 
-fn spawn(kim: &Path, args: &[&std::ffi::OsStr], log: PathBuf) -> Res<Proc> {
+fn spawn<S: AsRef<std::ffi::OsStr>>(kim: &Path, args: &[S], log: PathBuf) -> Res<Proc> {
     let file = std::fs::File::create(&log)?;
     let child = Command::new(kim)
         .args(args)
@@ -369,28 +355,14 @@ async fn run(tmp: &Path) -> Res<()> {
     std::fs::write(&kcp_kubeconfig, kcp.kubeconfig_yaml(Some(CONTROLLER_TOKEN)))?;
     std::fs::write(&garden_kubeconfig, garden.kubeconfig_yaml(None))?;
     let config = root.join("docs/config.example.yaml");
-    let mut controller = spawn(
-        &kim,
-        &[
-            "controller".as_ref(),
-            "--kubeconfig".as_ref(),
-            kcp_kubeconfig.as_os_str(),
-            "--gardener-kubeconfig".as_ref(),
-            garden_kubeconfig.as_os_str(),
-            "--config".as_ref(),
-            config.as_os_str(),
-            "--namespace".as_ref(),
-            NS.as_ref(),
-            "--leader-elect=false".as_ref(),
-            "--metrics-addr".as_ref(),
-            "127.0.0.1:0".as_ref(),
-            "--log-format".as_ref(),
-            "json".as_ref(),
-            "--gardener-retry-seconds".as_ref(),
-            "1".as_ref(),
-        ],
-        tmp.join("controller.log"),
-    )?;
+    let args = testenv::process::kim_controller_args(
+        &kcp_kubeconfig,
+        &garden_kubeconfig,
+        &config,
+        NS,
+        false,
+    );
+    let mut controller = spawn(&kim, &args, tmp.join("controller.log"))?;
     logged_field(&mut controller, "metrics_addr")?;
     println!("{} kim controller running (as {CONTROLLER_USER})", stamp());
 

@@ -119,6 +119,7 @@ mod http;
 mod journal;
 mod list;
 pub mod model;
+pub mod process;
 mod resource;
 mod selector;
 mod server;

@@ -194,7 +194,7 @@ async fn samples_through_the_real_webhook_and_controller_with_a_rogue_client() {
     })
     .await;
     stepper.abort();
-    let (stdout, stderr) = controller.stop();
+    let (stdout, stderr) = controller.terminate(Duration::from_secs(20));
 
     // ---- what the webhooks saw ----
     let log = e.stage.log();

@@ -6,7 +6,7 @@
 //! Gardener stepped in the background) and **one runtime cluster per Runtime** (each Shoot's
 //! `adminkubeconfig` points at its own server, so "one binding per administrator" is checked
 //! per cluster). Every status write goes through the status-model admission hook of
-//! `common/reconciler.rs` (`kim::status::evaluate` with the writer's user): a denial, or a write
+//! `support::reconciler` (`kim::status::evaluate` with the writer's user): a denial, or a write
 //! that would need defaulting, is recorded and fails the test.
 //!
 //! # Faults
@@ -119,15 +119,6 @@ const STEP: Duration = Duration::from_millis(100);
 fn limit() -> Duration {
     Duration::from_secs(30 + n_runtimes() as u64)
 }
-/// The samples every test's Runtimes are built from, in turn.
-const SAMPLES: [&str; 6] = [
-    "aws-minimal.yaml",
-    "aws-trial.yaml",
-    "aws.yaml",
-    "azure-fremium.yaml",
-    "azure.yaml",
-    "infrastructuremanager_v1_runtime.yaml",
-];
 
 fn n_runtimes() -> usize {
     std::env::var("KIM_FAULTS_N")
@@ -284,7 +275,7 @@ impl Faults {
 fn runtimes(prefix: &str, n: usize) -> Vec<Runtime> {
     (0..n)
         .map(|i| {
-            let mut rt = sample(SAMPLES[i % SAMPLES.len()]);
+            let mut rt = sample(SAMPLE_FILES[i % SAMPLE_FILES.len()]);
             let name = format!("{prefix}-{i:03}");
             rt.metadata.name = Some(name.clone());
             rt.metadata.namespace = Some(NS.to_string());
@@ -318,34 +309,6 @@ fn name_of(rt: &Runtime) -> String {
 
 fn secret_of(rt: &Runtime) -> String {
     format!("kubeconfig-{}", runtime_id(&name_of(rt)))
-}
-
-/// One runtime cluster per Runtime (by Shoot name); the Gardener's `adminkubeconfig` returns a
-/// kubeconfig for the Shoot's own cluster.
-async fn runtime_clusters(env: &Env, rts: &[Runtime]) -> HashMap<String, ServerHandle> {
-    let mut clusters = HashMap::new();
-    let mut kubeconfigs = HashMap::new();
-    for rt in rts {
-        let shoot = rt.spec.shoot.name.clone();
-        let token = format!("admin-token-{shoot}");
-        let server = testenv::start(
-            ServerConfig::default()
-                .name(&shoot)
-                .user(&token, UserInfo::new("shoot-admin", &["system:masters"])),
-        )
-        .await
-        .expect("runtime cluster");
-        kubeconfigs.insert(shoot.clone(), server.kubeconfig_yaml(Some(&token)));
-        clusters.insert(shoot, server);
-    }
-    let fallback = env.runtime.kubeconfig_yaml(None);
-    env.garden.set_admin_kubeconfig(move |req| {
-        kubeconfigs
-            .get(&req.name)
-            .cloned()
-            .unwrap_or_else(|| fallback.clone())
-    });
-    clusters
 }
 
 /// Controller settings whose clients see every injected fault: no built-in retry, a read
@@ -623,7 +586,7 @@ async fn runtimes_reach_ready_under_random_api_faults() {
     })
     .await;
     let rts = runtimes("flt", n);
-    let clusters = runtime_clusters(&env, &rts).await;
+    let clusters = env.runtime_clusters(&rts).await;
     let faults = Faults::new(seed(), RATE);
     faults.install(&env.kcp, "kcp", Some(CONTROLLER_USER));
     faults.install(&env.garden, "garden", None);
@@ -751,7 +714,7 @@ async fn runtimes_deleted_mid_provisioning_leave_nothing_behind() {
     })
     .await;
     let rts = runtimes("del", n);
-    let clusters = runtime_clusters(&env, &rts).await;
+    let clusters = env.runtime_clusters(&rts).await;
     let faults = Faults::new(seed() ^ 0xde1e7e, RATE);
     faults.install(&env.kcp, "kcp", Some(CONTROLLER_USER));
     faults.install(&env.garden, "garden", None);
@@ -949,7 +912,7 @@ async fn controller_killed_and_restarted_mid_flow_resumes_without_duplicates() {
     })
     .await;
     let rts = runtimes("rst", n);
-    let clusters = runtime_clusters(&env, &rts).await;
+    let clusters = env.runtime_clusters(&rts).await;
     let mut rng = XorShift::new(seed() ^ 0x0c0ffee);
     let stepper = env.sim.run_every(STEP);
     let started = Instant::now();
@@ -1047,7 +1010,7 @@ async fn runtime_cluster_calls_get_their_whole_timeout_on_a_reused_connection() 
     .await;
     let rts = runtimes("idle", 1);
     let name = name_of(&rts[0]);
-    let clusters = runtime_clusters(&env, &rts).await;
+    let clusters = env.runtime_clusters(&rts).await;
     let cluster = &clusters[&name];
     let mut settings = env.settings();
     settings.runtime_timeout = Duration::from_secs(1);
@@ -1110,7 +1073,7 @@ async fn the_binary_gets_past_a_hung_gardener_call() {
     .await;
     let rts = runtimes("hang", 1);
     let name = name_of(&rts[0]);
-    let _clusters = runtime_clusters(&env, &rts).await;
+    let _clusters = env.runtime_clusters(&rts).await;
     // The first read of the Shoot never gets an answer.
     env.garden.add_fault(
         FaultRule::new(FaultAction::Hang)
@@ -1241,7 +1204,7 @@ async fn idle_watches_outlive_the_request_timeout() {
     .await;
     let rts = runtimes("watch", 1);
     let name = name_of(&rts[0]);
-    let clusters = runtime_clusters(&env, &rts).await;
+    let clusters = env.runtime_clusters(&rts).await;
     let mut settings = env.settings();
     settings.kcp =
         kim::reconciler::client::build(env.controller_kube_config(), DEADLINE).expect("kcp client");
@@ -1351,97 +1314,33 @@ fn rt_shoot(rt: &Runtime) -> String {
 // The `kim` binary
 // ---------------------------------------------------------------------------------------------
 
-/// `kim controller` run as a process against the environment, its stdout and stderr captured.
+/// `kim controller` run as a process against the environment ([`Env::controller_process`],
+/// JSON logs at `debug`), its stdout and stderr captured.
 struct KimProcess {
-    child: std::process::Child,
-    stdout: Arc<Mutex<String>>,
-    stderr: Arc<Mutex<String>>,
+    process: testenv::process::Process,
     _dir: tempfile::TempDir,
 }
 
 impl KimProcess {
-    /// Starts `kim controller` (no leader election, metrics on an ephemeral port, JSON logs at
-    /// `debug`) with kubeconfig files for the control cluster (as the controller's user) and
-    /// Gardener.
     fn start(env: &Env, extra: &[&str]) -> KimProcess {
         let dir = tempfile::tempdir().expect("tempdir");
-        let kcp = dir.path().join("kcp.kubeconfig");
-        let garden = dir.path().join("garden.kubeconfig");
-        std::fs::write(&kcp, env.controller_kubeconfig_yaml()).unwrap();
-        std::fs::write(&garden, env.garden.kubeconfig_yaml(None)).unwrap();
-        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_kim"))
-            .arg("controller")
-            .arg("--kubeconfig")
-            .arg(&kcp)
-            .arg("--gardener-kubeconfig")
-            .arg(&garden)
-            .arg("--config")
-            .arg(manifest_dir().join("docs/config.example.yaml"))
-            .args([
-                "--namespace",
-                NS,
-                "--leader-elect=false",
-                "--metrics-addr",
-                "127.0.0.1:0",
-                "--log-format",
-                "json",
-                "--gardener-retry-seconds",
-                "1",
-            ])
-            .args(extra)
-            .env("RUST_LOG", "debug")
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("kim controller starts");
-        let (stdout, _) = testenv::capture::capture(child.stdout.take().unwrap());
-        let (stderr, _) = testenv::capture::capture(child.stderr.take().unwrap());
         KimProcess {
-            child,
-            stdout,
-            stderr,
+            process: env.controller_process(dir.path(), false, extra, "debug"),
             _dir: dir,
         }
     }
 
     /// The metrics address it logged at start-up.
-    async fn metrics_addr(&self) -> std::net::SocketAddr {
-        let start = Instant::now();
-        loop {
-            let out = self.stdout.lock().unwrap().clone();
-            if let Some(addr) = out.lines().find_map(|l| {
-                let v: Value = serde_json::from_str(l).ok()?;
-                v["metrics_addr"].as_str()?.parse().ok()
-            }) {
-                return addr;
-            }
-            assert!(
-                start.elapsed() < TIMEOUT,
-                "no metrics address logged:\n{out}\n{}",
-                self.stderr.lock().unwrap()
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+    async fn metrics_addr(&mut self) -> std::net::SocketAddr {
+        let addr = self.process.logged("metrics_addr", TIMEOUT).await;
+        addr.unwrap_or_else(|e| panic!("kim controller: {e}"))
+            .parse()
+            .expect("metrics address")
     }
 
     /// SIGTERM, wait (at most 10 s, then SIGKILL); returns (stdout, stderr).
     fn stop(&mut self) -> (String, String) {
-        testenv::capture::terminate(&mut self.child, Duration::from_secs(10));
-        // Let the reader threads drain the pipes.
-        std::thread::sleep(Duration::from_millis(100));
-        (
-            self.stdout.lock().unwrap().clone(),
-            self.stderr.lock().unwrap().clone(),
-        )
-    }
-}
-
-impl Drop for KimProcess {
-    fn drop(&mut self) {
-        if self.child.try_wait().ok().flatten().is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
+        self.process.terminate(Duration::from_secs(10))
     }
 }
 

@@ -426,15 +426,7 @@ fn every_sample_has_a_lifecycle_test() {
         .collect();
     files.sort();
     assert_eq!(
-        files,
-        [
-            "aws-minimal.yaml",
-            "aws-trial.yaml",
-            "aws.yaml",
-            "azure-fremium.yaml",
-            "azure.yaml",
-            "infrastructuremanager_v1_runtime.yaml",
-        ],
+        files, SAMPLE_FILES,
         "a sample was added or removed: add or remove its test above"
     );
 }

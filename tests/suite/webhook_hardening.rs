@@ -18,6 +18,7 @@
 
 use crate::support;
 use testenv::model;
+use testenv::process::Process;
 
 use base64::Engine as _;
 use kim::admission::Hook;
@@ -27,9 +28,9 @@ use serde_json::{Value, json};
 use std::ffi::OsString;
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use support::{KubeletDir, builder, certs, der_of, sample, url};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -489,33 +490,29 @@ fn cert_rotation_under_load_loses_no_request_and_serves_the_new_cert() {
 // The real binary.
 
 /// A `kim` process with its stdout and stderr captured in full.
-struct Kim {
-    child: Child,
-    out: Arc<Mutex<String>>,
-    err: Arc<Mutex<String>>,
-    readers: Vec<std::thread::JoinHandle<()>>,
+struct Kim(Process);
+
+impl std::ops::Deref for Kim {
+    type Target = Process;
+    fn deref(&self) -> &Process {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Kim {
+    fn deref_mut(&mut self) -> &mut Process {
+        &mut self.0
+    }
 }
 
 impl Kim {
     fn spawn(args: &[OsString], env: &[(&str, &str)]) -> Kim {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_kim"));
-        cmd.args(args)
-            .env_remove("RUST_LOG")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+        cmd.args(args).env_remove("RUST_LOG");
         for (k, v) in env {
             cmd.env(k, v);
         }
-        let mut child = cmd.spawn().expect("spawn kim");
-        let (out, h1) = testenv::capture::capture(child.stdout.take().unwrap());
-        let (err, h2) = testenv::capture::capture(child.stderr.take().unwrap());
-        Kim {
-            child,
-            out,
-            err,
-            readers: vec![h1, h2],
-        }
+        Kim(Process::spawn(&mut cmd).expect("spawn kim"))
     }
 
     /// `kim webhook --dev` on ephemeral ports with `cert_dir` and extra flags.
@@ -537,85 +534,13 @@ impl Kim {
         Kim::spawn(&args, env)
     }
 
-    fn stdout(&self) -> String {
-        self.out.lock().unwrap().clone()
-    }
-
-    fn stderr(&self) -> String {
-        self.err.lock().unwrap().clone()
-    }
-
     /// The HTTPS and metrics addresses from the dev banner on stderr.
     async fn ports(&mut self) -> (SocketAddr, SocketAddr) {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let err = self.stderr();
-            let port = err.lines().find_map(|l| {
-                l.strip_prefix("kim webhook (dev) on https://localhost:")?
-                    .trim()
-                    .parse::<u16>()
-                    .ok()
-            });
-            let metrics = err.lines().find_map(|l| {
-                l.trim()
-                    .strip_prefix("curl http://")?
-                    .strip_suffix("/metrics")?
-                    .parse::<SocketAddr>()
-                    .ok()
-            });
-            if let (Some(p), Some(m)) = (port, metrics) {
-                return (SocketAddr::from(([127, 0, 0, 1], p)), m);
-            }
-            if let Ok(Some(status)) = self.child.try_wait() {
-                panic!(
-                    "kim exited ({status}) before serving:\n{}\n{}",
-                    self.stdout(),
-                    self.stderr()
-                );
-            }
-            assert!(
-                Instant::now() < deadline,
-                "no dev banner within 60 s:\n{err}"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        support::dev_ports(&mut self.0).await
     }
 
     fn sigterm(&self) {
-        let ok = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()
-            .expect("kill");
-        assert!(ok.success());
-    }
-
-    /// Waits for the exit (at most `limit`), then for the output to be read to the end.
-    async fn exit(&mut self, limit: Duration) -> Option<ExitStatus> {
-        let deadline = Instant::now() + limit;
-        let status = loop {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                break Some(s);
-            }
-            if Instant::now() >= deadline {
-                break None;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        };
-        if status.is_some() {
-            for h in std::mem::take(&mut self.readers) {
-                let _ = h.join();
-            }
-        }
-        status
-    }
-}
-
-impl Drop for Kim {
-    fn drop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(None)) {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
+        assert!(self.signal("TERM"), "kill -TERM");
     }
 }
 

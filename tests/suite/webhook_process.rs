@@ -5,69 +5,40 @@ use testenv::model;
 
 use model::*;
 use serde_json::Value;
-use std::io::{BufRead, BufReader, Read};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::net::SocketAddr;
+use std::process::Command;
 use std::time::{Duration, Instant};
+use testenv::process::Process;
 
 struct Server {
-    child: Child,
+    process: Process,
     port: u16,
-    metrics: String,
-    stdout: std::thread::JoinHandle<String>,
+    metrics: SocketAddr,
 }
 
-fn start(cert_dir: &std::path::Path, format: &str) -> Server {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_kim"))
-        .args([
-            "webhook",
-            "--dev",
-            "--addr",
-            "127.0.0.1:0",
-            "--metrics-addr",
-            "127.0.0.1:0",
-            "--log-format",
-            format,
-        ])
-        .arg("--cert-dir")
-        .arg(cert_dir)
-        .env_remove("RUST_LOG")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn kim webhook");
-    let mut out = child.stdout.take().unwrap();
-    let stdout = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = out.read_to_string(&mut s);
-        s
-    });
-    // The dev banner on stderr names the bound ports.
-    let (tx, rx) = mpsc::channel();
-    let err = child.stderr.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(err).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    let (mut port, mut metrics) = (None, None);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while port.is_none() || metrics.is_none() {
-        let line = rx
-            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-            .expect("dev banner on stderr");
-        if let Some(rest) = line.strip_prefix("kim webhook (dev) on https://localhost:") {
-            port = rest.trim().parse().ok();
-        }
-        if let Some(rest) = line.trim().strip_prefix("curl http://") {
-            metrics = rest.strip_suffix("/metrics").map(str::to_string);
-        }
-    }
+async fn start(cert_dir: &std::path::Path, format: &str) -> Server {
+    let mut process = Process::spawn(
+        Command::new(env!("CARGO_BIN_EXE_kim"))
+            .args([
+                "webhook",
+                "--dev",
+                "--addr",
+                "127.0.0.1:0",
+                "--metrics-addr",
+                "127.0.0.1:0",
+                "--log-format",
+                format,
+            ])
+            .arg("--cert-dir")
+            .arg(cert_dir)
+            .env_remove("RUST_LOG"),
+    )
+    .expect("spawn kim webhook");
+    let (addr, metrics) = crate::support::dev_ports(&mut process).await;
     Server {
-        child,
-        port: port.unwrap(),
-        metrics: metrics.unwrap(),
-        stdout,
+        process,
+        port: addr.port(),
+        metrics,
     }
 }
 
@@ -81,32 +52,20 @@ fn client(cert_dir: &std::path::Path) -> reqwest::Client {
         .unwrap()
 }
 
-fn sigterm_and_wait(mut s: Server) -> (i32, String, Duration) {
+/// SIGTERM, then the exit (at most 30 s): (exit code, stdout, time to exit).
+async fn sigterm_and_wait(mut s: Server) -> (i32, String, Duration) {
     let t = Instant::now();
-    let ok = Command::new("kill")
-        .args(["-TERM", &s.child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(ok.success());
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Some(status) = s.child.try_wait().unwrap() {
-            let out = s.stdout.join().unwrap();
-            return (status.code().unwrap_or(-1), out, t.elapsed());
-        }
-        if Instant::now() > deadline {
-            let _ = s.child.kill();
-            panic!("kim webhook did not exit within 30 s of SIGTERM");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    assert!(s.process.signal("TERM"), "kill -TERM");
+    let status = s.process.exit(Duration::from_secs(30)).await;
+    let status = status.expect("kim webhook did not exit within 30 s of SIGTERM");
+    (status.code().unwrap_or(-1), s.process.stdout(), t.elapsed())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serves_with_default_logging_and_exits_on_sigterm() {
     for format in ["text", "json"] {
         let dir = tempfile::tempdir().unwrap();
-        let s = start(dir.path(), format);
+        let s = start(dir.path(), format).await;
         let http = client(dir.path());
         let seq = lifecycle(sample_runtimes().remove(0).1);
         // Several reviews, on several connections, so that worker threads log.
@@ -130,7 +89,7 @@ async fn serves_with_default_logging_and_exits_on_sigterm() {
             .await
             .unwrap();
         assert!(metrics.contains("kim_webhook_requests_total"), "{metrics}");
-        let (code, stdout, took) = sigterm_and_wait(s);
+        let (code, stdout, took) = sigterm_and_wait(s).await;
         assert_eq!(code, 0, "{format}: exit code; stdout:\n{stdout}");
         assert!(
             took < Duration::from_secs(25),

@@ -19,23 +19,14 @@ use serde_json::{Value, json};
 use support::{code, runtime, runtimes, shoot, shoots, status};
 use testenv::{AdmissionDecision, FaultAction, FaultRule, Gvr, ServerConfig, UserInfo, Verb};
 
+/// [`support::secret`] with one data key, `config`.
 fn secret(name: &str, labels: &[(&str, &str)]) -> Secret {
     Secret {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            labels: Some(
-                labels
-                    .iter()
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .collect(),
-            ),
-            ..Default::default()
-        },
         data: Some(BTreeMap::from([(
             "config".to_string(),
             ByteString(b"x".to_vec()),
         )])),
-        ..Default::default()
+        ..support::secret(name, labels)
     }
 }
 

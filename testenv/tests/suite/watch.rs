@@ -4,7 +4,7 @@
 
 use crate::support;
 
-use std::{collections::BTreeMap, time::Duration};
+use std::time::Duration;
 
 use futures::{Stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::{coordination::v1::Lease, core::v1::Secret};
@@ -17,21 +17,7 @@ use kube::{
 use serde_json::json;
 use testenv::{ServerConfig, ServerHandle};
 
-fn secret(name: &str, labels: &[(&str, &str)]) -> Secret {
-    Secret {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            labels: Some(
-                labels
-                    .iter()
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .collect::<BTreeMap<_, _>>(),
-            ),
-            ..Default::default()
-        },
-        ..Default::default()
-    }
-}
+use support::secret;
 
 fn lease(name: &str) -> Lease {
     Lease {

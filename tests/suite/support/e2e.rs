@@ -13,13 +13,13 @@ use serde_json::Value;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use testenv::process::Process;
 use testenv::webhook_stage::{AdmissionRecord, StageResult};
 use testenv::{
-    AdmissionDecision, Gvr, ServerConfig, ServerHandle, UserInfo, WebhookConfigurations,
-    WebhookStage,
+    AdmissionDecision, Gvr, ServerHandle, UserInfo, WebhookConfigurations, WebhookStage,
 };
 
 /// Token of the rogue user [`ROGUE_USER`] on the control cluster.
@@ -98,91 +98,28 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
-/// A `kim` process with stdout and stderr captured.
-pub struct Proc {
-    pub child: Child,
-    pub stdout: Arc<Mutex<String>>,
-    pub stderr: Arc<Mutex<String>>,
+/// Spawns `kim <args>` with `RUST_LOG` as given (or unset), output captured.
+pub fn spawn_kim(args: &[&std::ffi::OsStr], rust_log: Option<&str>) -> Process {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kim"));
+    cmd.args(args).env_remove("RUST_LOG");
+    if let Some(l) = rust_log {
+        cmd.env("RUST_LOG", l);
+    }
+    Process::spawn(&mut cmd).expect("spawn kim")
 }
 
-impl Proc {
-    /// Spawns `kim <args>` with `RUST_LOG` as given (or unset).
-    pub fn spawn(args: &[&std::ffi::OsStr], rust_log: Option<&str>) -> Proc {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_kim"));
-        cmd.args(args)
-            .env_remove("RUST_LOG")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        if let Some(l) = rust_log {
-            cmd.env("RUST_LOG", l);
-        }
-        let mut child = cmd.spawn().expect("spawn kim");
-        let (stdout, _) = testenv::capture::capture(child.stdout.take().unwrap());
-        let (stderr, _) = testenv::capture::capture(child.stderr.take().unwrap());
-        Proc {
-            child,
-            stdout,
-            stderr,
-        }
-    }
-
-    /// A field of the first JSON log line on stdout that has it (waits up to 60 s).
-    pub async fn logged(&mut self, field: &str) -> String {
-        let start = Instant::now();
-        loop {
-            let out = self.stdout.lock().unwrap().clone();
-            if let Some(v) = out.lines().find_map(|l| {
-                let v: Value = serde_json::from_str(l).ok()?;
-                v[field].as_str().map(String::from)
-            }) {
-                return v;
-            }
-            if let Ok(Some(status)) = self.child.try_wait() {
-                panic!(
-                    "kim exited ({status}) before logging {field}:\n{out}\n{}",
-                    self.stderr.lock().unwrap()
-                );
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(60),
-                "no {field} logged within 60 s:\n{out}\n{}",
-                self.stderr.lock().unwrap()
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-
-    /// SIGTERM, then wait (at most 20 s, then SIGKILL); returns (stdout, stderr).
-    pub fn stop(&mut self) -> (String, String) {
-        testenv::capture::terminate(&mut self.child, Duration::from_secs(20));
-        std::thread::sleep(Duration::from_millis(100));
-        (
-            self.stdout.lock().unwrap().clone(),
-            self.stderr.lock().unwrap().clone(),
-        )
-    }
-
-    /// SIGKILL and reap.
-    pub fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        if self.child.try_wait().ok().flatten().is_none() {
-            self.kill();
-        }
-    }
+/// The string field `field` of the first JSON log line of `p` that has one (up to 60 s).
+pub async fn logged(p: &mut Process, field: &str) -> String {
+    p.logged(field, Duration::from_secs(60))
+        .await
+        .unwrap_or_else(|e| panic!("kim: {e}"))
 }
 
 /// `kim webhook --cert-dir <certs> --addr 127.0.0.1:0 --metrics-addr 127.0.0.1:0
 /// --log-format json` (no `--dev`: the certificates of gen-certs.sh, as in a cluster), with
 /// the addresses it logged.
 pub struct WebhookProc {
-    pub proc: Proc,
+    pub proc: Process,
     pub addr: SocketAddr,
     pub metrics_addr: SocketAddr,
 }
@@ -201,9 +138,12 @@ impl WebhookProc {
             "--log-format".as_ref(),
             "json".as_ref(),
         ];
-        let mut proc = Proc::spawn(&args, None);
-        let addr = proc.logged("addr").await.parse().expect("addr");
-        let metrics_addr = proc.logged("metrics_addr").await.parse().expect("addr");
+        let mut proc = spawn_kim(&args, None);
+        let addr = logged(&mut proc, "addr").await.parse().expect("addr");
+        let metrics_addr = logged(&mut proc, "metrics_addr")
+            .await
+            .parse()
+            .expect("addr");
         WebhookProc {
             proc,
             addr,
@@ -262,34 +202,10 @@ impl WebhookProc {
     }
 }
 
-/// `kim controller` as a process against an [`Env`] (kubeconfig files for the control
-/// cluster as the controller's user and for Gardener), JSON logs, metrics on an ephemeral
-/// port, no leader election.
-pub fn start_controller(env: &Env, dir: &Path) -> Proc {
-    let kcp = dir.join("kcp.kubeconfig");
-    let garden = dir.join("garden.kubeconfig");
-    std::fs::write(&kcp, env.controller_kubeconfig_yaml()).unwrap();
-    std::fs::write(&garden, env.garden.kubeconfig_yaml(None)).unwrap();
-    let config = manifest_dir().join("docs/config.example.yaml");
-    let args: Vec<&std::ffi::OsStr> = vec![
-        "controller".as_ref(),
-        "--kubeconfig".as_ref(),
-        kcp.as_os_str(),
-        "--gardener-kubeconfig".as_ref(),
-        garden.as_os_str(),
-        "--config".as_ref(),
-        config.as_os_str(),
-        "--namespace".as_ref(),
-        NS.as_ref(),
-        "--leader-elect=false".as_ref(),
-        "--metrics-addr".as_ref(),
-        "127.0.0.1:0".as_ref(),
-        "--log-format".as_ref(),
-        "json".as_ref(),
-        "--gardener-retry-seconds".as_ref(),
-        "1".as_ref(),
-    ];
-    Proc::spawn(&args, Some("info"))
+/// `kim controller` as a process against an [`Env`] ([`Env::controller_process`]), logging
+/// at `info`.
+pub fn start_controller(env: &Env, dir: &Path) -> Process {
+    env.controller_process(dir, false, &[], "info")
 }
 
 /// The whole chain: the three in-memory clusters and the simulated Gardener ([`Env`], no
@@ -375,30 +291,10 @@ impl E2e {
         });
     }
 
-    /// Gives each of `rts`' Shoots its own runtime cluster (others get `env.runtime`), so
-    /// that Runtimes provisioned side by side do not share ClusterRoleBindings.
+    /// Gives each of `rts`' Shoots its own runtime cluster ([`Env::runtime_clusters`]).
     pub async fn runtime_clusters(&self, rts: &[Runtime]) {
-        let mut kubeconfigs = HashMap::new();
-        for rt in rts {
-            let shoot = rt.spec.shoot.name.clone();
-            let token = format!("admin-token-{shoot}");
-            let server = testenv::start(
-                ServerConfig::default()
-                    .name(&shoot)
-                    .user(&token, UserInfo::new("shoot-admin", &["system:masters"])),
-            )
-            .await
-            .expect("runtime cluster");
-            kubeconfigs.insert(shoot.clone(), server.kubeconfig_yaml(Some(&token)));
-            self.clusters.lock().unwrap().insert(shoot, server);
-        }
-        let fallback = self.env.runtime.kubeconfig_yaml(None);
-        self.env.garden.set_admin_kubeconfig(move |req| {
-            kubeconfigs
-                .get(&req.name)
-                .cloned()
-                .unwrap_or_else(|| fallback.clone())
-        });
+        let clusters = self.env.runtime_clusters(rts).await;
+        self.clusters.lock().unwrap().extend(clusters);
     }
 
     /// The stage's records of `runtimes/status` writes of Runtime `name`.

@@ -12,6 +12,7 @@ pub use testenv::tls::*;
 
 use kim::webhook::devcerts::{self, DevCerts};
 use kim::webhook::{Running, Settings};
+use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
@@ -81,4 +82,29 @@ pub fn parse_review(body: &[u8]) -> serde_json::Value {
     assert_eq!(v["kind"], "AdmissionReview", "{v}");
     assert!(v["response"]["allowed"].is_boolean(), "{v}");
     v
+}
+
+/// The HTTPS and metrics addresses of a `kim webhook --dev` process, from the banner it prints
+/// on stderr (`kim webhook (dev) on https://localhost:<port>`, `curl http://<addr>/metrics`);
+/// panics if it exits first or prints none within 60 s.
+pub async fn dev_ports(p: &mut testenv::process::Process) -> (SocketAddr, SocketAddr) {
+    let banner = p.wait_output(Duration::from_secs(60), |_, err| {
+        let port = err.lines().find_map(|l| {
+            l.strip_prefix("kim webhook (dev) on https://localhost:")?
+                .trim()
+                .parse::<u16>()
+                .ok()
+        })?;
+        let metrics = err.lines().find_map(|l| {
+            l.trim()
+                .strip_prefix("curl http://")?
+                .strip_suffix("/metrics")?
+                .parse::<SocketAddr>()
+                .ok()
+        })?;
+        Some((SocketAddr::from(([127, 0, 0, 1], port)), metrics))
+    });
+    banner
+        .await
+        .unwrap_or_else(|e| panic!("kim serves no dev banner: {e}"))
 }

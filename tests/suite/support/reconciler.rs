@@ -26,7 +26,7 @@ use kim::status::{Facts, Policy};
 use kube::Api;
 use kube::api::{DeleteParams, PostParams};
 use serde_json::Value;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -41,6 +41,15 @@ pub const GARDEN_NS: &str = "garden-kyma-dev";
 pub const CONTROLLER_USER: &str = "system:serviceaccount:kim-system:kim-controller";
 const CONTROLLER_TOKEN: &str = "kim-controller-token";
 const SHOOT_ADMIN_TOKEN: &str = "shoot-admin-token";
+/// The files of `shared/samples/runtimes`, in order.
+pub const SAMPLE_FILES: [&str; 6] = [
+    "aws-minimal.yaml",
+    "aws-trial.yaml",
+    "aws.yaml",
+    "azure-fremium.yaml",
+    "azure.yaml",
+    "infrastructuremanager_v1_runtime.yaml",
+];
 /// Generous timeout of every wait.
 pub const TIMEOUT: Duration = Duration::from_secs(20);
 
@@ -348,6 +357,62 @@ impl Env {
     /// `kim` binary against this environment.
     pub fn controller_kubeconfig_yaml(&self) -> String {
         self.kcp.kubeconfig_yaml(Some(CONTROLLER_TOKEN))
+    }
+
+    /// `kim controller` as a process against this environment: kubeconfig files in `dir` for
+    /// the control cluster (as the controller's user) and Gardener, the example configuration,
+    /// [`testenv::process::kim_controller_args`] with `leader_elect`, then `extra`;
+    /// `RUST_LOG=rust_log`.
+    pub fn controller_process(
+        &self,
+        dir: &Path,
+        leader_elect: bool,
+        extra: &[&str],
+        rust_log: &str,
+    ) -> testenv::process::Process {
+        let kcp = dir.join("kcp.kubeconfig");
+        let garden = dir.join("garden.kubeconfig");
+        std::fs::write(&kcp, self.controller_kubeconfig_yaml()).unwrap();
+        std::fs::write(&garden, self.garden.kubeconfig_yaml(None)).unwrap();
+        let config = manifest_dir().join("docs/config.example.yaml");
+        let args = testenv::process::kim_controller_args(&kcp, &garden, &config, NS, leader_elect);
+        testenv::process::Process::spawn(
+            std::process::Command::new(env!("CARGO_BIN_EXE_kim"))
+                .args(args)
+                .args(extra)
+                .env("RUST_LOG", rust_log),
+        )
+        .expect("spawn kim controller")
+    }
+
+    /// One runtime cluster per Runtime (by Shoot name, each admin token `admin-token-<shoot>`);
+    /// the Gardener's `adminkubeconfig` returns a kubeconfig for the Shoot's own cluster (other
+    /// Shoots get [`Env::runtime`]), so that Runtimes provisioned side by side do not share
+    /// ClusterRoleBindings.
+    pub async fn runtime_clusters(&self, rts: &[Runtime]) -> HashMap<String, ServerHandle> {
+        let mut clusters = HashMap::new();
+        let mut kubeconfigs = HashMap::new();
+        for rt in rts {
+            let shoot = rt.spec.shoot.name.clone();
+            let token = format!("admin-token-{shoot}");
+            let server = testenv::start(
+                ServerConfig::default()
+                    .name(&shoot)
+                    .user(&token, UserInfo::new("shoot-admin", &["system:masters"])),
+            )
+            .await
+            .expect("runtime cluster");
+            kubeconfigs.insert(shoot.clone(), server.kubeconfig_yaml(Some(&token)));
+            clusters.insert(shoot, server);
+        }
+        let fallback = self.runtime.kubeconfig_yaml(None);
+        self.garden.set_admin_kubeconfig(move |req| {
+            kubeconfigs
+                .get(&req.name)
+                .cloned()
+                .unwrap_or_else(|| fallback.clone())
+        });
+        clusters
     }
 
     /// Leader election on Lease `kim-controller` in `kim-system` with a short duration.
