@@ -759,6 +759,67 @@ async fn sigterm_under_load_fails_no_accepted_request_and_exits_within_the_grace
     assert!(stdout.contains("\"stopped\""), "no 'stopped' log line");
 }
 
+/// SIGINT (Ctrl-C in a terminal) stops the webhook as SIGTERM does: the signal is logged by
+/// name, the listener closes, two reviews stalled mid-body across the signal (HTTP/1.1 and
+/// HTTP/2) are still answered in full, and the process exits 0 with its "stopped" line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigint_stops_gracefully_like_sigterm() {
+    let _serial = SERIAL.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut kim = Kim::webhook_dev(
+        dir.path(),
+        &["--shutdown-grace-seconds", "5", "--log-format", "json"],
+        &[],
+    );
+    let (addr, metrics_addr) = kim.ports().await;
+    let ca = std::fs::read_to_string(dir.path().join("ca.crt")).unwrap();
+    let cert = std::fs::read_to_string(dir.path().join("tls.crt")).unwrap();
+    let target = Target {
+        addr,
+        cas: vec![ca],
+        known: vec![der_of(&cert)],
+    };
+    let templates = templates();
+    let slow: Vec<SlowUpload> = (0..2)
+        .map(|i| slow_upload(&target, &templates, i, i % 2 == 0))
+        .collect();
+    let in_flight = support::eventually(Duration::from_secs(10), || async {
+        let text = metrics_text(metrics_addr).await;
+        (sample(&text, "kim_webhook_requests_in_flight") == Some(2.0)).then_some(())
+    });
+    assert!(in_flight.await.is_some(), "slow uploads not in flight");
+
+    assert!(kim.signal("INT"), "kill -INT");
+    let signal = kim.wait_output(Duration::from_secs(10), |out, _| {
+        out.lines().find_map(|l| {
+            let v: Value = serde_json::from_str(l).ok()?;
+            (v["message"] == "shutting down").then(|| v["signal"].as_str().map(String::from))?
+        })
+    });
+    let signal = signal
+        .await
+        .unwrap_or_else(|e| panic!("no shutdown line: {e}"));
+    assert_eq!(signal, "SIGINT");
+    refused_from(addr).await;
+    for s in &slow {
+        s.rest.send(Ok(s.rest_bytes.clone())).await.unwrap();
+    }
+    for s in slow {
+        drop(s.rest);
+        let (code, body) = s
+            .answer
+            .await
+            .unwrap()
+            .unwrap_or_else(|e| panic!("{}: in-flight upload failed: {e}", s.uid));
+        assert_eq!(code, 200, "{}", s.uid);
+        check_answer(&body, &s.uid, &templates[s.template]).unwrap();
+    }
+    let status = kim.exit(Duration::from_secs(10)).await.expect("kim exits");
+    let stdout = kim.stdout();
+    assert_eq!(status.code(), Some(0), "exit status; stdout:\n{stdout}");
+    assert!(stdout.contains("\"stopped\""), "no 'stopped' log line");
+}
+
 /// The production set-up: `--shutdown-delay-seconds` keeps serving with readiness 503 while
 /// the endpoints controller takes the pod out; clients here stop sending 300 ms after the
 /// readiness probe (every 50 ms) first sees 503, as the apiserver does once the endpoint is
