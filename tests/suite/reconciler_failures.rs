@@ -602,3 +602,56 @@ async fn a_failed_initial_list_is_retried() {
         running.stop().await;
     }
 }
+
+/// The controller's own pre-write check (`kim::reconciler::status::check`, the webhook's
+/// evaluation run before every status write): a Runtime whose stored status is `Terminating`
+/// although it is not being deleted (written past admission) can only get writes the model
+/// denies (nothing leads out of `Terminating`; `Terminating` again needs a deletion). The
+/// controller must send none of them: no `runtimes/status` write reaches the control cluster,
+/// the stored status stays as it was, and each denial is counted
+/// (`kim_controller_status_denied_total`, reconcile errors of kind `denied`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_status_the_model_denies_is_never_sent() {
+    let env = Env::start().await;
+    let mut rt = serde_json::to_value(sample("aws-minimal.yaml")).unwrap();
+    rt["metadata"]["namespace"] = NS.into();
+    rt["status"] = serde_json::json!({
+        "state": "Terminating",
+        "conditions": [{
+            "type": "Deprovisioned", "status": "Unknown", "reason": "GardenerShootDeleted",
+            "message": "deleting", "lastTransitionTime": "2026-11-02T00:00:10Z",
+            "observedGeneration": 1
+        }]
+    });
+    env.kcp.put(&Gvr::runtimes(), rt).unwrap();
+    let stored = env.runtime_json("aws-minimal").unwrap()["status"].clone();
+    let metrics = env.metrics();
+    env.wait("two denied status writes", |_| {
+        metrics.status_denials() >= 2
+    })
+    .await;
+    let denied_errors = metrics
+        .encode()
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("kim_controller_reconcile_errors_total{kind=\"denied\"} ")?
+                .parse::<f64>()
+                .ok()
+        })
+        .unwrap_or_default();
+    assert!(denied_errors >= 2.0, "{}", metrics.encode());
+    assert!(
+        env.writes_of("aws-minimal").is_empty(),
+        "a denied status was sent: {:#?}",
+        shorts(&env.writes_of("aws-minimal"))
+    );
+    let status_requests = env
+        .kcp
+        .count_requests(|r| r.is("runtimes", Some("status")) && r.is_write());
+    assert_eq!(
+        status_requests, 0,
+        "status write requests reached the server"
+    );
+    assert_eq!(env.runtime_json("aws-minimal").unwrap()["status"], stored);
+    assert!(env.findings.lock().unwrap().is_empty());
+}
