@@ -425,3 +425,67 @@ async fn a_stale_read_of_a_new_runtime_restarts_the_pass_instead_of_failing() {
     assert_eq!(metrics.reconciles(), 1);
     assert!(errors.is_empty(), "reconcile errors counted: {errors:?}");
 }
+
+/// `kim controller --policy-file`: the file is in force in the running process (its
+/// `allowedWriters` leave out the controller's own user, so the pre-write check denies every
+/// status write: none reaches the control cluster, each is counted on `/metrics`), and an
+/// invalid file stops start-up with a non-zero exit naming the offending field.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn controller_policy_file_is_in_force_and_an_invalid_one_stops_start_up() {
+    let env = Env::start_with(Options {
+        start_controller: false,
+        ..Options::default()
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.yaml");
+    std::fs::write(
+        &policy,
+        "kind: StatusPolicy\nallowedWriters:\n  users: [\"system:serviceaccount:other:writer\"]\n",
+    )
+    .unwrap();
+    let policy_arg = policy.to_str().unwrap();
+    let mut kim = env.controller_process(dir.path(), false, &["--policy-file", policy_arg], "info");
+    let metrics_addr: std::net::SocketAddr = kim
+        .logged("metrics_addr", TIMEOUT)
+        .await
+        .unwrap_or_else(|e| panic!("kim controller: {e}"))
+        .parse()
+        .unwrap();
+    env.create(&sample("aws-minimal.yaml")).await;
+    let denied = crate::support::eventually(TIMEOUT, || async {
+        let text = crate::support::scrape(metrics_addr).await;
+        let n = crate::support::sample(&text, "kim_controller_status_denied_total")?;
+        (n >= 2.0).then_some(n)
+    })
+    .await;
+    let (stdout, stderr) = kim.terminate(Duration::from_secs(10));
+    assert!(
+        denied.is_some(),
+        "no denial counted\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    assert!(
+        env.writes_of("aws-minimal").is_empty(),
+        "status written: {:#?}",
+        shorts(&env.writes_of("aws-minimal"))
+    );
+    assert!(
+        stdout.contains("writer"),
+        "the denial names the rule: {stdout}"
+    );
+
+    std::fs::write(
+        &policy,
+        "conditionTypes:\n  - type: X\n    reasons:\n      - {reason: R, statuses: [Maybe]}\n",
+    )
+    .unwrap();
+    let mut bad = env.controller_process(dir.path(), false, &["--policy-file", policy_arg], "info");
+    let status = bad.exit(TIMEOUT).await.expect("kim controller exits");
+    let stderr = bad.stderr();
+    assert!(!status.success(), "{status}: {stderr}");
+    assert!(
+        stderr.contains("policy.yaml")
+            && stderr.contains("conditionTypes[0].reasons[0].statuses[0]"),
+        "{stderr}"
+    );
+}

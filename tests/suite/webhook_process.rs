@@ -17,6 +17,15 @@ struct Server {
 }
 
 async fn start(cert_dir: &std::path::Path, format: &str) -> Server {
+    start_with(cert_dir, format, &[]).await
+}
+
+/// [`start`] with `extra` flags.
+async fn start_with(
+    cert_dir: &std::path::Path,
+    format: &str,
+    extra: &[&std::ffi::OsStr],
+) -> Server {
     let mut process = Process::spawn(
         Command::new(env!("CARGO_BIN_EXE_kim"))
             .args([
@@ -31,6 +40,7 @@ async fn start(cert_dir: &std::path::Path, format: &str) -> Server {
             ])
             .arg("--cert-dir")
             .arg(cert_dir)
+            .args(extra)
             .env_remove("RUST_LOG"),
     )
     .expect("spawn kim webhook");
@@ -117,4 +127,79 @@ async fn serves_with_default_logging_and_exits_on_sigterm() {
             }
         }
     }
+}
+
+/// `kim webhook --policy-file`: a condition type and reason the file adds are allowed over the
+/// wire (the same review is denied by a webhook started without the file, naming the unknown
+/// type); an invalid file stops the process at start-up with a non-zero exit and the offending
+/// field named on stderr.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn policy_file_extends_the_served_model_and_an_invalid_one_stops_start_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.yaml");
+    std::fs::write(
+        &policy,
+        "kind: StatusPolicy\nconditionTypes:\n  - type: BackupConfigured\n    reasons:\n      - {reason: BackupReady, statuses: [\"True\"], message: Backups configured}\n",
+    )
+    .unwrap();
+    let seq = lifecycle(sample_runtimes().remove(0).1);
+    let ready = seq
+        .iter()
+        .find(|r| r.obj["status"]["state"] == "Ready")
+        .expect("a Ready step");
+    let backup = ready.write("Ready", &[("BackupConfigured", "True", "BackupReady")]);
+    for with_file in [true, false] {
+        let certs = tempfile::tempdir().unwrap();
+        let extra: Vec<&std::ffi::OsStr> = if with_file {
+            vec!["--policy-file".as_ref(), policy.as_os_str()]
+        } else {
+            Vec::new()
+        };
+        let s = start_with(certs.path(), "json", &extra).await;
+        let uid = format!("policy-file-{with_file}");
+        let review = status_review(&uid, ready, &backup, RECONCILER, &[], false);
+        let resp = client(certs.path())
+            .post(format!("https://localhost:{}/validate", s.port))
+            .json(&review)
+            .send()
+            .await
+            .expect("answer");
+        assert_eq!(resp.status(), 200);
+        let answer = response_of(&resp.bytes().await.unwrap(), &uid);
+        assert_eq!(
+            answer["allowed"], with_file,
+            "with the file: {with_file}; {answer}"
+        );
+        if !with_file {
+            let message = answer["status"]["message"].as_str().unwrap_or_default();
+            assert!(message.contains("BackupConfigured"), "{answer}");
+        }
+        let (code, stdout, _) = sigterm_and_wait(s).await;
+        assert_eq!(code, 0, "{stdout}");
+    }
+
+    std::fs::write(
+        &policy,
+        "conditionTypes:\n  - type: X\n    reasons:\n      - {reason: R, statuses: [Maybe]}\n",
+    )
+    .unwrap();
+    let certs = tempfile::tempdir().unwrap();
+    let mut bad = Process::spawn(
+        Command::new(env!("CARGO_BIN_EXE_kim"))
+            .args(["webhook", "--dev", "--addr", "127.0.0.1:0"])
+            .args(["--metrics-addr", "127.0.0.1:0", "--cert-dir"])
+            .arg(certs.path())
+            .arg("--policy-file")
+            .arg(&policy)
+            .env_remove("RUST_LOG"),
+    )
+    .expect("spawn kim webhook");
+    let status = bad.exit(Duration::from_secs(30)).await.expect("kim exits");
+    let stderr = bad.stderr();
+    assert!(!status.success(), "{status}: {stderr}");
+    assert!(
+        stderr.contains("policy.yaml")
+            && stderr.contains("conditionTypes[0].reasons[0].statuses[0]"),
+        "{stderr}"
+    );
 }
