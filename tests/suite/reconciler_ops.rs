@@ -489,3 +489,99 @@ async fn controller_policy_file_is_in_force_and_an_invalid_one_stops_start_up() 
         "{stderr}"
     );
 }
+
+/// The metrics address a `kim controller` process logged at start-up.
+async fn metrics_addr(p: &mut testenv::process::Process) -> std::net::SocketAddr {
+    let addr = p.logged("metrics_addr", TIMEOUT).await;
+    addr.unwrap_or_else(|e| panic!("kim controller: {e}"))
+        .parse()
+        .unwrap()
+}
+
+/// Two `kim controller` processes with leader election on a 2 s Lease; the leader is killed
+/// with SIGKILL (no release, no clean-up). The standby takes over only once the Lease has
+/// expired — read from the control cluster's history of the Lease: the standby's first
+/// acquisition is at least one lease duration after the dead leader's last renewal — and then
+/// reconciles a new Runtime to Ready.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_leader_is_replaced_once_its_lease_expires() {
+    let env = Env::start_with(Options {
+        start_controller: false,
+        ..Options::default()
+    })
+    .await;
+    let stepper = env.sim.run_every(Duration::from_millis(50));
+    let lease_flags = ["--lease-duration-seconds", "2"];
+    let start =
+        |dir: &tempfile::TempDir| env.controller_process(dir.path(), true, &lease_flags, "info");
+    let leads = |addr: std::net::SocketAddr, want: i64| async move {
+        crate::support::eventually(TIMEOUT, || async {
+            let text = crate::support::scrape(addr).await;
+            (leader_gauge(&text) == Some(want)).then_some(())
+        })
+        .await
+        .is_some()
+    };
+    let lease = || {
+        env.kcp.get(
+            &Gvr::new("coordination.k8s.io", "v1", "leases"),
+            Some("kim-system"),
+            "kim-controller",
+        )
+    };
+    let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+
+    let mut a = start(&dir_a);
+    let a_metrics = metrics_addr(&mut a).await;
+    assert!(leads(a_metrics, 1).await, "a leads: {}", a.stderr());
+    let holder_a = lease().expect("Lease")["spec"]["holderIdentity"]
+        .as_str()
+        .expect("a holder")
+        .to_string();
+    let mut b = start(&dir_b);
+    let b_metrics = metrics_addr(&mut b).await;
+    assert!(leads(b_metrics, 0).await, "b stands by");
+    let mut first = sample("aws-minimal.yaml");
+    first.metadata.name = Some("under-a".into());
+    env.create(&first).await;
+    env.wait_ready("under-a").await;
+
+    let (a_out, _) = a.kill();
+    let mut second = sample("azure-fremium.yaml");
+    second.metadata.name = Some("under-b".into());
+    env.create(&second).await;
+    env.wait_ready("under-b").await;
+    assert!(leads(b_metrics, 1).await, "b leads");
+    stepper.abort();
+    let (b_out, b_err) = b.terminate(Duration::from_secs(10));
+
+    // The Lease's history: a's last renewal, b's first acquisition.
+    let micro = |v: &serde_json::Value| {
+        chrono::DateTime::parse_from_rfc3339(v.as_str().expect("a MicroTime")).expect("RFC 3339")
+    };
+    let leases: Vec<serde_json::Value> = env
+        .journal
+        .changes()
+        .into_iter()
+        .filter(|c| c.gvr.plural == "leases" && c.name() == "kim-controller")
+        .map(|c| c.object)
+        .collect();
+    let holder = |l: &serde_json::Value| l["spec"]["holderIdentity"].as_str().map(String::from);
+    let a_last = leases
+        .iter()
+        .rfind(|l| holder(l).as_deref() == Some(holder_a.as_str()))
+        .expect("a held the Lease");
+    let b_first = leases
+        .iter()
+        .find(|l| holder(l).is_some_and(|h| h != holder_a))
+        .unwrap_or_else(|| panic!("b never took the Lease\n{b_out}\n{b_err}\n{a_out}"));
+    let duration =
+        chrono::Duration::seconds(a_last["spec"]["leaseDurationSeconds"].as_i64().unwrap());
+    let expired_at = micro(&a_last["spec"]["renewTime"]) + duration;
+    let taken_at = micro(&b_first["spec"]["acquireTime"]);
+    assert!(
+        taken_at >= expired_at,
+        "b took the Lease at {taken_at}, before a's expired at {expired_at}: {leases:#?}"
+    );
+    env.assert_model_clean();
+}
