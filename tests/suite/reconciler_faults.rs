@@ -1122,71 +1122,129 @@ async fn the_binary_gets_past_a_hung_gardener_call() {
 /// during the backoff; its error started the next backoff, during which the first watcher's
 /// retry ran out in turn, and so on forever: the stall of
 /// `runtimes_reach_ready_under_random_api_faults` (1 kcp call, 1 Gardener call, then none).
+///
+/// The deadline layer of the controller's clients (`kim::reconciler::client`) runs over a
+/// service whose answer and body frames the test hands over itself, so that what happens first
+/// is decided by the test, not by how fast a loaded machine answers an HTTP request (the same
+/// test over HTTP with a 400 ms deadline failed when the answer took longer under load). The
+/// deadline's own firing is ordered against an outer timer of three times the deadline.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_held_unpolled_past_its_timeout_still_gets_its_whole_timeout() {
     use futures::FutureExt as _;
     use http_body_util::BodyExt as _;
+    use kim::reconciler::client::{RequestTimedOut, RequestTimeoutLayer};
+    use tower::{Layer as _, Service as _};
     const TIMEOUT: Duration = Duration::from_millis(400);
-    let env = Env::start_with(Options {
-        start_controller: false,
-        ..Options::default()
-    })
-    .await;
-    let client =
-        kim::reconciler::client::build(env.controller_kube_config(), TIMEOUT).expect("client");
-    // Every answer takes a quarter of the timeout.
-    env.kcp.add_fault(
-        FaultRule::new(FaultAction::Delay(TIMEOUT / 4))
-            .verb(Verb::List)
-            .resource("runtimes"),
-    );
-    let runtimes: kube::Api<Runtime> = kube::Api::namespaced(client.clone(), NS);
+    type Frames = std::pin::Pin<
+        Box<
+            dyn futures::Stream<
+                    Item = Result<http_body::Frame<axum::body::Bytes>, std::convert::Infallible>,
+                > + Send,
+        >,
+    >;
+    type Body = http_body_util::StreamBody<Frames>;
+    type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-    // A list polled once (the client's buffer hands it to the deadline layer), then held for
-    // three timeouts, then awaited.
-    let lp = kube::api::ListParams::default();
-    let mut list = std::pin::pin!(runtimes.list(&lp));
-    assert!(list.as_mut().now_or_never().is_none());
+    /// The answer of its one call comes when the test sends it.
+    struct Answering(Option<tokio::sync::oneshot::Receiver<http::Response<Body>>>);
+    impl tower::Service<http::Request<kube::client::Body>> for Answering {
+        type Response = http::Response<Body>;
+        type Error = BoxError;
+        type Future = futures::future::BoxFuture<'static, Result<Self::Response, BoxError>>;
+        fn poll_ready(
+            &mut self,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Result<(), BoxError>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+        fn call(&mut self, _: http::Request<kube::client::Body>) -> Self::Future {
+            let answer = self.0.take().expect("one call");
+            async move { Ok(answer.await?) }.boxed()
+        }
+    }
+    /// A body whose frames come from `rx`.
+    fn body(rx: tokio::sync::mpsc::Receiver<&'static str>) -> Body {
+        let frames = futures::stream::unfold(rx, |mut rx| async move {
+            let chunk = rx.recv().await?;
+            Some((
+                Ok(http_body::Frame::data(axum::body::Bytes::from(chunk))),
+                rx,
+            ))
+        });
+        http_body_util::StreamBody::new(Box::pin(frames) as Frames)
+    }
+    let request = || {
+        http::Request::get("/apis/infrastructuremanager.kyma-project.io/v1/runtimes")
+            .body(kube::client::Body::empty())
+            .expect("request")
+    };
+    let timed_out =
+        |e: &BoxError| e.downcast_ref::<RequestTimedOut>() == Some(&RequestTimedOut(TIMEOUT));
+
+    // Called, then held for three timeouts, then polled: the clock starts at that first poll,
+    // and an answer that comes after it, within the timeout, is taken.
+    let (answer, answered) = tokio::sync::oneshot::channel();
+    let mut service = RequestTimeoutLayer::new(TIMEOUT).layer(Answering(Some(answered)));
+    let held = service.call(request());
     tokio::time::sleep(3 * TIMEOUT).await;
-    let listed = list.await;
-    assert!(
-        listed.is_ok(),
-        "a request held unpolled failed with its deadline: {listed:?}"
-    );
+    let mut held = std::pin::pin!(held);
+    if let Some(early) = held.as_mut().now_or_never() {
+        panic!(
+            "a request held unpolled failed with its deadline: {:?}",
+            early.err()
+        );
+    }
+    let (frames, frames_rx) = tokio::sync::mpsc::channel(4);
+    answer
+        .send(http::Response::new(body(frames_rx)))
+        .ok()
+        .expect("the request is waiting");
+    let response = held.await.expect("answered after its first poll");
 
-    // An answer whose body is read three timeouts after its head arrived.
-    let path = format!("/apis/infrastructuremanager.kyma-project.io/v1/namespaces/{NS}/runtimes");
-    let request = http::Request::get(path)
-        .body(kube::client::Body::empty())
-        .expect("request");
-    let response = client.send(request).await.expect("answer");
-    assert!(response.status().is_success(), "{}", response.status());
+    // Its body, whose frames arrived, read three timeouts later: delivered.
+    frames.send("all of it").await.unwrap();
+    drop(frames);
     tokio::time::sleep(3 * TIMEOUT).await;
-    let body = response.into_body().collect().await;
-    assert!(
-        body.is_ok(),
-        "a body read late failed with the deadline: {:?}",
-        body.err()
-    );
+    let read = response.into_body().collect().await;
+    match read {
+        Ok(b) => assert_eq!(b.to_bytes(), "all of it"),
+        Err(e) => panic!("a body read late failed with the deadline: {e}"),
+    }
 
-    // The deadline still holds for a request that is polled and never answered.
-    env.kcp.clear_faults();
-    env.kcp.add_fault(
-        FaultRule::new(FaultAction::Hang)
-            .verb(Verb::List)
-            .resource("runtimes"),
-    );
+    // The deadline still holds for a request that is polled and never answered, and for a
+    // body whose frames never come: each fails with it before an outer timer of three times
+    // the timeout runs out.
+    let (_never, unanswered) = tokio::sync::oneshot::channel();
+    let mut service = RequestTimeoutLayer::new(TIMEOUT).layer(Answering(Some(unanswered)));
     let started = Instant::now();
-    let hung = runtimes.list(&lp).await;
+    let hung = tokio::time::timeout(3 * TIMEOUT, service.call(request())).await;
     let took = started.elapsed();
-    let err = hung.expect_err("a hung list fails");
+    let Err(err) = hung.expect("the deadline fires first") else {
+        panic!("a hung request was answered");
+    };
     assert!(
-        err.to_string().contains("request timeout"),
-        "the hung list failed with the deadline: {err}"
+        timed_out(&err),
+        "the hung request failed with the deadline: {err}"
     );
     assert!(
-        took >= TIMEOUT && took < 3 * TIMEOUT,
-        "the hung list failed after {took:?} (timeout {TIMEOUT:?})"
+        took >= TIMEOUT,
+        "the hung request failed after {took:?} (timeout {TIMEOUT:?})"
+    );
+    let (answer, answered) = tokio::sync::oneshot::channel();
+    let mut service = RequestTimeoutLayer::new(TIMEOUT).layer(Answering(Some(answered)));
+    let (_silent, silent_rx) = tokio::sync::mpsc::channel(1);
+    answer
+        .send(http::Response::new(body(silent_rx)))
+        .ok()
+        .unwrap();
+    let response = service.call(request()).await.expect("answered");
+    let read = tokio::time::timeout(3 * TIMEOUT, response.into_body().collect()).await;
+    let err = read
+        .expect("the deadline fires first")
+        .expect_err("a silent body fails");
+    assert!(
+        timed_out(&err),
+        "the silent body failed with the deadline: {err}"
     );
 }
 
