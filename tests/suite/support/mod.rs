@@ -35,7 +35,10 @@ pub async fn start(dir: &Path) -> Running {
         .expect("server starts")
 }
 
-/// Polls `f` every 100 ms until it returns `Some`, for at most `limit`.
+/// Polls `f` every 100 ms until it returns `Some`, for at most `limit`. Only for a state that
+/// stays once reached (a certificate served after a reload, a gauge of stalled requests, a
+/// counter compared with what only the test can make it pass): a state that can be passed
+/// through is waited for in a history (the control cluster's journal, a process's output).
 pub async fn eventually<T, F, Fut>(limit: Duration, mut f: F) -> Option<T>
 where
     F: FnMut() -> Fut,
