@@ -307,21 +307,9 @@ async fn run(tmp: &Path) -> Res<()> {
 
     // kim webhook, and the admission stage calling it for the control cluster.
     let cert_dir = tmp.join("certs");
-    let mut webhook = spawn(
-        &kim,
-        &[
-            "webhook".as_ref(),
-            "--cert-dir".as_ref(),
-            cert_dir.as_os_str(),
-            "--addr".as_ref(),
-            "127.0.0.1:0".as_ref(),
-            "--metrics-addr".as_ref(),
-            "127.0.0.1:0".as_ref(),
-            "--log-format".as_ref(),
-            "json".as_ref(),
-        ],
-        tmp.join("webhook.log"),
-    )?;
+    let mut args = testenv::process::kim_webhook_args(&cert_dir, false);
+    args.extend(["--log-format".into(), "json".into()]);
+    let mut webhook = spawn(&kim, &args, tmp.join("webhook.log"))?;
     let addr: SocketAddr = logged_field(&mut webhook, "addr")?.parse()?;
     let metrics_addr = logged_field(&mut webhook, "metrics_addr")?;
     println!(

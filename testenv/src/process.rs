@@ -173,6 +173,28 @@ impl Drop for Process {
     }
 }
 
+/// The arguments the tests and the simulate example run `kim webhook` with: HTTPS and
+/// `/metrics` on ephemeral ports of 127.0.0.1, certificates from `cert_dir` (with `dev`:
+/// `--dev`, which generates them there on first start and prints the ports on stderr).
+pub fn kim_webhook_args(cert_dir: &Path, dev: bool) -> Vec<OsString> {
+    let mut args: Vec<OsString> = vec!["webhook".into()];
+    if dev {
+        args.push("--dev".into());
+    }
+    args.extend(
+        [
+            "--addr",
+            "127.0.0.1:0",
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "--cert-dir",
+        ]
+        .map(OsString::from),
+    );
+    args.push(cert_dir.into());
+    args
+}
+
 /// The arguments the tests, benches and the simulate example run `kim controller` with: the
 /// control cluster's and Gardener's kubeconfig files, the converter configuration, the
 /// Runtimes' namespace, `/metrics` on an ephemeral port, JSON logs (its start-up line carries

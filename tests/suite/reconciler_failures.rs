@@ -570,11 +570,7 @@ async fn a_lasting_transient_error_of_a_ready_runtime_is_reported_after_the_grac
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_initial_list_is_retried() {
     for (resource, env_of) in [("runtimes", 0), ("shoots", 1)] {
-        let env = Env::start_with(Options {
-            start_controller: false,
-            ..Options::default()
-        })
-        .await;
+        let env = Env::without_controller().await;
         let server = if env_of == 0 { &env.kcp } else { &env.garden };
         server.add_fault(
             FaultRule::new(FaultAction::fail(500))

@@ -580,11 +580,7 @@ fn error_counts(metrics: &kim::reconciler::Metrics) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runtimes_reach_ready_under_random_api_faults() {
     let n = n_runtimes();
-    let env = Env::start_with(Options {
-        start_controller: false,
-        ..Options::default()
-    })
-    .await;
+    let env = Env::without_controller().await;
     let rts = runtimes("flt", n);
     let clusters = env.runtime_clusters(&rts).await;
     let faults = Faults::new(seed(), RATE);
@@ -708,11 +704,7 @@ async fn runtimes_reach_ready_under_random_api_faults() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runtimes_deleted_mid_provisioning_leave_nothing_behind() {
     let n = n_runtimes().max(4);
-    let env = Env::start_with(Options {
-        start_controller: false,
-        ..Options::default()
-    })
-    .await;
+    let env = Env::without_controller().await;
     let rts = runtimes("del", n);
     let clusters = env.runtime_clusters(&rts).await;
     let faults = Faults::new(seed() ^ 0xde1e7e, RATE);
@@ -906,11 +898,7 @@ async fn runtimes_deleted_mid_provisioning_leave_nothing_behind() {
 async fn controller_killed_and_restarted_mid_flow_resumes_without_duplicates() {
     const KILLS: usize = 8;
     let n = n_runtimes();
-    let env = Env::start_with(Options {
-        start_controller: false,
-        ..Options::default()
-    })
-    .await;
+    let env = Env::without_controller().await;
     let rts = runtimes("rst", n);
     let clusters = env.runtime_clusters(&rts).await;
     let mut rng = XorShift::new(seed() ^ 0x0c0ffee);
@@ -1066,11 +1054,7 @@ async fn runtime_cluster_calls_get_their_whole_timeout_on_a_reused_connection() 
 /// that never returns: the call times out and the Runtime is retried.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_binary_gets_past_a_hung_gardener_call() {
-    let env = Env::start_with(Options {
-        start_controller: false,
-        ..Options::default()
-    })
-    .await;
+    let env = Env::without_controller().await;
     let rts = runtimes("hang", 1);
     let name = name_of(&rts[0]);
     let _clusters = env.runtime_clusters(&rts).await;
@@ -1255,11 +1239,7 @@ async fn a_request_held_unpolled_past_its_timeout_still_gets_its_whole_timeout()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_watches_outlive_the_request_timeout() {
     const DEADLINE: Duration = Duration::from_secs(1);
-    let env = Env::start_with(Options {
-        start_controller: false,
-        ..Options::default()
-    })
-    .await;
+    let env = Env::without_controller().await;
     let rts = runtimes("watch", 1);
     let name = name_of(&rts[0]);
     let clusters = env.runtime_clusters(&rts).await;
@@ -1755,11 +1735,7 @@ fn no_secret_material_in_logs_events_status_or_metrics() {
         .unwrap();
     runtime.block_on(async {
         let started = Instant::now();
-        let env = Env::start_with(Options {
-            start_controller: false,
-            ..Options::default()
-        })
-        .await;
+        let env = Env::without_controller().await;
         let scenario = SecretScenario::new(&env).await;
         let controller = env.spawn(env.settings());
         let metrics = controller.metrics.clone();
@@ -1800,11 +1776,7 @@ fn no_secret_material_in_logs_events_status_or_metrics() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_binary_emits_no_secret_material() {
     let started = Instant::now();
-    let env = Env::start_with(Options {
-        start_controller: false,
-        ..Options::default()
-    })
-    .await;
+    let env = Env::without_controller().await;
     let scenario = SecretScenario::new(&env).await;
     let mut kim = KimProcess::start(&env, &[]);
     let addr = kim.metrics_addr().await;

@@ -259,11 +259,7 @@ fn invalid_configuration_stops_the_controller_naming_the_field() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubeconfig_is_rotated_without_status_writes() {
-    let mut env = Env::start_with(Options {
-        start_controller: false,
-        ..Options::default()
-    })
-    .await;
+    let mut env = Env::without_controller().await;
     let mut settings = env.settings();
     let mut config = config();
     config.kubeconfig.expiration_seconds = 600;
@@ -309,11 +305,7 @@ async fn runtime_clients_are_bounded_and_follow_the_kubeconfig() {
     use kube::api::ObjectMeta;
     use std::collections::BTreeMap;
 
-    let env = Env::start_with(Options {
-        start_controller: false,
-        ..Options::default()
-    })
-    .await;
+    let env = Env::without_controller().await;
     let mut settings = env.settings();
     settings.runtime_client_cache = 3;
     let ctx = kim::reconciler::Ctx::new(settings);
@@ -374,11 +366,7 @@ async fn a_stale_read_of_a_new_runtime_restarts_the_pass_instead_of_failing() {
     use kim::status::table::FINALIZER;
     use std::sync::Arc;
 
-    let env = Env::start_with(Options {
-        start_controller: false,
-        ..Options::default()
-    })
-    .await;
+    let env = Env::without_controller().await;
     let settings = env.settings();
     let metrics = settings.metrics.clone();
     let ctx = Arc::new(kim::reconciler::Ctx::new(settings));
@@ -432,11 +420,7 @@ async fn a_stale_read_of_a_new_runtime_restarts_the_pass_instead_of_failing() {
 /// invalid file stops start-up with a non-zero exit naming the offending field.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn controller_policy_file_is_in_force_and_an_invalid_one_stops_start_up() {
-    let env = Env::start_with(Options {
-        start_controller: false,
-        ..Options::default()
-    })
-    .await;
+    let env = Env::without_controller().await;
     let dir = tempfile::tempdir().unwrap();
     let policy = dir.path().join("policy.yaml");
     std::fs::write(
@@ -505,11 +489,7 @@ async fn metrics_addr(p: &mut testenv::process::Process) -> std::net::SocketAddr
 /// reconciles a new Runtime to Ready.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_leader_is_replaced_once_its_lease_expires() {
-    let env = Env::start_with(Options {
-        start_controller: false,
-        ..Options::default()
-    })
-    .await;
+    let env = Env::without_controller().await;
     let stepper = env.sim.run_every(Duration::from_millis(50));
     let lease_flags = ["--lease-duration-seconds", "2"];
     let start =

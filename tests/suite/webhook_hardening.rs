@@ -517,19 +517,7 @@ impl Kim {
 
     /// `kim webhook --dev` on ephemeral ports with `cert_dir` and extra flags.
     fn webhook_dev(cert_dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Kim {
-        let mut args: Vec<OsString> = [
-            "webhook",
-            "--dev",
-            "--addr",
-            "127.0.0.1:0",
-            "--metrics-addr",
-            "127.0.0.1:0",
-            "--cert-dir",
-        ]
-        .iter()
-        .map(OsString::from)
-        .collect();
-        args.push(cert_dir.into());
+        let mut args = testenv::process::kim_webhook_args(cert_dir, true);
         args.extend(extra.iter().map(OsString::from));
         Kim::spawn(&args, env)
     }

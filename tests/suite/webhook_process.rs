@@ -28,18 +28,8 @@ async fn start_with(
 ) -> Server {
     let mut process = Process::spawn(
         Command::new(env!("CARGO_BIN_EXE_kim"))
-            .args([
-                "webhook",
-                "--dev",
-                "--addr",
-                "127.0.0.1:0",
-                "--metrics-addr",
-                "127.0.0.1:0",
-                "--log-format",
-                format,
-            ])
-            .arg("--cert-dir")
-            .arg(cert_dir)
+            .args(testenv::process::kim_webhook_args(cert_dir, true))
+            .args(["--log-format", format])
             .args(extra)
             .env_remove("RUST_LOG"),
     )
@@ -186,9 +176,7 @@ async fn policy_file_extends_the_served_model_and_an_invalid_one_stops_start_up(
     let certs = tempfile::tempdir().unwrap();
     let mut bad = Process::spawn(
         Command::new(env!("CARGO_BIN_EXE_kim"))
-            .args(["webhook", "--dev", "--addr", "127.0.0.1:0"])
-            .args(["--metrics-addr", "127.0.0.1:0", "--cert-dir"])
-            .arg(certs.path())
+            .args(testenv::process::kim_webhook_args(certs.path(), true))
             .arg("--policy-file")
             .arg(&policy)
             .env_remove("RUST_LOG"),

@@ -5,9 +5,7 @@
 //! kube-apiserver calls them).
 #![allow(dead_code)]
 
-use crate::support::reconciler::{
-    CONTROLLER_USER, Env, NS, Options, Seen, TIMEOUT, Write, manifest_dir,
-};
+use crate::support::reconciler::{CONTROLLER_USER, Env, NS, Seen, TIMEOUT, Write, manifest_dir};
 use kim::api::Runtime;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -99,7 +97,7 @@ fn copy_dir(from: &Path, to: &Path) {
 }
 
 /// Spawns `kim <args>` with `RUST_LOG` as given (or unset), output captured.
-pub fn spawn_kim(args: &[&std::ffi::OsStr], rust_log: Option<&str>) -> Process {
+pub fn spawn_kim<S: AsRef<std::ffi::OsStr>>(args: &[S], rust_log: Option<&str>) -> Process {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_kim"));
     cmd.args(args).env_remove("RUST_LOG");
     if let Some(l) = rust_log {
@@ -127,17 +125,8 @@ pub struct WebhookProc {
 impl WebhookProc {
     /// Starts it and waits for its "kim webhook serving" log line.
     pub async fn start(cert_dir: &Path) -> WebhookProc {
-        let args: Vec<&std::ffi::OsStr> = vec![
-            "webhook".as_ref(),
-            "--cert-dir".as_ref(),
-            cert_dir.as_os_str(),
-            "--addr".as_ref(),
-            "127.0.0.1:0".as_ref(),
-            "--metrics-addr".as_ref(),
-            "127.0.0.1:0".as_ref(),
-            "--log-format".as_ref(),
-            "json".as_ref(),
-        ];
+        let mut args = testenv::process::kim_webhook_args(cert_dir, false);
+        args.extend(["--log-format".into(), "json".into()]);
         let mut proc = spawn_kim(&args, None);
         let addr = logged(&mut proc, "addr").await.parse().expect("addr");
         let metrics_addr = logged(&mut proc, "metrics_addr")
@@ -227,11 +216,7 @@ impl E2e {
     /// (e.g. `failurePolicy`) before the stage is built.
     pub async fn start_with(tune: impl FnOnce(&mut WebhookConfigurations)) -> E2e {
         let certs = Certs::generate();
-        let env = Env::start_with(Options {
-            start_controller: false,
-            ..Options::default()
-        })
-        .await;
+        let env = Env::without_controller().await;
         env.kcp.add_user(
             ROGUE_TOKEN,
             UserInfo::new(ROGUE_USER, &["system:authenticated"]),

@@ -269,6 +269,15 @@ impl Env {
         Env::start_with(Options::default()).await
     }
 
+    /// As [`Env::start`] without a controller (the test starts its own, or runs kim's parts).
+    pub async fn without_controller() -> Env {
+        Env::start_with(Options {
+            start_controller: false,
+            ..Options::default()
+        })
+        .await
+    }
+
     /// As [`Env::start`] with options.
     pub async fn start_with(options: Options) -> Env {
         let _ = rustls::crypto::ring::default_provider().install_default();
