@@ -1227,9 +1227,33 @@ async fn http_level_junk_gets_a_4xx_or_a_review() {
 // ---------------------------------------------------------------------------------------------
 // Oversized bodies.
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn oversized_bodies_get_413_without_being_buffered() {
-    let _heavy = HEAVY.lock().await;
+/// Measures this process's RSS, so it runs in a process of its own (rusty-fork re-runs this
+/// test binary for this one test): the other tests of the binary, running alongside in the
+/// parent, would count in the growth. The parent holds [`HEAVY`] meanwhile.
+#[test]
+fn oversized_bodies_get_413_without_being_buffered() {
+    let _heavy = HEAVY.blocking_lock();
+    rusty_fork::fork(
+        rusty_fork::rusty_fork_test_name!(oversized_bodies_get_413_without_being_buffered),
+        rusty_fork::rusty_fork_id!(),
+        |_| {},
+        |child, _| {
+            let status = child.wait().expect("the test's process");
+            assert!(status.success(), "the test's process failed: {status}");
+        },
+        || {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .expect("runtime")
+                .block_on(oversized_bodies())
+        },
+    )
+    .expect("run the test in its own process");
+}
+
+async fn oversized_bodies() {
     let env = env().await;
 
     // 8 MiB: over the 7 MiB limit, read and discarded; the uid is salvaged from the prefix.
