@@ -2,7 +2,7 @@
 //! the schema is structural, and every sample Runtime (plus Runtimes with statuses) passes a
 //! cheap validation against the `openAPIV3Schema`.
 //!
-//! Regenerate the manifest with `KIM_UPDATE_CRD=1 cargo test --test crd`.
+//! Regenerate the manifest with `KIM_UPDATE_CRD=1 cargo test --test suite crd`.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kim::crd::{CRD_NAME, crd, crd_yaml, open_api_v3_schema};
@@ -31,7 +31,7 @@ fn manifest_is_up_to_date() {
     let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
     assert!(
         on_disk == generated,
-        "manifests/crd.yaml is stale or missing; regenerate with: KIM_UPDATE_CRD=1 cargo test --test crd"
+        "manifests/crd.yaml is stale or missing; regenerate with: KIM_UPDATE_CRD=1 cargo test --test suite crd"
     );
 }
 

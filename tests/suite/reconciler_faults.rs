@@ -1,5 +1,4 @@
-//! `kim controller` under faults (issue 6, item 6) and the reconciler side of "no secret
-//! material anywhere" (issue 6, item 7).
+//! `kim controller` under faults and the reconciler side of "no secret material anywhere".
 //!
 //! Every test runs the real kube-runtime Controller (`kim::reconciler::run_with`, or the `kim`
 //! binary) over HTTP against `testenv` servers: the control cluster, Gardener (the simulated
@@ -76,7 +75,7 @@
 //! - `KIM_FAULTS_N`: Runtimes per test; default 40, so that the file stays within ~90 s in a
 //!   debug build on 2 shared cores (35–50 s measured). N = 100, the issue's figure, took 60 s
 //!   for the file on quiet cores and 150 s while other builds shared them:
-//!   `KIM_FAULTS_N=100 cargo test --test reconciler_faults`.
+//!   `KIM_FAULTS_N=100 cargo test --test suite reconciler_faults`.
 //! - `KIM_FAULTS_SEED`: seed of the fault and kill-point RNGs (default `0x6b696d2d6661756c`).
 //! - `KIM_FAULTS_GRACE_SECONDS`: `Settings::transient_error_grace` of the controllers (default
 //!   60 s); `0` writes every transient error of a `Ready` Runtime at once, the behaviour before
@@ -85,7 +84,7 @@
 //!   flip).
 //!
 //! The fault tests reconcile 32 Runtimes in parallel (the default is 4) to keep the run short.
-//! Measured figures are printed with `eprintln!` (`cargo test --test reconciler_faults --
+//! Measured figures are printed with `eprintln!` (`cargo test --test suite reconciler_faults --
 //! --nocapture`).
 
 use crate::support::reconciler::*;

@@ -1,4 +1,4 @@
-//! Bad-input corpus for the admission webhook (issue 6, item 1).
+//! Bad-input corpus for the admission webhook.
 //!
 //! Every malformed, hostile or unexpected request gets a well-formed AdmissionReview (HTTP 200,
 //! `allowed: false`, `status.code` 400/403/413, `response.uid` echoed when it can be read) or,

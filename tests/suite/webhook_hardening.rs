@@ -1,20 +1,21 @@
-//! Webhook hardening under realistic conditions (issue 6, items 3, 4 and the webhook side of 7).
+//! Webhook hardening under realistic conditions.
 //!
 //! - Certificate rotation under load: a kubelet-style Secret volume swapped to a certificate
 //!   of a new CA while a load generator sends realistic Runtime status reviews over keep-alive
 //!   (HTTP/1.1 and HTTP/2) and fresh connections.
 //! - SIGTERM under the same load against the real `kim` binary, with slow uploads mid-body;
-//!   and with `--shutdown-delay-seconds` and clients that follow readiness (nothing lost).
+//!   and with `--shutdown-delay-seconds` and clients that follow readiness (nothing lost);
+//!   SIGINT as gracefully.
 //! - TLS on the real binary: only 1.2/1.3, nothing leaks to plain HTTP, start-up errors are one
 //!   line and a non-zero exit; an expired certificate.
 //! - Secrets: kubeconfigs, bearer tokens and private keys in reviews never reach the logs
 //!   (text, JSON, trace level), the metrics, or the answers.
 //!
-//! What `webhook_tls.rs`, `webhook_process.rs` and `webhook_bad_input.rs` already prove (one
+//! What `webhook_tls`, `webhook_process` and `webhook_bad_input` already prove (one
 //! reload without load, TLS 1.1 refusal in-process, start-up errors of `start`, one slow upload
 //! during an in-process shutdown, in-process log hygiene) is not repeated; these tests extend
 //! it to load, the real process and more inputs. Measured figures are printed with `eprintln!`
-//! (`cargo test --test webhook_hardening -- --nocapture`).
+//! (`cargo test --test suite webhook_hardening -- --nocapture`).
 
 use crate::support;
 use testenv::model;
