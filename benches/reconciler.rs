@@ -675,18 +675,7 @@ impl KimProc {
 
     /// SIGTERM, then wait (at most 30 s, then SIGKILL).
     fn stop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let start = Instant::now();
-        while self.alive() {
-            if start.elapsed() > Duration::from_secs(30) {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        testenv::capture::terminate(&mut self.child, Duration::from_secs(30));
     }
 }
 

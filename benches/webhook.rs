@@ -20,11 +20,6 @@
 //! asserted on them (a benchmark, not a test). Only broken set-up (a review that does not
 //! produce the expected answer in-process, a server that does not start) aborts the run.
 
-#[path = "../tests/common/mod.rs"]
-mod common;
-#[path = "../tests/common/model.rs"]
-mod model;
-
 use anyhow::{Context, anyhow, bail, ensure};
 use axum::body::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -32,6 +27,7 @@ use hyper::client::conn::http1;
 use hyper_util::rt::TokioIo;
 use kim::admission::{self, Hook};
 use kim::status::Policy;
+use kim::webhook::devcerts;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, ServerName};
 use serde::Deserialize;
@@ -42,7 +38,10 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use testenv::{model, tls};
 
+/// The names the rotation certificates are made for.
+const LOCALHOST: &[&str] = &["localhost", "127.0.0.1"];
 /// Argument that turns this binary into the ceiling server (followed by the cert dir).
 const SERVE_CEILING: &str = "--serve-ceiling";
 /// The `request.uid` of the review templates; replaced by a fresh uid on every request.
@@ -107,15 +106,15 @@ fn rotation() -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     rt.block_on(async move {
-        let one = common::certs("rotation CA one");
-        let two = common::certs("rotation CA two");
-        let (old_der, new_der) = (common::der_of(&one.cert_pem), common::der_of(&two.cert_pem));
-        let mut kd = common::KubeletDir::new(&one.cert_pem, &one.key_pem);
+        let one = devcerts::generate("rotation CA one", LOCALHOST).expect("generate certs");
+        let two = devcerts::generate("rotation CA two", LOCALHOST).expect("generate certs");
+        let (old_der, new_der) = (tls::der_of(&one.cert_pem), tls::der_of(&two.cert_pem));
+        let mut kd = tls::KubeletDir::new(&one.cert_pem, &one.key_pem);
         let mut server = Server::kim(kd.path(), Some("warn"))?;
         let addr = server.addr;
         let cas = [one.ca_pem.as_str(), two.ca_pem.as_str()];
         let clients: Vec<reqwest::Client> = (0..16)
-            .map(|_| common::client(&cas, addr, true))
+            .map(|_| tls::client(&cas, addr, true))
             .collect();
         let known = Arc::new(vec![old_der, new_der.clone()]);
         let bodies = Arc::new([
@@ -126,7 +125,7 @@ fn rotation() -> anyhow::Result<()> {
         let period = Duration::from_secs_f64(1.0 / ROTATION_RATE);
         let mut tasks = Vec::new();
         let (mut swapped, mut signalled, mut new_cert_after, mut exited) = (None, None, None, None);
-        let probe = common::builder(&cas, addr, true)
+        let probe = tls::builder(&cas, addr, true)
             .pool_max_idle_per_host(0)
             .build()?;
         for n in 0u64.. {
@@ -141,8 +140,8 @@ fn rotation() -> anyhow::Result<()> {
                 let (probe, new_der) = (probe.clone(), new_der.clone());
                 new_cert_after = Some(tokio::spawn(async move {
                     while at.elapsed() < Duration::from_secs(20) {
-                        if let Ok(r) = probe.get(common::url(addr, "/healthz")).send().await
-                            && common::peer_cert(&r) == new_der
+                        if let Ok(r) = probe.get(tls::url(addr, "/healthz")).send().await
+                            && tls::peer_cert(&r) == new_der
                         {
                             return Some(at.elapsed());
                         }
@@ -176,7 +175,7 @@ fn rotation() -> anyhow::Result<()> {
                 let body = String::from_utf8_lossy(template).replace(UID_PLACEHOLDER, &uid);
                 let sent = Instant::now();
                 let r = client
-                    .post(common::url(addr, path))
+                    .post(tls::url(addr, path))
                     .header("content-type", "application/json")
                     .body(body)
                     .send()

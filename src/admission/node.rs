@@ -321,7 +321,11 @@ mod tests {
     use super::super::{Hook, Outcome, fast_review, review, review_values};
     use super::Node;
     use crate::status::Policy;
+    use proptest::prelude::*;
+    use proptest::sample::Index;
+    use proptest::test_runner::{Config, TestRunner};
     use serde_json::{Value, json};
+    use std::sync::atomic::{AtomicUsize, Ordering};
 
     #[test]
     fn raw_value_keys_are_found_however_spelled_and_nothing_else_is() {
@@ -462,20 +466,6 @@ mod tests {
         list
     }
 
-    /// Small deterministic generator (xorshift64*).
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 >> 12;
-            self.0 ^= self.0 << 25;
-            self.0 ^= self.0 >> 27;
-            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-        }
-        fn below(&mut self, n: usize) -> usize {
-            (self.next() % n.max(1) as u64) as usize
-        }
-    }
-
     fn same(a: &Outcome, b: &Outcome) -> bool {
         a.body == b.body
             && a.allowed == b.allowed
@@ -546,25 +536,27 @@ mod tests {
         ]
     }
 
-    /// A random node's path (object keys and array indexes) in `v`.
-    fn random_path(v: &Value, rng: &mut Rng) -> Vec<Value> {
+    /// A node's path (object keys and array indexes) in `v`, walked by `steps`: each step goes
+    /// one level down (to the child `Index` picks) unless its flag says stop (one in five).
+    fn path_by(v: &Value, steps: &[(bool, Index)]) -> Vec<Value> {
         let mut path = Vec::new();
         let mut cur = v;
-        loop {
+        for (stop, pick) in steps {
             match cur {
-                Value::Object(m) if !m.is_empty() && rng.below(5) != 0 => {
-                    let (k, next) = m.iter().nth(rng.below(m.len())).unwrap();
+                Value::Object(m) if !m.is_empty() && !stop => {
+                    let (k, next) = m.iter().nth(pick.index(m.len())).unwrap();
                     path.push(json!(k));
                     cur = next;
                 }
-                Value::Array(a) if !a.is_empty() && rng.below(5) != 0 => {
-                    let i = rng.below(a.len());
+                Value::Array(a) if !a.is_empty() && !stop => {
+                    let i = pick.index(a.len());
                     path.push(json!(i));
                     cur = &a[i];
                 }
-                _ => return path,
+                _ => break,
             }
         }
+        path
     }
 
     fn at<'v>(v: &'v mut Value, path: &[Value]) -> &'v mut Value {
@@ -623,26 +615,88 @@ mod tests {
         "\"username\":\"\\u0061dmin\",",
     ];
 
+    /// One textual edit: at `at` (a position in the text, or one past it) remove a byte
+    /// (`kind` 0), copy the span of up to 40 bytes at `from` there (1; duplicate keys, repeated
+    /// members) or insert a token (2, 3).
+    #[derive(Clone, Debug)]
+    struct TextEdit {
+        at: Index,
+        kind: u8,
+        from: Index,
+        len: usize,
+        token: Index,
+    }
+
+    fn text_edit() -> impl Strategy<Value = TextEdit> {
+        (
+            any::<Index>(),
+            0u8..4,
+            any::<Index>(),
+            0usize..40,
+            any::<Index>(),
+        )
+            .prop_map(|(at, kind, from, len, token)| TextEdit {
+                at,
+                kind,
+                from,
+                len,
+                token,
+            })
+    }
+
+    fn apply(t: &mut Vec<u8>, e: &TextEdit) {
+        let i = e.at.index(t.len() + 1);
+        match e.kind {
+            0 if i < t.len() => {
+                t.remove(i);
+            }
+            1 => {
+                let a = e.from.index(t.len());
+                let b = (a + 1 + e.len).min(t.len());
+                let span = t[a..b].to_vec();
+                t.splice(i..i, span);
+            }
+            _ => {
+                let tok = TOKENS[e.token.index(TOKENS.len())].as_bytes();
+                t.splice(i..i, tok.iter().copied());
+            }
+        }
+    }
+
     #[test]
     fn nodes_answer_exactly_as_values() {
         let policy = Policy::builtin();
-        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        let bases = bases();
         let pool = pool();
-        let mut decoded = 0;
-        let mut total = 0;
-        for base in bases() {
-            let text = serde_json::to_string(&base).unwrap();
+        let decoded = AtomicUsize::new(0);
+        let total = AtomicUsize::new(0);
+        for base in &bases {
+            let text = serde_json::to_string(base).unwrap();
             assert!(check(&policy, text.as_bytes()), "base not decoded: {text}");
-            let pretty = serde_json::to_string_pretty(&base).unwrap();
+            let pretty = serde_json::to_string_pretty(base).unwrap();
             assert!(check(&policy, pretty.as_bytes()));
-            // Structural edits: a random node replaced by a pool value or removed.
-            for _ in 0..600 {
-                let mut v = base.clone();
-                let path = random_path(&v, &mut rng);
+        }
+        let count = |d: bool| {
+            total.fetch_add(1, Ordering::Relaxed);
+            decoded.fetch_add(usize::from(d), Ordering::Relaxed);
+        };
+        // Structural edits: a node of a base replaced by a pool value or (one in six) removed.
+        let structural = (
+            any::<Index>(),
+            prop::collection::vec((prop::bool::weighted(0.2), any::<Index>()), 0..12),
+            prop::bool::weighted(1.0 / 6.0),
+            any::<Index>(),
+            prop::bool::weighted(0.25),
+        );
+        let mut runner = TestRunner::new(Config::with_cases(600 * bases.len() as u32));
+        runner
+            .run(&structural, |(base, steps, remove, value, pretty)| {
+                let mut v = base.get(&bases).clone();
+                let path = path_by(&v, &steps);
                 if path.is_empty() {
-                    continue;
+                    return Ok(());
                 }
-                if rng.below(6) == 0 {
+                if remove {
                     let (last, parent) = path.split_last().unwrap();
                     match (at(&mut v, parent), last) {
                         (Value::Object(m), Value::String(k)) => {
@@ -654,42 +708,31 @@ mod tests {
                         _ => {}
                     }
                 } else {
-                    *at(&mut v, &path) = pool[rng.below(pool.len())].clone();
+                    *at(&mut v, &path) = value.get(&pool).clone();
                 }
-                let text = if rng.below(4) == 0 {
+                let text = if pretty {
                     serde_json::to_string_pretty(&v).unwrap()
                 } else {
                     serde_json::to_string(&v).unwrap()
                 };
-                total += 1;
-                decoded += usize::from(check(&policy, text.as_bytes()));
-            }
-            // Textual edits, one to three each.
-            for _ in 0..1500 {
-                let mut t = text.clone().into_bytes();
-                for _ in 0..1 + rng.below(3) {
-                    let i = rng.below(t.len() + 1);
-                    match rng.below(4) {
-                        0 if i < t.len() => {
-                            t.remove(i);
-                        }
-                        1 => {
-                            // Copies a span elsewhere (duplicate keys, repeated members).
-                            let a = rng.below(t.len());
-                            let b = (a + 1 + rng.below(40)).min(t.len());
-                            let span = t[a..b].to_vec();
-                            t.splice(i..i, span);
-                        }
-                        _ => {
-                            let tok = TOKENS[rng.below(TOKENS.len())].as_bytes();
-                            t.splice(i..i, tok.iter().copied());
-                        }
-                    }
+                count(check(&policy, text.as_bytes()));
+                Ok(())
+            })
+            .unwrap();
+        // Textual edits of a base's compact text, one to three each.
+        let textual = (any::<Index>(), prop::collection::vec(text_edit(), 1..=3));
+        let mut runner = TestRunner::new(Config::with_cases(1500 * bases.len() as u32));
+        runner
+            .run(&textual, |(base, edits)| {
+                let mut t = serde_json::to_vec(base.get(&bases)).unwrap();
+                for e in &edits {
+                    apply(&mut t, e);
                 }
-                total += 1;
-                decoded += usize::from(check(&policy, &t));
-            }
-        }
+                count(check(&policy, &t));
+                Ok(())
+            })
+            .unwrap();
+        let (decoded, total) = (decoded.into_inner(), total.into_inner());
         // The Node path must actually be taken on many of the valid variants.
         assert!(decoded * 20 > total, "decoded {decoded} of {total}");
         eprintln!("decoded as Nodes: {decoded} of {total} bodies");

@@ -37,7 +37,7 @@ use serde_json::{Value, json};
 use testenv::gardener::{GardenerConfig, GardenerSim};
 use testenv::webhook_stage::StageResult;
 use testenv::{
-    AdmissionDecision, Gvr, ServerConfig, UserInfo, WebhookConfigurations, WebhookStage,
+    AdmissionDecision, EventType, Gvr, ServerConfig, UserInfo, WebhookConfigurations, WebhookStage,
 };
 
 type Res<T> = Result<T, Box<dyn Error>>;
@@ -58,18 +58,7 @@ struct Proc {
 impl Proc {
     /// SIGTERM, then wait up to 20 s (SIGKILL after that).
     fn stop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let start = Instant::now();
-        while self.child.try_wait().ok().flatten().is_none() {
-            if start.elapsed() > Duration::from_secs(20) {
-                let _ = self.child.kill();
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.wait();
+        testenv::capture::terminate(&mut self.child, Duration::from_secs(20));
     }
 }
 
@@ -98,8 +87,8 @@ fn kim_binary(root: &Path) -> Res<PathBuf> {
         }
         return Ok(p);
     }
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut cmd = Command::new(cargo);
+    // Without the variables `cargo run` set for this example (see `cargo_command`).
+    let mut cmd = testenv::process::cargo_command();
     cmd.args([
         "build",
         "--bin",
@@ -108,20 +97,6 @@ fn kim_binary(root: &Path) -> Res<PathBuf> {
     ])
     .arg("--manifest-path")
     .arg(root.join("Cargo.toml"));
-    // `cargo run` set these for this example; inherited, they make build scripts that watch
-    // them (ring's) rerun, so every run and the next plain `cargo build` recompiled kim.
-    for (key, _) in std::env::vars_os() {
-        let k = key.to_string_lossy();
-        if k.starts_with("CARGO_PKG_")
-            || k.starts_with("CARGO_MANIFEST_")
-            || k.starts_with("CARGO_CRATE_")
-            || k.starts_with("CARGO_BIN_")
-            || k == "CARGO_PRIMARY_PACKAGE"
-            || k == "OUT_DIR"
-        {
-            cmd.env_remove(&key);
-        }
-    }
     if !cfg!(debug_assertions) {
         cmd.arg("--release");
     }
@@ -180,7 +155,7 @@ fn logged_field(p: &mut Proc, field: &str) -> Res<String> {
     }
 }
 
-fn spawn(kim: &Path, args: &[&std::ffi::OsStr], log: PathBuf) -> Res<Proc> {
+fn spawn<S: AsRef<std::ffi::OsStr>>(kim: &Path, args: &[S], log: PathBuf) -> Res<Proc> {
     let file = std::fs::File::create(&log)?;
     let child = Command::new(kim)
         .args(args)
@@ -332,21 +307,9 @@ async fn run(tmp: &Path) -> Res<()> {
 
     // kim webhook, and the admission stage calling it for the control cluster.
     let cert_dir = tmp.join("certs");
-    let mut webhook = spawn(
-        &kim,
-        &[
-            "webhook".as_ref(),
-            "--cert-dir".as_ref(),
-            cert_dir.as_os_str(),
-            "--addr".as_ref(),
-            "127.0.0.1:0".as_ref(),
-            "--metrics-addr".as_ref(),
-            "127.0.0.1:0".as_ref(),
-            "--log-format".as_ref(),
-            "json".as_ref(),
-        ],
-        tmp.join("webhook.log"),
-    )?;
+    let mut args = testenv::process::kim_webhook_args(&cert_dir, false);
+    args.extend(["--log-format".into(), "json".into()]);
+    let mut webhook = spawn(&kim, &args, tmp.join("webhook.log"))?;
     let addr: SocketAddr = logged_field(&mut webhook, "addr")?.parse()?;
     let metrics_addr = logged_field(&mut webhook, "metrics_addr")?;
     println!(
@@ -380,65 +343,57 @@ async fn run(tmp: &Path) -> Res<()> {
     std::fs::write(&kcp_kubeconfig, kcp.kubeconfig_yaml(Some(CONTROLLER_TOKEN)))?;
     std::fs::write(&garden_kubeconfig, garden.kubeconfig_yaml(None))?;
     let config = root.join("docs/config.example.yaml");
-    let mut controller = spawn(
-        &kim,
-        &[
-            "controller".as_ref(),
-            "--kubeconfig".as_ref(),
-            kcp_kubeconfig.as_os_str(),
-            "--gardener-kubeconfig".as_ref(),
-            garden_kubeconfig.as_os_str(),
-            "--config".as_ref(),
-            config.as_os_str(),
-            "--namespace".as_ref(),
-            NS.as_ref(),
-            "--leader-elect=false".as_ref(),
-            "--metrics-addr".as_ref(),
-            "127.0.0.1:0".as_ref(),
-            "--log-format".as_ref(),
-            "json".as_ref(),
-            "--gardener-retry-seconds".as_ref(),
-            "1".as_ref(),
-        ],
-        tmp.join("controller.log"),
-    )?;
+    let args = testenv::process::kim_controller_args(
+        &kcp_kubeconfig,
+        &garden_kubeconfig,
+        &config,
+        NS,
+        false,
+    );
+    let mut controller = spawn(&kim, &args, tmp.join("controller.log"))?;
     logged_field(&mut controller, "metrics_addr")?;
     println!("{} kim controller running (as {CONTROLLER_USER})", stamp());
 
-    // Print every status change.
-    let printer = {
-        let kcp = kcp.clone();
-        tokio::spawn(async move {
-            let mut seen: BTreeMap<String, String> = BTreeMap::new();
-            loop {
-                let now: BTreeMap<String, String> = kcp
-                    .list(&Gvr::runtimes(), Some(NS))
-                    .iter()
-                    .map(|rt| {
-                        let name = rt["metadata"]["name"].as_str().unwrap_or("").to_string();
-                        let s = if rt.get("status").is_some() {
-                            summary(rt)
-                        } else {
-                            "(no status yet)".to_string()
-                        };
-                        (name, s)
-                    })
-                    .collect();
-                for (n, s) in &now {
-                    if seen.get(n) != Some(s) {
-                        println!("{} {n:<14} {s}", stamp());
-                    }
+    // Print every status change, read from the control cluster's journal of committed
+    // changes (a state that lasted one write is printed too). Opened before the first Runtime
+    // is created; ends when told to, after printing what the journal holds by then.
+    let journal = kcp.journal();
+    let (printer_stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
+    let printer = tokio::spawn(async move {
+        let mut seen: BTreeMap<String, String> = BTreeMap::new();
+        let mut pos = 0;
+        let mut done = false;
+        loop {
+            for change in journal.since(pos) {
+                pos += 1;
+                if change.gvr != Gvr::runtimes() || change.namespace() != Some(NS) {
+                    continue;
                 }
-                for n in seen.keys() {
-                    if !now.contains_key(n) {
-                        println!("{} {n:<14} deleted", stamp());
-                    }
+                let name = change.name().to_string();
+                if change.kind == EventType::Deleted {
+                    seen.remove(&name);
+                    println!("{} {name:<14} deleted", stamp());
+                    continue;
                 }
-                seen = now;
-                tokio::time::sleep(Duration::from_millis(25)).await;
+                let s = if change.object.get("status").is_some() {
+                    summary(&change.object)
+                } else {
+                    "(no status yet)".to_string()
+                };
+                if seen.get(&name) != Some(&s) {
+                    println!("{} {name:<14} {s}", stamp());
+                    seen.insert(name, s);
+                }
             }
-        })
-    };
+            if done {
+                return;
+            }
+            tokio::select! {
+                _ = journal.grown(pos) => {}
+                _ = &mut stopped => done = true,
+            }
+        }
+    });
     let stepper = sim.run_every(Duration::from_millis(500));
 
     // ---- provisioning ----
@@ -515,9 +470,9 @@ async fn run(tmp: &Path) -> Res<()> {
             .all(|n| kcp.get(&Gvr::runtimes(), Some(NS), n).is_none())
     };
     tokio::task::block_in_place(|| wait("every Runtime deleted", &all_gone))?;
-    tokio::time::sleep(Duration::from_millis(100)).await;
     stepper.abort();
-    printer.abort();
+    let _ = printer_stop.send(());
+    printer.await?;
 
     // ---- summary ----
     let log = stage.log();

@@ -82,6 +82,7 @@
 //! [`XorShift`] RNG, or a closure), an admission hook on every write
 //! ([`ServerHandle::set_admission`]), a request log ([`ServerHandle::requests`], bounded by
 //! [`ServerConfig::request_log_limit`]; [`ServerHandle::request_count`] counts every request),
+//! a journal of committed changes that waits can read ([`ServerHandle::journal`]),
 //! direct store access ([`ServerHandle::get`], [`ServerHandle::list`], [`ServerHandle::put`],
 //! [`ServerHandle::modify`], [`ServerHandle::delete`]), history compaction
 //! ([`ServerHandle::compact_history`]) and, with the default `kube` feature, a ready
@@ -156,14 +157,18 @@ mod discovery;
 pub mod gardener;
 mod hooks;
 mod http;
+mod https;
+mod journal;
 mod list;
+pub mod model;
+pub mod process;
 mod resource;
 mod selector;
 mod server;
 mod status;
 mod store;
 mod table;
-mod tls;
+pub mod tls;
 pub mod tools;
 mod watch;
 pub mod webhook_stage;
@@ -173,10 +178,11 @@ pub use hooks::{
     BoxFuture, FaultAction, FaultFn, FaultRule, RequestInfo, RequestRecord, UserInfo, Verb,
     XorShift,
 };
+pub use https::HttpsEndpoint;
+pub use journal::{Change, Journal};
 pub use resource::{Gvr, PrinterColumn, ResourceInfo, View, default_resources};
 pub use selector::{FieldSelector, LabelRequirement, LabelSelector};
 pub use server::{ServerConfig, ServerHandle, kubeconfig_yaml, kubeconfig_yaml_with_ca, start};
 pub use status::{ApiError, reason_for};
 pub use store::EventType;
-pub use tls::HttpsEndpoint;
 pub use webhook_stage::{WebhookConfigurations, WebhookStage};

@@ -553,7 +553,7 @@ impl ServerHandle {
     /// ([`ServerHandle::kubeconfig_yaml_for`]) to act as a user. Each call opens another
     /// endpoint.
     pub async fn serve_https(&self) -> std::io::Result<crate::HttpsEndpoint> {
-        crate::tls::serve(self.shared.clone(), app(self.shared.clone())).await
+        crate::https::serve(self.shared.clone(), app(self.shared.clone())).await
     }
 
     /// A kubeconfig YAML for an HTTPS endpoint of this server (its CA embedded as
@@ -686,6 +686,16 @@ impl ServerHandle {
     /// The current (global) resourceVersion.
     pub fn resource_version(&self) -> u64 {
         lock(&self.shared.store).rv
+    }
+
+    /// Opens a [`Journal`](crate::Journal) of every change committed from now on (creates,
+    /// updates, deletes; through HTTP or direct store access), never compacted. For waiting on
+    /// states that can be passed through: the journal keeps each one, the current object may
+    /// already have moved on.
+    pub fn journal(&self) -> crate::Journal {
+        let journal = crate::Journal::new();
+        lock(&self.shared.store).journals.push(journal.downgrade());
+        journal
     }
 
     /// Drops the whole watch history, as an etcd compaction would: watches resuming from any

@@ -6,7 +6,7 @@ use std::{
     cmp::Ordering,
     collections::{BTreeMap, HashMap, VecDeque},
     ops::Bound,
-    sync::Arc,
+    sync::{Arc, Weak},
 };
 
 use serde_json::{Map, Value, json};
@@ -80,6 +80,8 @@ pub(crate) struct Store {
     /// Events with `rv <= compacted` may be missing from `history`.
     pub compacted: u64,
     history_limit: usize,
+    /// Open journals ([`crate::Journal`]); dropped ones are pruned on the next change.
+    pub journals: Vec<Weak<crate::journal::Inner>>,
 }
 
 pub(crate) fn meta(obj: &Value) -> Option<&Map<String, Value>> {
@@ -435,6 +437,7 @@ impl Store {
             history: VecDeque::new(),
             compacted: 0,
             history_limit: history_limit.max(1),
+            journals: Vec::new(),
         }
     }
 
@@ -590,6 +593,22 @@ impl Store {
     }
 
     fn push_event(&mut self, res: usize, etype: EventType, object: Value, prev: Option<Value>) {
+        if !self.journals.is_empty() {
+            let gvr = self.resources[res].gvr();
+            self.journals.retain(|j| match j.upgrade() {
+                Some(inner) => {
+                    let change = crate::journal::Change {
+                        rv: self.rv,
+                        gvr: gvr.clone(),
+                        kind: etype,
+                        object: object.clone(),
+                    };
+                    crate::journal::Journal::record(&inner, change);
+                    true
+                }
+                None => false,
+            });
+        }
         self.history.push_back(Arc::new(Event {
             rv: self.rv,
             res,

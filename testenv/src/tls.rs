@@ -1,155 +1,130 @@
-//! An HTTPS endpoint of a running server ([`crate::ServerHandle::serve_https`]): the same
-//! store, hooks and request log as its plain-HTTP one, behind a certificate of a throw-away CA
-//! (rcgen, ECDSA P-256, ring) for `127.0.0.1` and `localhost`.
-//!
-//! kubectl (client-go's `clientcmd`) sends a kubeconfig's credentials (bearer token, client
-//! certificate) only to servers reached over TLS; over plain HTTP every request is
-//! `system:anonymous`. Tests that drive kubectl as a particular user use this endpoint.
+//! Clients of kim's webhook for tests and benches: reqwest clients that trust only the given
+//! test CAs over TLS, certificate directories laid out as kubelet mounts a Secret, and the
+//! Prometheus text of `/metrics`. Nothing here depends on kim; the certificates come from the
+//! caller (kim's `devcerts`, or `certs/gen-certs.sh`).
 
-use std::{net::SocketAddr, sync::Arc, time::Duration};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
-use axum::serve::Listener;
-use rcgen::{
-    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
-    KeyUsagePurpose,
-};
-use rustls_pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject};
-use tokio::{
-    net::{TcpListener, TcpStream},
-    sync::mpsc,
-};
-use tokio_rustls::{TlsAcceptor, server::TlsStream};
-
-use crate::server::Shared;
-
-/// An HTTPS endpoint: its URL and the CA certificate (PEM) that clients trust for it.
-#[derive(Clone, Debug)]
-pub struct HttpsEndpoint {
-    /// `https://127.0.0.1:<port>`.
-    pub url: String,
-    /// The CA that signed the serving certificate.
-    pub ca_pem: String,
+/// A cert dir laid out like kubelet's Secret volume:
+/// `tls.crt -> ..data/tls.crt`, `..data -> ..<timestamp>/`, swapped by renaming a new
+/// `..data` symlink over the old one.
+pub struct KubeletDir {
+    /// The directory (removed when dropped).
+    pub dir: tempfile::TempDir,
+    generation: u32,
+    current: PathBuf,
 }
 
-/// A self-made CA and a serving certificate for `127.0.0.1` and `localhost`.
-struct Certs {
-    ca_pem: String,
-    chain: Vec<CertificateDer<'static>>,
-    key: PrivateKeyDer<'static>,
-}
-
-fn certs() -> Result<Certs, rcgen::Error> {
-    let ca_key = KeyPair::generate()?;
-    let mut ca = CertificateParams::new(Vec::<String>::new())?;
-    ca.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
-    ca.distinguished_name
-        .push(DnType::CommonName, "testenv API server CA");
-    ca.key_usages = vec![
-        KeyUsagePurpose::KeyCertSign,
-        KeyUsagePurpose::DigitalSignature,
-    ];
-    let ca_cert = ca.self_signed(&ca_key)?;
-    let issuer = Issuer::new(ca, ca_key);
-    let key = KeyPair::generate()?;
-    let mut leaf = CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()])?;
-    leaf.distinguished_name
-        .push(DnType::CommonName, "testenv API server");
-    leaf.is_ca = IsCa::ExplicitNoCa;
-    leaf.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-    leaf.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-    let cert = leaf.signed_by(&key, &issuer)?;
-    Ok(Certs {
-        ca_pem: ca_cert.pem(),
-        chain: vec![cert.der().clone(), ca_cert.der().clone()],
-        key: PrivateKeyDer::from_pem_slice(key.serialize_pem().as_bytes())
-            .map_err(|_| rcgen::Error::CouldNotParseKeyPair)?,
-    })
-}
-
-/// Accepts TCP connections and hands out those whose TLS handshake finished (handshakes run
-/// concurrently, each bounded by 10 s, so one slow client holds up no other).
-struct TlsListener {
-    local: SocketAddr,
-    ready: mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)>,
-}
-
-impl Listener for TlsListener {
-    type Io = TlsStream<TcpStream>;
-    type Addr = SocketAddr;
-
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        match self.ready.recv().await {
-            Some(conn) => conn,
-            // The accept loop ended (server shut down): accept nothing more.
-            None => std::future::pending().await,
+impl KubeletDir {
+    /// A new temp dir serving `cert_pem`/`key_pem` through `..data`.
+    pub fn new(cert_pem: &str, key_pem: &str) -> KubeletDir {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut k = KubeletDir {
+            dir,
+            generation: 0,
+            current: PathBuf::new(),
+        };
+        let ts = k.write_timestamped(cert_pem, key_pem);
+        std::os::unix::fs::symlink(&ts, k.path().join("..data")).unwrap();
+        for f in ["tls.crt", "tls.key"] {
+            std::os::unix::fs::symlink(Path::new("..data").join(f), k.path().join(f)).unwrap();
         }
+        k.current = ts;
+        k
     }
 
-    fn local_addr(&self) -> std::io::Result<Self::Addr> {
-        Ok(self.local)
+    /// The directory to give the server as its cert dir.
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn write_timestamped(&mut self, cert_pem: &str, key_pem: &str) -> PathBuf {
+        self.generation += 1;
+        let name = format!(
+            "..2026_01_01_00_00_{:02}.{:09}",
+            self.generation, self.generation
+        );
+        let ts = self.path().join(&name);
+        std::fs::create_dir(&ts).unwrap();
+        std::fs::write(ts.join("tls.crt"), cert_pem).unwrap();
+        std::fs::write(ts.join("tls.key"), key_pem).unwrap();
+        PathBuf::from(name)
+    }
+
+    /// Atomically points `..data` at a new timestamped dir and removes the old one.
+    pub fn swap(&mut self, cert_pem: &str, key_pem: &str) {
+        let ts = self.write_timestamped(cert_pem, key_pem);
+        let tmp = self.path().join("..data_tmp");
+        std::os::unix::fs::symlink(&ts, &tmp).unwrap();
+        std::fs::rename(&tmp, self.path().join("..data")).unwrap();
+        std::fs::remove_dir_all(self.path().join(&self.current)).unwrap();
+        self.current = ts;
     }
 }
 
-/// Binds `127.0.0.1:0` and serves `app` over TLS until the server shuts down.
-pub(crate) async fn serve(
-    shared: Arc<Shared>,
-    app: axum::Router,
-) -> std::io::Result<HttpsEndpoint> {
-    let certs = certs().map_err(std::io::Error::other)?;
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(std::io::Error::other)?
-        .with_no_client_auth()
-        .with_single_cert(certs.chain, certs.key)
-        .map_err(std::io::Error::other)?;
-    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    let acceptor = TlsAcceptor::from(Arc::new(config));
-    let tcp = TcpListener::bind("127.0.0.1:0").await?;
-    let local = tcp.local_addr()?;
-    let (tx, rx) = mpsc::channel(64);
-    let mut stop = shared.shutdown.clone();
-    tokio::spawn(async move {
-        loop {
-            let accepted = tokio::select! {
-                a = tcp.accept() => a,
-                _ = stop.wait_for(|s| *s) => return,
-            };
-            let (stream, peer) = match accepted {
-                Ok(x) => x,
-                Err(e) => {
-                    tracing::debug!("testenv https: accept: {e}");
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                    continue;
-                }
-            };
-            let _ = stream.set_nodelay(true);
-            let (acceptor, tx) = (acceptor.clone(), tx.clone());
-            tokio::spawn(async move {
-                match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(stream)).await {
-                    Ok(Ok(tls)) => {
-                        let _ = tx.send((tls, peer)).await;
-                    }
-                    Ok(Err(e)) => tracing::debug!("testenv https: handshake with {peer}: {e}"),
-                    Err(_) => tracing::debug!("testenv https: handshake with {peer} timed out"),
-                }
-            });
-        }
-    });
-    let listener = TlsListener { local, ready: rx };
-    let mut stop = shared.shutdown.clone();
-    tokio::spawn(async move {
-        let served = axum::serve(listener, app)
-            .with_graceful_shutdown(async move {
-                let _ = stop.wait_for(|s| *s).await;
-            })
-            .await;
-        if let Err(e) = served {
-            tracing::warn!("testenv https server stopped: {e}");
-        }
-    });
-    Ok(HttpsEndpoint {
-        url: format!("https://{local}"),
-        ca_pem: certs.ca_pem,
+/// A reqwest client that trusts only `cas` (PEM), resolves `localhost` to `addr` and records
+/// TLS info. HTTP/2 via ALPN unless `http1`.
+pub fn client(cas: &[&str], addr: SocketAddr, http1: bool) -> reqwest::Client {
+    builder(cas, addr, http1).build().expect("client")
+}
+
+/// The builder behind [`client`], for tests that tune TLS versions.
+pub fn builder(cas: &[&str], addr: SocketAddr, http1: bool) -> reqwest::ClientBuilder {
+    // ring, as in kim (`kim::webhook::certs::install_default_provider`); a no-op when set.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let roots = cas
+        .iter()
+        .map(|pem| reqwest::Certificate::from_pem(pem.as_bytes()).expect("CA pem"));
+    let b = reqwest::Client::builder()
+        .tls_certs_only(roots)
+        .resolve("localhost", addr)
+        .tls_info(true)
+        .timeout(Duration::from_secs(30));
+    if http1 { b.http1_only() } else { b }
+}
+
+/// `https://localhost:<port><path>`.
+pub fn url(addr: SocketAddr, path: &str) -> String {
+    format!("https://localhost:{}{path}", addr.port())
+}
+
+/// The DER of the certificate the server presented on this response's connection.
+pub fn peer_cert(resp: &reqwest::Response) -> Vec<u8> {
+    resp.extensions()
+        .get::<reqwest::tls::TlsInfo>()
+        .and_then(|i| i.peer_certificate())
+        .expect("tls info")
+        .to_vec()
+}
+
+/// DER of the first certificate of a PEM string.
+pub fn der_of(pem: &str) -> Vec<u8> {
+    use rustls_pki_types::CertificateDer;
+    use rustls_pki_types::pem::PemObject;
+    CertificateDer::from_pem_slice(pem.as_bytes())
+        .expect("cert pem")
+        .to_vec()
+}
+
+/// GET `http://<metrics_addr>/metrics`.
+pub async fn scrape(metrics_addr: SocketAddr) -> String {
+    let resp = reqwest::Client::new()
+        .get(format!("http://{metrics_addr}/metrics"))
+        .send()
+        .await
+        .expect("scrape");
+    assert_eq!(resp.status(), 200);
+    resp.text().await.unwrap()
+}
+
+/// The value of the sample line that starts with `series` (name plus `{labels}` exactly as
+/// exposed), if present.
+pub fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines().find_map(|l| {
+        let rest = l.strip_prefix(series)?;
+        let value = rest.strip_prefix(' ')?;
+        value.split_whitespace().next()?.parse().ok()
     })
 }

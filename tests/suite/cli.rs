@@ -1,0 +1,617 @@
+//! The `kim` binary's offline commands, run as a user would: real files, exit codes, output.
+
+use testenv::model;
+
+use model::*;
+use serde_json::{Value, json};
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+fn kim(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kim"))
+        .args(args)
+        .output()
+        .expect("run kim")
+}
+
+fn kim_stdin(args: &[&str], input: &[u8]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kim"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn assert_clean_error(o: &Output) {
+    let e = stderr(o);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "stdout: {} stderr: {e}",
+        stdout(o)
+    );
+    assert!(e.starts_with("kim: "), "{e}");
+    assert_eq!(e.trim_end().lines().count(), 1, "one line: {e}");
+    assert!(!e.contains("panicked") && !e.contains("backtrace"), "{e}");
+}
+
+#[test]
+fn review_answers_every_public_capture() {
+    let dir = shared_dir().join("samples/admission");
+    for (name, bytes) in sample_reviews() {
+        let doc: Value = serde_json::from_slice(&bytes).unwrap();
+        let uid = doc.get("request").unwrap_or(&doc)["uid"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let path = dir.join(&name);
+        for hook in ["validate", "mutate"] {
+            let o = kim(&["review", path.to_str().unwrap(), "--hook", hook]);
+            assert_eq!(o.status.code(), Some(0), "{name}: {}", stderr(&o));
+            let r = response_of(stdout(&o).as_bytes(), &uid);
+            assert_eq!(r["allowed"], true);
+            let last = r["warnings"]
+                .as_array()
+                .unwrap()
+                .last()
+                .unwrap()
+                .as_str()
+                .unwrap()
+                .to_string();
+            assert!(
+                last.contains("not a Runtime status UPDATE"),
+                "{name}: {last}"
+            );
+        }
+    }
+}
+
+#[test]
+fn review_of_runtime_status_writes_sets_exit_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let seq = lifecycle(sample_runtimes().remove(0).1);
+    let ok = status_review("c-1", &seq[4], &seq[5], RECONCILER, &[], false);
+    let bad = status_review(
+        "c-2",
+        &seq[9],
+        &seq[9].write("Ready", &[]),
+        RECONCILER,
+        &[],
+        false,
+    );
+    let ok_path = dir.path().join("ok.json");
+    let bad_path = dir.path().join("bad.yaml");
+    std::fs::write(&ok_path, serde_json::to_vec(&ok).unwrap()).unwrap();
+    // YAML input is accepted too (JSON is YAML; write it in block style via serde-saphyr).
+    std::fs::write(&bad_path, serde_saphyr::to_string(&bad).unwrap()).unwrap();
+
+    let o = kim(&["review", ok_path.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(response_of(stdout(&o).as_bytes(), "c-1")["allowed"], true);
+
+    let o = kim(&["review", bad_path.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let r = response_of(stdout(&o).as_bytes(), "c-2");
+    assert!(
+        r["status"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("Terminating -> Ready is not allowed")
+    );
+
+    // stdin
+    let o = kim_stdin(&["review", "-"], &serde_json::to_vec(&ok).unwrap());
+    assert_eq!(o.status.code(), Some(0));
+}
+
+#[test]
+fn unreadable_input_is_one_clear_line_and_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let broken_json = dir.path().join("broken.json");
+    std::fs::write(&broken_json, "{\"request\": {\"uid\": \n").unwrap();
+    let broken_yaml = dir.path().join("broken.yaml");
+    std::fs::write(&broken_yaml, "metadata:\n  name: x\n   bad: [\n").unwrap();
+    let empty = dir.path().join("empty.yaml");
+    std::fs::write(&empty, "").unwrap();
+
+    let o = kim(&["review", "/nonexistent/review.json"]);
+    assert_clean_error(&o);
+    assert!(stderr(&o).contains("/nonexistent/review.json"));
+
+    let o = kim(&["review", broken_json.to_str().unwrap()]);
+    assert_clean_error(&o);
+    assert!(stderr(&o).contains("line"), "{}", stderr(&o));
+
+    let o = kim(&[
+        "check",
+        "--old",
+        "none",
+        "--new",
+        broken_yaml.to_str().unwrap(),
+    ]);
+    assert_clean_error(&o);
+    assert!(
+        stderr(&o).contains("broken.yaml") && stderr(&o).contains("line"),
+        "{}",
+        stderr(&o)
+    );
+
+    let o = kim(&["check", "--old", "none", "--new", empty.to_str().unwrap()]);
+    assert_clean_error(&o);
+
+    let bad_policy = dir.path().join("policy.yaml");
+    std::fs::write(&bad_policy, "transitions:\n  - {from: Ready, to: Gone}\n").unwrap();
+    let o = kim(&["policy", "--policy-file", bad_policy.to_str().unwrap()]);
+    assert_clean_error(&o);
+    assert!(stderr(&o).contains("transitions[0].to"), "{}", stderr(&o));
+}
+
+#[test]
+fn check_reports_verdicts_in_text_and_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let seq = lifecycle(sample_runtimes().remove(3).1);
+    let write = |name: &str, v: &Value| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, serde_saphyr::to_string(v).unwrap()).unwrap();
+        p.to_str().unwrap().to_string()
+    };
+    let fresh = write("fresh.yaml", &seq[0].obj);
+    let first = write("first.yaml", &seq[1].obj);
+    let term = write("term.yaml", &seq[9].obj);
+    let back = write("back.yaml", &seq[9].write("Ready", &[]).obj);
+
+    let o = kim(&["check", "--old", "none", "--new", &first]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    assert!(
+        stdout(&o).starts_with("ALLOWED: none -> Pending"),
+        "{}",
+        stdout(&o)
+    );
+    let o = kim(&[
+        "check", "--old", &fresh, "--new", &first, "--user", RECONCILER,
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+
+    let o = kim(&["check", "--old", &term, "--new", &back]);
+    assert_eq!(o.status.code(), Some(1));
+    let text = stdout(&o);
+    assert!(
+        text.starts_with("DENIED (403 Forbidden): Terminating -> Ready (deleting)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("[transition] status.state: transition Terminating -> Ready is not allowed"),
+        "{text}"
+    );
+
+    let o = kim(&[
+        "check", "--old", &term, "--new", &back, "--output", "json", "--user", "bob", "--group",
+        "devs",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["allowed"], false);
+    let rules: Vec<_> = v["violations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["rule"].clone())
+        .collect();
+    assert_eq!(rules, vec![json!("writer"), json!("transition")]);
+
+    // A client that leaves out lastTransitionTime: allowed, with the defaulting patch shown.
+    let partial = seq[1].with(|o| {
+        o["status"]["conditions"][0]
+            .as_object_mut()
+            .unwrap()
+            .remove("lastTransitionTime");
+    });
+    let partial = write("partial.yaml", &partial.obj);
+    let o = kim(&[
+        "check",
+        "--old",
+        &fresh,
+        "--new",
+        &partial,
+        "--now",
+        "2026-11-29T12:00:00Z",
+        "--output",
+        "json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        v["patch"],
+        json!([{"op": "add", "path": "/status/conditions/0/lastTransitionTime", "value": "2026-11-29T12:00:00Z"}])
+    );
+}
+
+#[test]
+fn policy_prints_the_table_and_the_readme_carries_it() {
+    let o = kim(&["policy"]);
+    assert_eq!(o.status.code(), Some(0));
+    let md = stdout(&o);
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let begin = "<!-- BEGIN kim policy -->\n";
+    let end = "<!-- END kim policy -->";
+    let start = readme
+        .find(begin)
+        .expect("README has the generated policy section")
+        + begin.len();
+    let stop = readme[start..].find(end).unwrap() + start;
+    assert_eq!(
+        &readme[start..stop],
+        md,
+        "README's status model section is stale: regenerate it with scripts/regen-readme-policy.sh"
+    );
+
+    let o = kim(&["policy", "--format", "dot"]);
+    assert!(stdout(&o).starts_with("digraph"));
+    let o = kim(&[
+        "policy",
+        "--format",
+        "json",
+        "--compat",
+        "terminatingConditionType",
+    ]);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["switches"], json!(["terminatingConditionType"]));
+    let o = kim(&["policy", "--compat", "nope"]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn crd_command_prints_the_committed_crd() {
+    let o = kim(&["crd"]);
+    assert_eq!(o.status.code(), Some(0));
+    let committed =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/manifests/crd.yaml"))
+            .unwrap();
+    assert_eq!(stdout(&o), committed);
+}
+
+/// The README's "why would this write be denied?" example, run as written: its YAML block is
+/// `examples/check/old.yaml`, `new.yaml` differs only in `state`, and the printed verdict is
+/// the README's comment lines. Without `--user` the writer rule is skipped, and said so.
+#[test]
+fn the_readme_check_example_runs_as_documented() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let readme = std::fs::read_to_string(format!("{root}/README.md")).unwrap();
+    let old = std::fs::read_to_string(format!("{root}/examples/check/old.yaml")).unwrap();
+    let new = std::fs::read_to_string(format!("{root}/examples/check/new.yaml")).unwrap();
+    assert!(
+        readme.contains(&format!("```yaml\n{old}```")),
+        "README's example YAML differs from examples/check/old.yaml"
+    );
+    assert_eq!(
+        new,
+        old.replacen("state: Terminating", "state: Ready", 1),
+        "examples/check/new.yaml is old.yaml with state: Ready"
+    );
+
+    let cmd = "cargo run -q -- check --old examples/check/old.yaml --new examples/check/new.yaml --user system:serviceaccount:kim-system:kim-controller\n";
+    let at = readme.find(cmd).expect("README shows the check command") + cmd.len();
+    let documented: Vec<&str> = readme[at..]
+        .lines()
+        .take_while(|l| l.starts_with('#'))
+        .map(|l| l.strip_prefix("# ").unwrap_or(l))
+        .collect();
+    assert!(documented.len() >= 2, "README shows the verdict lines");
+
+    let args = |user: bool| {
+        let mut a = vec![
+            "check".to_string(),
+            "--old".into(),
+            format!("{root}/examples/check/old.yaml"),
+            "--new".into(),
+            format!("{root}/examples/check/new.yaml"),
+        ];
+        if user {
+            a.extend([
+                "--user".into(),
+                "system:serviceaccount:kim-system:kim-controller".into(),
+            ]);
+        }
+        a
+    };
+    let a = args(true);
+    let o = kim(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(o.status.code(), Some(1), "denied: {}", stderr(&o));
+    let out = stdout(&o);
+    let printed: Vec<&str> = out.lines().collect();
+    assert_eq!(printed, documented, "README's verdict lines are stale");
+
+    let a = args(false);
+    let o = kim(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stdout(&o).contains("note: writer not checked (no --user)"),
+        "{}",
+        stdout(&o)
+    );
+}
+
+/// `kim check` refuses, like the API server (422 before the validating webhook), a Runtime its
+/// CRD schema does not admit: one `kim: --new: invalid Runtime: PATH: …` line per field error,
+/// naming what the schema expects, exit 2 and nothing on stdout, in both output formats. The
+/// written object is checked after the defaulting patch (the API server checks after the
+/// mutating webhook), the stored one (`--old`) as it is.
+#[test]
+fn check_refuses_what_the_api_server_would_refuse() {
+    let dir = tempfile::tempdir().unwrap();
+    let seq = lifecycle(sample_runtimes().remove(2).1);
+    let write = |name: &str, v: &Value| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, serde_saphyr::to_string(v).unwrap()).unwrap();
+        p.to_str().unwrap().to_string()
+    };
+    let old = write("old.yaml", &seq[1].obj);
+    let new_rt = seq[2].clone();
+    type Edit = Box<dyn Fn(&mut Value)>;
+    let cases: Vec<(&str, Edit, &str)> = vec![
+        (
+            "type",
+            Box::new(|o| o["spec"]["shoot"]["purpose"] = json!(true)),
+            "spec.shoot.purpose: Invalid value: true: must be of type string",
+        ),
+        (
+            "int-or-string",
+            Box::new(|o| o["spec"]["shoot"]["provider"]["workers"][0]["maxSurge"] = json!(1.5)),
+            "spec.shoot.provider.workers[0].maxSurge: Invalid value: 1.5: must be of type integer or string",
+        ),
+        (
+            "enum",
+            Box::new(|o| o["spec"]["shoot"]["provider"]["type"] = json!("digitalocean")),
+            "spec.shoot.provider.type: Unsupported value: \"digitalocean\": supported values: \"aws\"",
+        ),
+        (
+            "state enum",
+            Box::new(|o| o["status"]["state"] = json!("Processing")),
+            "status.state: Unsupported value: \"Processing\"",
+        ),
+        (
+            "required",
+            Box::new(|o| {
+                o["spec"]["shoot"].as_object_mut().unwrap().remove("region");
+            }),
+            "spec.shoot.region: Required value",
+        ),
+        (
+            "pattern",
+            Box::new(|o| o["status"]["conditions"][0]["reason"] = json!("not a reason")),
+            "status.conditions[0].reason: Invalid value: \"not a reason\": must match '^[A-Za-z]",
+        ),
+        (
+            "maxLength",
+            Box::new(|o| o["status"]["conditions"][0]["message"] = json!("x".repeat(32769))),
+            "status.conditions[0].message: Too long: may not be longer than 32768 characters",
+        ),
+        (
+            "minimum",
+            Box::new(|o| o["status"]["conditions"][0]["observedGeneration"] = json!(-1)),
+            "status.conditions[0].observedGeneration: Invalid value: -1: must be greater than or equal to 0",
+        ),
+        (
+            "format",
+            Box::new(|o| {
+                o["spec"]["shoot"]["kubernetes"]["kubeAPIServer"]["additionalOidcConfig"] =
+                    json!([{ "jwks": "not base64!" }])
+            }),
+            "spec.shoot.kubernetes.kubeAPIServer.additionalOidcConfig[0].jwks: Invalid value: \"not base64!\": must be of format byte",
+        ),
+    ];
+    for (kind, edit, expected) in &cases {
+        let new = write(&format!("{kind}.yaml"), &new_rt.with(|o| edit(o)).obj);
+        for output in ["text", "json"] {
+            let o = kim(&["check", "--old", &old, "--new", &new, "--output", output]);
+            let e = stderr(&o);
+            assert_eq!(o.status.code(), Some(2), "{kind}: {e}{}", stdout(&o));
+            assert_eq!(stdout(&o), "", "{kind}: no verdict");
+            assert!(
+                e.lines()
+                    .any(|l| l.starts_with(&format!("kim: --new: invalid Runtime: {expected}"))),
+                "{kind}: expected {expected:?} in:\n{e}"
+            );
+            assert!(e.lines().all(|l| l.starts_with("kim: ")), "{kind}: {e}");
+        }
+    }
+
+    // Several errors: one line each.
+    let both = write(
+        "both.yaml",
+        &new_rt
+            .with(|o| {
+                o["spec"]["shoot"]["purpose"] = json!(7);
+                o["spec"]["security"]["administrators"] = json!("me");
+            })
+            .obj,
+    );
+    let o = kim(&["check", "--old", &old, "--new", &both]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(stderr(&o).lines().count(), 2, "{}", stderr(&o));
+
+    // The stored object is checked too; a date-time format error there is named as --old.
+    let bad_old = write(
+        "bad-old.yaml",
+        &seq[1]
+            .with(|o| o["status"]["conditions"][0]["lastTransitionTime"] = json!("yesterday"))
+            .obj,
+    );
+    let new = write("new.yaml", &new_rt.obj);
+    let o = kim(&["check", "--old", &bad_old, "--new", &new]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        stderr(&o).lines().next(),
+        Some(
+            "kim: --old: invalid Runtime: status.conditions[0].lastTransitionTime: Invalid value: \"yesterday\": must be of format date-time"
+        ),
+        "{}",
+        stderr(&o)
+    );
+
+    // A missing lastTransitionTime (required by the schema) is what the mutating webhook
+    // defaults before the API server checks the schema: allowed, with the patch.
+    let partial = write(
+        "partial.yaml",
+        &new_rt
+            .with(|o| {
+                o["status"]["conditions"][0]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove("lastTransitionTime");
+            })
+            .obj,
+    );
+    let o = kim(&["check", "--old", &old, "--new", &partial]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    assert!(stdout(&o).contains("lastTransitionTime"), "{}", stdout(&o));
+
+    // Unknown fields are dropped by the API server, not refused: a warning, the verdict stands.
+    let unknown = write(
+        "unknown.yaml",
+        &new_rt.with(|o| o["spec"]["shoot"]["bogus"] = json!(1)).obj,
+    );
+    let o = kim(&["check", "--old", &old, "--new", &unknown]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(
+        stderr(&o).trim_end(),
+        "kim: --new: warning: unknown field spec.shoot.bogus (the API server drops it)"
+    );
+    assert!(stdout(&o).starts_with("ALLOWED"), "{}", stdout(&o));
+}
+
+/// Every sample Runtime, and every status of its lifecycle, passes the schema check.
+#[test]
+fn check_accepts_every_sample_runtime() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, sample) in sample_runtimes() {
+        let seq = lifecycle(sample);
+        let paths: Vec<String> = seq
+            .iter()
+            .enumerate()
+            .map(|(i, rt)| {
+                let p = dir.path().join(format!("{i}-{name}"));
+                std::fs::write(&p, serde_saphyr::to_string(&rt.obj).unwrap()).unwrap();
+                p.to_str().unwrap().to_string()
+            })
+            .collect();
+        let o = kim(&["check", "--old", "none", "--new", &paths[0]]);
+        assert_eq!(o.status.code(), Some(0), "{name}: {}", stderr(&o));
+        assert_eq!(stderr(&o), "", "{name}");
+        for pair in paths.windows(2) {
+            let o = kim(&["check", "--old", &pair[0], "--new", &pair[1]]);
+            assert_eq!(o.status.code(), Some(0), "{name} {pair:?}: {}", stderr(&o));
+            assert_eq!(stderr(&o), "", "{name}");
+        }
+    }
+}
+
+/// `kim review` checks the Runtimes of the review (`request.object`, `request.oldObject`) the
+/// same way: validate reviews as they are (the API server checked them before calling the
+/// validating webhook), mutate reviews with the answered patch applied (it checks after).
+#[test]
+fn review_refuses_runtimes_the_api_server_would_refuse() {
+    let dir = tempfile::tempdir().unwrap();
+    let seq = lifecycle(sample_runtimes().remove(0).1);
+    let run = |name: &str, review: &Value, hook: &str| -> Output {
+        let p = dir.path().join(name);
+        std::fs::write(&p, serde_json::to_vec(review).unwrap()).unwrap();
+        kim(&["review", p.to_str().unwrap(), "--hook", hook])
+    };
+
+    let bad_new = seq[5].with(|o| o["spec"]["shoot"]["purpose"] = json!(true));
+    let review = status_review("s-1", &seq[4], &bad_new, RECONCILER, &[], false);
+    for hook in ["validate", "mutate"] {
+        let o = run("bad-new.json", &review, hook);
+        assert_eq!(o.status.code(), Some(2), "{hook}: {}", stdout(&o));
+        assert_eq!(stdout(&o), "", "{hook}: no answer");
+        assert_eq!(
+            stderr(&o).trim_end(),
+            "kim: request.object: invalid Runtime: spec.shoot.purpose: Invalid value: true: must be of type string"
+        );
+    }
+
+    let bad_old = seq[4].with(|o| o["status"]["conditions"][0]["status"] = json!("Maybe"));
+    let review = status_review("s-2", &bad_old, &seq[5], RECONCILER, &[], false);
+    let o = run("bad-old.json", &review, "validate");
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).starts_with(
+            "kim: request.oldObject: invalid Runtime: status.conditions[0].status: Unsupported value: \"Maybe\""
+        ),
+        "{}",
+        stderr(&o)
+    );
+
+    // No lastTransitionTime: the mutating webhook defaults it, so the mutate review passes;
+    // a validate review cannot carry it (the API server refused it before).
+    let partial = seq[5].with(|o| {
+        o["status"]["conditions"][0]
+            .as_object_mut()
+            .unwrap()
+            .remove("lastTransitionTime");
+    });
+    let review = status_review("s-3", &seq[4], &partial, RECONCILER, &[], false);
+    let o = run("partial.json", &review, "mutate");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let r = response_of(stdout(&o).as_bytes(), "s-3");
+    assert!(patch_of(&r).is_some(), "{r}");
+    let o = run("partial.json", &review, "validate");
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        stderr(&o).trim_end(),
+        "kim: request.object: invalid Runtime: status.conditions[0].lastTransitionTime: Required value"
+    );
+}
+
+/// The README's schema-check example lines are what `kim check` prints for those two errors,
+/// and `--help` of both commands says what is and is not checked.
+#[test]
+fn the_readme_schema_check_example_is_current() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let section = &readme[readme
+        .find("### Schema check")
+        .expect("README has the schema-check section")..];
+    let block = section
+        .split("```\n")
+        .nth(1)
+        .expect("the section shows the error lines");
+    let documented: Vec<&str> = block.lines().collect();
+
+    let dir = tempfile::tempdir().unwrap();
+    let seq = lifecycle(sample_runtimes().remove(2).1);
+    let new = seq[2].with(|o| {
+        o["spec"]["shoot"]["purpose"] = json!(true);
+        o["status"]["conditions"][0]["reason"] = json!("not a reason");
+    });
+    let write = |name: &str, v: &Value| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, serde_saphyr::to_string(v).unwrap()).unwrap();
+        p.to_str().unwrap().to_string()
+    };
+    let (old, new) = (write("old.yaml", &seq[1].obj), write("new.yaml", &new.obj));
+    let o = kim(&["check", "--old", &old, "--new", &new]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(stderr(&o).lines().collect::<Vec<_>>(), documented);
+
+    for command in ["check", "review"] {
+        let help = stdout(&kim(&[command, "--help"]));
+        for words in ["Schema check", "exits 2", "CEL rules", "ratcheting"] {
+            assert!(help.contains(words), "kim {command} --help lacks {words:?}");
+        }
+    }
+}

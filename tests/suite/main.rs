@@ -1,0 +1,33 @@
+//! kim's integration tests, one test binary (`cargo test --test suite`): one module per area,
+//! each named as the file it lives in (`reconciler_failures::…`, `webhook_tls::…`), the shared
+//! helpers in [`support`]. The tests run in one process, side by side on the test harness's
+//! threads: process-wide state (the tracing subscriber, the rustls crypto provider) is set up
+//! once by `support` and nothing here changes environment variables or the current directory.
+
+mod support;
+
+mod admission;
+mod api_samples;
+mod audit;
+mod cli;
+mod crd;
+mod e2e_admission;
+mod e2e_lifecycle;
+mod gardener_convert;
+mod kim_compat;
+mod kubectl;
+mod ops_metrics;
+mod ops_rules;
+mod prometheus;
+mod properties;
+mod reconciler_failures;
+mod reconciler_faults;
+mod reconciler_ops;
+mod reconciler_samples;
+mod simulate_example;
+mod status_model;
+mod webhook_bad_input;
+mod webhook_hardening;
+mod webhook_process;
+mod webhook_reviews;
+mod webhook_tls;

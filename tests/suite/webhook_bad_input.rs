@@ -1,0 +1,1941 @@
+//! Bad-input corpus for the admission webhook.
+//!
+//! Every malformed, hostile or unexpected request gets a well-formed AdmissionReview (HTTP 200,
+//! `allowed: false`, `status.code` 400/403/413, `response.uid` echoed when it can be read) or,
+//! for input that is not valid HTTP, a proper 4xx from the HTTP layer — never a 5xx, never a
+//! panic — and the server keeps answering good reviews after and while each one runs.
+//!
+//! Every case runs against an in-process server (`kim::webhook::start`) over real TLS with the
+//! dev certificates of `devcerts::ensure`. Reviews are built from the real sample Runtimes
+//! (`testenv::model`). The last tests reproduce defects found while attacking the server
+//! (condition floods, unbounded denials, quadratic checks, slowloris, log forging, body content
+//! in messages, year 9999); they state the expected behaviour and guard the fixes.
+
+use testenv::model;
+
+use base64::Engine as _;
+use kim::webhook::{Running, Settings, devcerts};
+use model::{RECONCILER, Rt, lifecycle, sample_runtimes, status_review};
+use serde_json::{Value, json};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+const JSON: &str = "application/json";
+const MIB: usize = 1024 * 1024;
+/// Longest acceptable answer time for a good review sent after or during an attack.
+const GOOD_WITHIN: Duration = Duration::from_secs(3);
+
+/// Tests that measure memory or time hold this so that they do not measure each other.
+static HEAVY: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+// ---------------------------------------------------------------------------------------------
+// The server and its clients.
+
+struct Env {
+    _dir: tempfile::TempDir,
+    server: Running,
+    ca: String,
+    key_pem: String,
+    h1: reqwest::Client,
+    h2: reqwest::Client,
+    tls: tokio_rustls::TlsConnector,
+}
+
+async fn env() -> Env {
+    env_with(|s| s).await
+}
+
+async fn env_with(tune: impl FnOnce(Settings) -> Settings) -> Env {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    crate::support::logs::init();
+    let dir = tempfile::tempdir().expect("tempdir");
+    devcerts::ensure(dir.path()).expect("dev certificates");
+    let server = kim::webhook::start(tune(Settings::local(dir.path())))
+        .await
+        .expect("server starts");
+    let ca = std::fs::read_to_string(dir.path().join("ca.crt")).unwrap();
+    let key_pem = std::fs::read_to_string(dir.path().join("tls.key")).unwrap();
+    let addr = server.addr;
+    Env {
+        _dir: dir,
+        h1: https_client(&ca, addr, true),
+        h2: https_client(&ca, addr, false),
+        tls: tls_connector(&ca),
+        ca,
+        key_pem,
+        server,
+    }
+}
+
+fn https_client(ca: &str, addr: SocketAddr, http1: bool) -> reqwest::Client {
+    let b = reqwest::Client::builder()
+        .tls_certs_only([reqwest::Certificate::from_pem(ca.as_bytes()).expect("CA PEM")])
+        .resolve("localhost", addr)
+        .timeout(Duration::from_secs(60));
+    let b = if http1 { b.http1_only() } else { b };
+    b.build().expect("client")
+}
+
+fn tls_connector(ca: &str) -> tokio_rustls::TlsConnector {
+    use rustls_pki_types::CertificateDer;
+    use rustls_pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_slice_iter(ca.as_bytes()) {
+        roots.add(c.expect("CA PEM")).expect("CA");
+    }
+    let mut cfg = rustls::ClientConfig::builder()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
+    tokio_rustls::TlsConnector::from(Arc::new(cfg))
+}
+
+type Tls = tokio_rustls::client::TlsStream<TcpStream>;
+
+async fn raw_connect(env: &Env) -> Tls {
+    let tcp = TcpStream::connect(env.server.addr).await.expect("connect");
+    let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
+    env.tls.connect(name, tcp).await.expect("TLS handshake")
+}
+
+struct Answer {
+    status: u16,
+    version: reqwest::Version,
+    content_type: String,
+    body: Vec<u8>,
+}
+
+async fn post(
+    c: &reqwest::Client,
+    env: &Env,
+    path: &str,
+    ct: Option<&str>,
+    body: impl Into<reqwest::Body>,
+) -> Answer {
+    let mut b = c
+        .post(format!(
+            "https://localhost:{}{path}",
+            env.server.addr.port()
+        ))
+        .body(body);
+    if let Some(ct) = ct {
+        b = b.header("content-type", ct);
+    }
+    let r = b.send().await.expect("request answered");
+    let status = r.status().as_u16();
+    let version = r.version();
+    let content_type = r
+        .headers()
+        .get("content-type")
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+        .unwrap_or_default();
+    let body = r.bytes().await.expect("answer body").to_vec();
+    Answer {
+        status,
+        version,
+        content_type,
+        body,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Realistic reviews (the reconciler's create steps of the first sample Runtime).
+
+/// `(old, new)`: `Pending/Initialised` → `Pending/Pending`, an allowed status write.
+fn pair() -> &'static (Rt, Rt) {
+    static PAIR: OnceLock<(Rt, Rt)> = OnceLock::new();
+    PAIR.get_or_init(|| {
+        let (_, sample) = sample_runtimes().into_iter().next().unwrap();
+        let seq = lifecycle(sample);
+        (seq[1].clone(), seq[2].clone())
+    })
+}
+
+fn good_review(uid: &str) -> Value {
+    let (old, new) = pair();
+    status_review(uid, old, new, RECONCILER, &[], false)
+}
+
+fn good_body(uid: &str) -> Vec<u8> {
+    serde_json::to_vec(&good_review(uid)).unwrap()
+}
+
+/// The good review with `edit` applied, serialized.
+fn edited(uid: &str, edit: impl FnOnce(&mut Value)) -> Vec<u8> {
+    let mut v = good_review(uid);
+    edit(&mut v);
+    serde_json::to_vec(&v).unwrap()
+}
+
+/// `v`'s field at JSON pointer `at` (the parent must exist).
+fn set(v: &mut Value, at: &str, value: Value) {
+    let (parent, key) = at.rsplit_once('/').unwrap();
+    let p = v
+        .pointer_mut(parent)
+        .unwrap_or_else(|| panic!("no {parent}"));
+    p.as_object_mut()
+        .unwrap_or_else(|| panic!("{parent} is not an object"))
+        .insert(key.to_string(), value);
+}
+
+fn remove(v: &mut Value, at: &str) {
+    let (parent, key) = at.rsplit_once('/').unwrap();
+    v.pointer_mut(parent)
+        .and_then(Value::as_object_mut)
+        .unwrap()
+        .remove(key);
+}
+
+const SLOT: &str = "\"@@SLOT@@\"";
+
+/// The good review with the JSON string `"@@SLOT@@"` put at `at` and then replaced by `raw`
+/// bytes (for input that no JSON value can hold: invalid UTF-8, deep nesting, NaN, …).
+fn with_raw(uid: &str, at: &str, raw: &[u8]) -> Vec<u8> {
+    let text = edited(uid, |v| set(v, at, json!("@@SLOT@@")));
+    replace_once(&text, SLOT.as_bytes(), raw)
+}
+
+fn replace_once(hay: &[u8], needle: &[u8], with: &[u8]) -> Vec<u8> {
+    let i = find(hay, needle).expect("needle present");
+    [&hay[..i], with, &hay[i + needle.len()..]].concat()
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+fn nested_arrays(depth: usize) -> Vec<u8> {
+    [vec![b'['; depth], vec![b']'; depth]].concat()
+}
+
+fn nested_objects(depth: usize) -> Vec<u8> {
+    let mut out = b"{\"a\":".repeat(depth);
+    out.push(b'1');
+    out.extend(std::iter::repeat_n(b'}', depth));
+    out
+}
+
+fn condition(t: &str, s: &str, r: &str) -> Value {
+    json!({"type": t, "status": s, "reason": r, "message": format!("{t} {r}"),
+           "lastTransitionTime": "2026-11-01T10:00:10Z", "observedGeneration": 1})
+}
+
+// ---------------------------------------------------------------------------------------------
+// Checking answers.
+
+/// Checks the envelope every answer must have and returns `response`.
+fn review_of(a: &Answer, uid: &Uid, ctx: &str) -> Value {
+    let text = String::from_utf8_lossy(&a.body);
+    let shown: String = text.chars().take(600).collect();
+    assert_eq!(a.status, 200, "{ctx}: HTTP status; body {shown}");
+    assert_eq!(a.content_type, JSON, "{ctx}: content type");
+    let v: Value = serde_json::from_slice(&a.body)
+        .unwrap_or_else(|e| panic!("{ctx}: answer is not JSON ({e}): {shown}"));
+    assert!(
+        v["apiVersion"] == "admission.k8s.io/v1" || v["apiVersion"] == "admission.k8s.io/v1beta1",
+        "{ctx}: {shown}"
+    );
+    assert_eq!(v["kind"], "AdmissionReview", "{ctx}: {shown}");
+    let r = v["response"].clone();
+    let allowed = r["allowed"]
+        .as_bool()
+        .unwrap_or_else(|| panic!("{ctx}: allowed missing: {shown}"));
+    match uid {
+        Uid::Is(u) => assert!(r["uid"] == json!(u), "{ctx}: uid not echoed: {shown}"),
+        Uid::Empty => assert_eq!(r["uid"], "", "{ctx}: {shown}"),
+        Uid::Unchecked => assert!(r["uid"].is_string(), "{ctx}: {shown}"),
+    }
+    assert_eq!(
+        r.get("patch").is_some(),
+        r.get("patchType").is_some(),
+        "{ctx}: patch and patchType together: {shown}"
+    );
+    if allowed {
+        assert!(
+            r.get("status")
+                .is_none_or(|s| s["code"].is_null() || s["code"] == 200)
+        );
+    } else {
+        let code = r["status"]["code"].as_u64().unwrap_or(0);
+        assert!(code >= 400, "{ctx}: denial code {code}: {shown}");
+        assert!(r["status"]["reason"].is_string(), "{ctx}: {shown}");
+        assert!(r["status"]["message"].is_string(), "{ctx}: {shown}");
+        assert!(r.get("patch").is_none(), "{ctx}: a denial carries no patch");
+    }
+    if let Some(ws) = r.get("warnings") {
+        for w in ws.as_array().expect("warnings is a list") {
+            let n = w.as_str().expect("warning is a string").chars().count();
+            assert!(
+                n <= 120,
+                "{ctx}: warning of {n} chars (Warning header limit)"
+            );
+        }
+    }
+    r
+}
+
+/// The decoded JSON Patch of an answer, as JSON.
+fn patch_ops(r: &Value) -> Option<Vec<Value>> {
+    let p = r.get("patch")?.as_str().expect("patch is a string");
+    assert_eq!(r["patchType"], "JSONPatch");
+    let raw = base64::engine::general_purpose::STANDARD
+        .decode(p)
+        .expect("patch is standard base64");
+    Some(serde_json::from_slice(&raw).expect("patch is a JSON array"))
+}
+
+/// A mutating answer's patch stays under `/status/`, applies to the object it was computed
+/// for (RFC 6902, escaped pointers), and asking again about the patched object gives no patch.
+async fn check_patch(env: &Env, ctx: &str, request: &[u8], r: &Value) -> Option<Value> {
+    let ops = patch_ops(r)?;
+    assert!(!ops.is_empty(), "{ctx}: empty patch sent");
+    for op in &ops {
+        let path = op["path"].as_str().expect("op path");
+        assert!(
+            path.starts_with("/status/"),
+            "{ctx}: patch outside /status: {op}"
+        );
+    }
+    let mut review: Value = serde_json::from_slice(request).expect("request is JSON");
+    let mut object = review["request"]["object"].clone();
+    let patch: json_patch::Patch = serde_json::from_value(Value::Array(ops)).unwrap();
+    json_patch::patch(&mut object, &patch)
+        .unwrap_or_else(|e| panic!("{ctx}: patch does not apply: {e}"));
+    review["request"]["object"] = object.clone();
+    review["request"]["uid"] = json!(format!("{ctx}-again"));
+    let body = serde_json::to_vec(&review).unwrap();
+    let again = post(&env.h1, env, "/mutate", Some(JSON), body).await;
+    let r2 = review_of(&again, &Uid::Is(format!("{ctx}-again")), ctx);
+    assert!(
+        r2.get("patch").is_none(),
+        "{ctx}: reinvocation patches again: {r2}"
+    );
+    Some(object)
+}
+
+/// A good review is still allowed, with its uid, within [`GOOD_WITHIN`].
+async fn assert_serving(env: &Env, tag: &str) {
+    assert_serving_on(&env.h1, env, tag).await;
+}
+
+/// [`assert_serving`] with client `c`.
+async fn assert_serving_on(c: &reqwest::Client, env: &Env, tag: &str) {
+    let uid = format!("good-after-{tag}");
+    let t = Instant::now();
+    let a = post(c, env, "/validate", Some(JSON), good_body(&uid)).await;
+    let r = review_of(&a, &Uid::Is(uid), tag);
+    assert_eq!(r["allowed"], true, "{tag}: the good review is denied: {r}");
+    assert!(
+        t.elapsed() < GOOD_WITHIN,
+        "{tag}: good review answered after {:?}",
+        t.elapsed()
+    );
+}
+
+async fn metrics_text(env: &Env) -> String {
+    reqwest::Client::new()
+        .get(format!("http://{}/metrics", env.server.metrics_addr))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .unwrap()
+}
+
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// Runs `f` while sampling this process's RSS; returns its output and the peak growth in KiB.
+async fn peak_rss_growth<T>(f: impl std::future::Future<Output = T>) -> (T, u64) {
+    let base = rss_kib();
+    let peak = Arc::new(AtomicU64::new(base));
+    let stop = Arc::new(AtomicBool::new(false));
+    let sampler = {
+        let (peak, stop) = (peak.clone(), stop.clone());
+        tokio::spawn(async move {
+            while !stop.load(Ordering::Relaxed) {
+                peak.fetch_max(rss_kib(), Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+    };
+    let out = f.await;
+    peak.fetch_max(rss_kib(), Ordering::Relaxed);
+    stop.store(true, Ordering::Relaxed);
+    let _ = sampler.await;
+    (out, peak.load(Ordering::Relaxed).saturating_sub(base))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Raw HTTP/1.1 over TLS, for requests a well-behaved client cannot send.
+
+#[derive(Debug)]
+struct RawResponse {
+    status: u16,
+    head: String,
+    body: Vec<u8>,
+}
+
+impl RawResponse {
+    fn answer(&self) -> Answer {
+        let ct = self
+            .head
+            .lines()
+            .find_map(|l| {
+                let (k, v) = l.split_once(':')?;
+                k.trim()
+                    .eq_ignore_ascii_case("content-type")
+                    .then(|| v.trim().to_string())
+            })
+            .unwrap_or_default();
+        Answer {
+            status: self.status,
+            version: reqwest::Version::HTTP_11,
+            content_type: ct,
+            body: self.body.clone(),
+        }
+    }
+}
+
+async fn fill<S: AsyncRead + Unpin>(s: &mut S, buf: &mut Vec<u8>) -> std::io::Result<usize> {
+    let mut chunk = vec![0u8; 64 * 1024];
+    match s.read(&mut chunk).await {
+        Ok(n) => {
+            buf.extend_from_slice(&chunk[..n]);
+            Ok(n)
+        }
+        // A peer that closes without close_notify.
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(0),
+        Err(e) => Err(e),
+    }
+}
+
+/// Reads one response (skipping 1xx); `buf` keeps what was read beyond it.
+async fn read_response<S: AsyncRead + Unpin>(
+    s: &mut S,
+    buf: &mut Vec<u8>,
+) -> std::io::Result<RawResponse> {
+    loop {
+        let end = loop {
+            if let Some(i) = find(buf, b"\r\n\r\n") {
+                break i + 4;
+            }
+            if fill(s, buf).await? == 0 {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    format!(
+                        "closed before a response; got {:?}",
+                        String::from_utf8_lossy(buf)
+                    ),
+                ));
+            }
+        };
+        let head = String::from_utf8_lossy(&buf[..end]).into_owned();
+        buf.drain(..end);
+        let status: u16 = head
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("status line: {head:?}"));
+        if (100..200).contains(&status) {
+            continue;
+        }
+        let header = |name: &str| {
+            head.lines().find_map(|l| {
+                let (k, v) = l.split_once(':')?;
+                k.trim()
+                    .eq_ignore_ascii_case(name)
+                    .then(|| v.trim().to_ascii_lowercase())
+            })
+        };
+        let body = if let Some(len) = header("content-length") {
+            let len: usize = len.parse().expect("content-length");
+            while buf.len() < len {
+                if fill(s, buf).await? == 0 {
+                    break;
+                }
+            }
+            buf.drain(..len.min(buf.len())).collect()
+        } else if header("transfer-encoding").is_some_and(|t| t.contains("chunked")) {
+            let mut body = Vec::new();
+            loop {
+                let line_end = loop {
+                    if let Some(i) = find(buf, b"\r\n") {
+                        break i;
+                    }
+                    if fill(s, buf).await? == 0 {
+                        return Ok(RawResponse { status, head, body });
+                    }
+                };
+                let size_text = String::from_utf8_lossy(&buf[..line_end]).into_owned();
+                let size = usize::from_str_radix(size_text.split(';').next().unwrap().trim(), 16)
+                    .expect("chunk size");
+                while buf.len() < line_end + 2 + size + 2 {
+                    if fill(s, buf).await? == 0 {
+                        break;
+                    }
+                }
+                body.extend_from_slice(&buf[line_end + 2..line_end + 2 + size]);
+                buf.drain(..(line_end + 2 + size + 2).min(buf.len()));
+                if size == 0 {
+                    break;
+                }
+            }
+            body
+        } else {
+            while fill(s, buf).await? > 0 {}
+            std::mem::take(buf)
+        };
+        return Ok(RawResponse { status, head, body });
+    }
+}
+
+/// Sends `bytes` on a fresh raw TLS connection and reads `n` responses.
+async fn raw_exchange(env: &Env, bytes: &[u8], n: usize) -> Vec<RawResponse> {
+    let mut s = raw_connect(env).await;
+    s.write_all(bytes).await.expect("send");
+    s.flush().await.unwrap();
+    let mut buf = Vec::new();
+    let mut out = Vec::new();
+    for _ in 0..n {
+        let r = tokio::time::timeout(Duration::from_secs(15), read_response(&mut s, &mut buf))
+            .await
+            .expect("answered within 15 s")
+            .expect("a response");
+        out.push(r);
+    }
+    out
+}
+
+fn request_head(method_path: &str, headers: &[String]) -> Vec<u8> {
+    let mut h = format!("{method_path} HTTP/1.1\r\nhost: localhost\r\n");
+    for x in headers {
+        h.push_str(x);
+        h.push_str("\r\n");
+    }
+    h.push_str("\r\n");
+    h.into_bytes()
+}
+
+/// A review whose `request.object.metadata.annotations.pad` is to be filled with `x` bytes:
+/// `(head, tail)` around the filler.
+fn padded_parts(uid: &str) -> (Vec<u8>, Vec<u8>) {
+    let text = edited(uid, |v| {
+        set(v, "/request/object/metadata/annotations", json!({}));
+        set(
+            v,
+            "/request/object/metadata/annotations/pad",
+            json!("@@SLOT@@"),
+        );
+    });
+    let i = find(&text, b"@@SLOT@@").unwrap();
+    (text[..i].to_vec(), text[i + 8..].to_vec())
+}
+
+/// Uploads a review padded with `filler` bytes over raw HTTP/1.1 (declared length, or chunked)
+/// while reading; returns the response and the number of body bytes written when it arrived.
+async fn upload(
+    env: &Env,
+    path: &'static str,
+    uid: &str,
+    filler: usize,
+    chunked: bool,
+) -> (RawResponse, u64, usize) {
+    let stream = raw_connect(env).await;
+    let (mut rd, mut wr) = tokio::io::split(stream);
+    let (head, tail) = padded_parts(uid);
+    let total = head.len() + filler + tail.len();
+    let sent = Arc::new(AtomicU64::new(0));
+    let writer = {
+        let sent = sent.clone();
+        tokio::spawn(async move {
+            let length = if chunked {
+                "transfer-encoding: chunked".to_string()
+            } else {
+                format!("content-length: {total}")
+            };
+            let h = request_head(
+                &format!("POST {path}"),
+                &["content-type: application/json".to_string(), length],
+            );
+            wr.write_all(&h).await?;
+            let block = vec![b'x'; 64 * 1024];
+            let mut pieces: Vec<&[u8]> = vec![&head];
+            let mut left = filler;
+            while left > 0 {
+                let n = left.min(block.len());
+                pieces.push(&block[..n]);
+                left -= n;
+            }
+            pieces.push(&tail);
+            for p in pieces {
+                if chunked {
+                    wr.write_all(format!("{:x}\r\n", p.len()).as_bytes())
+                        .await?;
+                }
+                wr.write_all(p).await?;
+                if chunked {
+                    wr.write_all(b"\r\n").await?;
+                }
+                sent.fetch_add(p.len() as u64, Ordering::Relaxed);
+            }
+            if chunked {
+                wr.write_all(b"0\r\n\r\n").await?;
+            }
+            wr.flush().await?;
+            // Keep the write half open until aborted.
+            std::future::pending::<()>().await;
+            Ok::<_, std::io::Error>(())
+        })
+    };
+    let r = tokio::time::timeout(
+        Duration::from_secs(60),
+        read_response(&mut rd, &mut Vec::new()),
+    )
+    .await
+    .expect("answered within 60 s")
+    .expect("a response");
+    let at = sent.load(Ordering::Relaxed);
+    writer.abort();
+    (r, at, total)
+}
+
+// ---------------------------------------------------------------------------------------------
+// The corpus.
+
+#[derive(Debug, Clone)]
+enum Uid {
+    /// `response.uid` equals this.
+    Is(String),
+    /// Unreadable: `response.uid` is `""`.
+    Empty,
+    /// Ambiguous input (e.g. two uids): any string.
+    Unchecked,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Want {
+    /// Allowed (a mutate answer's patch is checked).
+    Allow,
+    /// Allowed with a warning that nothing was checked (not a Runtime status UPDATE).
+    Warned,
+    /// Denied with this `status.code`.
+    Deny(u16),
+}
+
+struct Case {
+    name: &'static str,
+    path: &'static str,
+    ct: Option<&'static str>,
+    body: Vec<u8>,
+    want: Want,
+    uid: Uid,
+}
+
+fn c(name: &'static str, path: &'static str, body: Vec<u8>, want: Want, uid: Uid) -> Case {
+    Case {
+        name,
+        path,
+        ct: Some(JSON),
+        body,
+        want,
+        uid,
+    }
+}
+
+fn is(uid: &str) -> Uid {
+    Uid::Is(uid.to_string())
+}
+
+const V: &str = "/validate";
+const M: &str = "/mutate";
+
+fn corpus() -> Vec<Case> {
+    use Want::{Allow, Deny, Warned};
+    let deep = 10_000;
+    let good = good_body("trunc-1");
+    let uid_at = find(&good, b"trunc-1").unwrap();
+    let envelope = |request: Value| {
+        serde_json::to_vec(
+            &json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}),
+        )
+        .unwrap()
+    };
+    let new_condition = json!({"type": "Provisioned", "status": "Unknown", "reason": "Pending"});
+    let weird_keys = json!({"kyma-project.io/a": "1", "a~b/c": "2", "~1": "3", "/": "4",
+                            "~": "5", "x~0y/z~1": "6", "": "7", "ü/~": "8"});
+    let long_uid = "u".repeat(100_000);
+    let mut cases = vec![
+        // Not an AdmissionReview at all.
+        c("empty body", V, vec![], Deny(400), Uid::Empty),
+        c("whitespace only", M, b" \n\t\r ".to_vec(), Deny(400), Uid::Empty),
+        c("truncated before the uid", V, good[..40].to_vec(), Deny(400), Uid::Empty),
+        c("truncated inside the uid", V, good[..uid_at + 3].to_vec(), Deny(400), Uid::Empty),
+        c("truncated after the uid", V, good[..good.len() / 2].to_vec(), Deny(400), is("trunc-1")),
+        c("truncated one byte short", M, good[..good.len() - 1].to_vec(), Deny(400), is("trunc-1")),
+        c("JSON array", V, b"[1,2,3]".to_vec(), Deny(400), Uid::Empty),
+        c("JSON null", V, b"null".to_vec(), Deny(400), Uid::Empty),
+        c("JSON string", M, b"\"AdmissionReview\"".to_vec(), Deny(400), Uid::Empty),
+        c("JSON number", V, b"1e999".to_vec(), Deny(400), Uid::Empty),
+        c("UTF-8 BOM before the JSON", V, [b"\xef\xbb\xbf".as_slice(), &good_body("bom-1")].concat(), Deny(400), is("bom-1")),
+        c("NUL byte after the JSON", V, [good_body("nul-1"), vec![0]].concat(), Deny(400), is("nul-1")),
+        c("trailing garbage", M, [good_body("trail-1"), b"xx".to_vec()].concat(), Deny(400), is("trail-1")),
+        c("two reviews concatenated", V, [good_body("two-1"), good_body("two-2")].concat(), Deny(400), is("two-1")),
+        c("NaN literal", V, with_raw("nan-1", "/request/object/metadata/generation", b"NaN"), Deny(400), is("nan-1")),
+        c("Infinity literal", M, with_raw("inf-1", "/request/object/metadata/generation", b"Infinity"), Deny(400), is("inf-1")),
+        c("1 000 000 unclosed brackets", V, with_raw("unclosed-1", "/request/object/spec/shoot/purpose", &vec![b'['; 1_000_000]), Deny(400), is("unclosed-1")),
+        // Duplicate keys.
+        c("duplicate request.uid", V, br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"dup-a","uid":"dup-b","operation":"UPDATE"}}"#.to_vec(), Deny(400), Uid::Unchecked),
+        c("duplicate request", V, br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"first"},"request":{"uid":"second"}}"#.to_vec(), Deny(400), is("first")),
+        c("duplicate status in the object", M, with_raw("dupst-1", "/request/object/status", br#"{"state":"Ready"},"status":{"state":"Pending"}"#), Deny(400), is("dupst-1")),
+        // Content types and formats.
+        c("YAML body as application/yaml", V, serde_saphyr::to_string(&good_review("yaml-1")).unwrap().into_bytes(), Deny(400), Uid::Empty),
+        c("YAML body as application/json", V, serde_saphyr::to_string(&good_review("yaml-2")).unwrap().into_bytes(), Deny(400), Uid::Empty),
+        c("application/json with charset", V, good_body("charset-1"), Allow, is("charset-1")),
+        c("text/plain", V, good_body("ct-text"), Deny(400), is("ct-text")),
+        c("no content type", M, good_body("ct-none"), Deny(400), is("ct-none")),
+        c("application/json-patch+json", V, good_body("ct-patch"), Deny(400), is("ct-patch")),
+        // Envelope.
+        c("v1beta1 review", V, edited("beta-1", |v| v["apiVersion"] = json!("admission.k8s.io/v1beta1")), Allow, is("beta-1")),
+        c("apiVersion v2", V, edited("v2-1", |v| v["apiVersion"] = json!("admission.k8s.io/v2")), Deny(400), is("v2-1")),
+        c("kind missing", M, edited("nokind-1", |v| remove(v, "/kind")), Deny(400), is("nokind-1")),
+        c("review without request", V, edited("x", |v| remove(v, "/request")), Deny(400), Uid::Empty),
+        c("request null", M, edited("x", |v| v["request"] = Value::Null), Deny(400), Uid::Empty),
+        c("request is a list", V, edited("x", |v| v["request"] = json!([])), Deny(400), Uid::Empty),
+        c("request without uid", V, edited("x", |v| remove(v, "/request/uid")), Deny(400), Uid::Empty),
+        c("uid is a number", M, edited("x", |v| v["request"]["uid"] = json!(42)), Deny(400), Uid::Empty),
+        c("uid is an object", V, edited("x", |v| v["request"]["uid"] = json!({"a": 1})), Deny(400), Uid::Empty),
+        c("uid is empty", V, good_body(""), Deny(400), Uid::Empty),
+        c("uid with unicode, RTL override and newline", V, good_body("üñí-☃-\u{202e}-\n"), Allow, is("üñí-☃-\u{202e}-\n")),
+        c("uid of 100 000 chars", M, good_body(&long_uid), Allow, Uid::Is(long_uid.clone())),
+        c("invalid UTF-8 in the uid", V, replace_once(&good_body("nu8-AAA"), b"AAA", b"\xff\xfe"), Deny(400), Uid::Empty),
+        c("dryRun is a string", V, edited("dry-1", |v| v["request"]["dryRun"] = json!("yes")), Deny(400), is("dry-1")),
+        // Not a Runtime status UPDATE: allowed, with a warning.
+        c("DELETE with null object", V, envelope(json!({"uid": "del-1", "operation": "DELETE",
+            "kind": {"group": "infrastructuremanager.kyma-project.io", "version": "v1", "kind": "Runtime"},
+            "resource": {"group": "infrastructuremanager.kyma-project.io", "version": "v1", "resource": "runtimes"},
+            "object": null, "oldObject": pair().0.obj, "userInfo": {"username": "alice"}})), Warned, is("del-1")),
+        c("DELETE on runtimes/status", M, edited("del-2", |v| { v["request"]["operation"] = json!("DELETE"); v["request"]["object"] = Value::Null; }), Warned, is("del-2")),
+        c("CREATE on the main resource", V, edited("create-1", |v| { v["request"]["operation"] = json!("CREATE"); remove(v, "/request/subResource"); v["request"]["oldObject"] = Value::Null; }), Warned, is("create-1")),
+        c("UPDATE on the main resource", M, edited("upd-1", |v| remove(v, "/request/subResource")), Warned, is("upd-1")),
+        c("object of another kind (Pod)", V, edited("pod-1", |v| {
+            v["request"]["kind"] = json!({"group": "", "version": "v1", "kind": "Pod"});
+            v["request"]["resource"] = json!({"group": "", "version": "v1", "resource": "pods"});
+            v["request"]["object"] = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}});
+        }), Warned, is("pod-1")),
+        c("runtimes of another group", V, edited("grp-1", |v| v["request"]["resource"]["group"] = json!("example.com")), Warned, is("grp-1")),
+        // Runtime status UPDATE with a broken object.
+        c("object null", V, edited("objnull-1", |v| v["request"]["object"] = Value::Null), Deny(400), is("objnull-1")),
+        c("oldObject missing", M, edited("oldnone-1", |v| remove(v, "/request/oldObject")), Deny(400), is("oldnone-1")),
+        c("object is a string", V, edited("objstr-1", |v| v["request"]["object"] = json!("Runtime")), Deny(400), is("objstr-1")),
+        c("status is a string", V, edited("ststr-1", |v| v["request"]["object"]["status"] = json!("Ready")), Deny(400), is("ststr-1")),
+        c("status.state missing", V, edited("nostate-1", |v| remove(v, "/request/object/status/state")), Deny(403), is("nostate-1")),
+        c("status.state missing (mutate)", M, edited("nostate-2", |v| remove(v, "/request/object/status/state")), Allow, is("nostate-2")),
+        c("status.state a number", V, edited("stnum-1", |v| v["request"]["object"]["status"]["state"] = json!(5)), Deny(400), is("stnum-1")),
+        c("status.state unknown", V, edited("stunk-1", |v| v["request"]["object"]["status"]["state"] = json!("Bogus")), Deny(400), is("stunk-1")),
+        c("conditions null", V, edited("cnull-1", |v| v["request"]["object"]["status"]["conditions"] = Value::Null), Allow, is("cnull-1")),
+        c("conditions null (mutate)", M, edited("cnull-2", |v| v["request"]["object"]["status"]["conditions"] = Value::Null), Allow, is("cnull-2")),
+        c("conditions a string", V, edited("cstr-1", |v| v["request"]["object"]["status"]["conditions"] = json!("x")), Deny(400), is("cstr-1")),
+        c("generation beyond i64", V, with_raw("bigint-1", "/request/object/metadata/generation", b"123456789012345678901234567890"), Deny(400), is("bigint-1")),
+        c("generation 1e400", M, with_raw("bigf-1", "/request/object/metadata/generation", b"1e400"), Deny(400), is("bigf-1")),
+        c("invalid UTF-8 in a status string", V, with_raw("nu8-1", "/request/object/status/state", b"\"Pen\xffding\""), Deny(400), is("nu8-1")),
+        c("invalid UTF-8 in an ignored spec string", M, with_raw("nu8-2", "/request/object/spec/shoot/purpose", b"\"pro\xc3\x28\""), Deny(400), is("nu8-2")),
+        c("lone surrogate escape", V, with_raw("sur-1", "/request/object/status/state", b"\"\\ud800\""), Deny(400), is("sur-1")),
+        // Strings: unicode and length.
+        c("unicode condition message", V, edited("uni-1", |v| v["request"]["object"]["status"]["conditions"][0]["message"] = json!("Ünïcödé ✓ 🚀 \u{0} \u{202e} 中文")), Allow, is("uni-1")),
+        c("40 000-char condition message", V, edited("msg40k-1", |v| v["request"]["object"]["status"]["conditions"][0]["message"] = json!("M".repeat(40_000))), Allow, is("msg40k-1")),
+        c("40 000-char condition message (mutate)", M, edited("msg40k-2", |v| v["request"]["object"]["status"]["conditions"][0]["message"] = json!("M".repeat(40_000))), Allow, is("msg40k-2")),
+        c("40 000-char condition type", V, edited("type40k-1", |v| v["request"]["object"]["status"]["conditions"][0]["type"] = json!("T".repeat(40_000))), Deny(403), is("type40k-1")),
+        c("40 000-char username", V, edited("user40k-1", |v| v["request"]["userInfo"]["username"] = json!("U".repeat(40_000))), Deny(403), is("user40k-1")),
+        // Deep nesting.
+        c("10 000-level arrays in spec", V, with_raw("deep-1", "/request/object/spec/shoot/purpose", &nested_arrays(deep)), Allow, is("deep-1")),
+        c("10 000-level objects in request.options", M, with_raw("deep-2", "/request/options", &nested_objects(deep)), Allow, is("deep-2")),
+        c("10 000-level arrays in the envelope", V, with_raw("deep-3", "/extra", &nested_arrays(deep)), Allow, is("deep-3")),
+        c("10 000-level arrays in status", V, with_raw("deep-4", "/request/object/status/x", &nested_arrays(deep)), Deny(400), is("deep-4")),
+        c("10 000-level objects in status (mutate)", M, with_raw("deep-5", "/request/object/status/x", &nested_objects(deep)), Deny(400), is("deep-5")),
+        c("10 000-level arrays in a condition", V, with_raw("deep-6", "/request/object/status/conditions/0/message", &nested_arrays(deep)), Deny(400), is("deep-6")),
+        c("10 000-level arrays in oldObject status", M, with_raw("deep-7", "/request/oldObject/status/x", &nested_arrays(deep)), Deny(400), is("deep-7")),
+        c("100-level arrays in status", V, with_raw("deep-8", "/request/object/status/x", &nested_arrays(100)), Allow, is("deep-8")),
+        // Mutate patches against awkward objects (paths escaped, patch applies, idempotent).
+        c("labels and annotations with / and ~", M, edited("keys-1", |v| {
+            set(v, "/request/object/metadata/labels", weird_keys.clone());
+            set(v, "/request/object/metadata/annotations", weird_keys.clone());
+            v["request"]["object"]["status"]["conditions"] = json!([new_condition.clone()]);
+        }), Allow, is("keys-1")),
+        c("status keys with / and ~", M, edited("keys-2", |v| {
+            let status = v["request"]["object"]["status"].as_object_mut().unwrap();
+            status.insert("a~b/c".into(), json!({"~1/": 1, "/": "~0"}));
+            v["request"]["object"]["status"]["conditions"] = json!([new_condition.clone()]);
+        }), Allow, is("keys-2")),
+        c("condition type with / and ~", M, edited("keys-3", |v| {
+            v["request"]["object"]["status"]["conditions"] = json!([{"type": "a/b~c", "status": "Unknown", "reason": "Pending"}]);
+        }), Allow, is("keys-3")),
+        c("non-object conditions before a real one", M, edited("nonobj-1", |v| {
+            v["request"]["object"]["status"]["conditions"] = json!([null, 5, "x", [], new_condition.clone()]);
+        }), Allow, is("nonobj-1")),
+        c("non-object conditions (validate)", V, edited("nonobj-2", |v| {
+            v["request"]["object"]["status"]["conditions"] = json!([null, 5, "x", [], condition("Provisioned", "Unknown", "Pending")]);
+        }), Deny(400), is("nonobj-2")),
+        c("null-valued condition fields", M, edited("nulls-1", |v| {
+            let mut cnd = new_condition.clone();
+            for f in ["lastTransitionTime", "observedGeneration", "message"] {
+                cnd[f] = Value::Null;
+            }
+            v["request"]["object"]["status"]["conditions"] = json!([cnd]);
+        }), Allow, is("nulls-1")),
+        c("wrongly typed condition fields", M, edited("types-1", |v| {
+            let mut cnd = new_condition.clone();
+            cnd["lastTransitionTime"] = json!(12);
+            cnd["observedGeneration"] = json!("1");
+            cnd["message"] = json!(5);
+            v["request"]["object"]["status"]["conditions"] = json!([cnd]);
+        }), Allow, is("types-1")),
+        c("unparsable lastTransitionTime", M, edited("ltt-1", |v| {
+            v["request"]["object"]["status"]["conditions"] = json!([{"type": "Provisioned", "status": "True",
+                "reason": "ShootCreationCompleted", "lastTransitionTime": "yesterday"}]);
+        }), Allow, is("ltt-1")),
+    ];
+    for case in &mut cases {
+        match case.name {
+            "YAML body as application/yaml" => case.ct = Some("application/yaml"),
+            "application/json with charset" => case.ct = Some("application/json; charset=utf-8"),
+            "text/plain" => case.ct = Some("text/plain"),
+            "no content type" => case.ct = None,
+            "application/json-patch+json" => case.ct = Some("application/json-patch+json"),
+            _ => {}
+        }
+    }
+    cases
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn corpus_gets_well_formed_reviews_and_the_server_keeps_serving() {
+    let env = env().await;
+    let cases = corpus();
+    assert!(cases.len() >= 40, "{} cases", cases.len());
+    for case in &cases {
+        for (client, proto) in [(&env.h1, "h1"), (&env.h2, "h2")] {
+            let ctx = format!("{} [{} {proto}]", case.name, case.path);
+            let a = post(client, &env, case.path, case.ct, case.body.clone()).await;
+            let want_version = if proto == "h1" {
+                reqwest::Version::HTTP_11
+            } else {
+                reqwest::Version::HTTP_2
+            };
+            assert_eq!(a.version, want_version, "{ctx}");
+            let r = review_of(&a, &case.uid, &ctx);
+            match case.want {
+                Want::Allow | Want::Warned => {
+                    assert_eq!(r["allowed"], true, "{ctx}: {r}");
+                    let warned = r.get("warnings").is_some_and(|w| w != &json!([]));
+                    assert_eq!(warned, case.want == Want::Warned, "{ctx}: warnings {r}");
+                }
+                Want::Deny(code) => {
+                    assert_eq!(r["allowed"], false, "{ctx}: {r}");
+                    assert_eq!(r["status"]["code"], code, "{ctx}: {r}");
+                }
+            }
+            if case.path == V {
+                assert!(r.get("patch").is_none(), "{ctx}: validate sent a patch");
+            } else if r["allowed"] == true {
+                check_patch(&env, &ctx, &case.body, &r).await;
+            }
+            // The v1beta1 review is answered in v1beta1.
+            if case.name == "v1beta1 review" {
+                let v: Value = serde_json::from_slice(&a.body).unwrap();
+                assert_eq!(v["apiVersion"], "admission.k8s.io/v1beta1", "{ctx}");
+            }
+        }
+        assert_serving(&env, case.name).await;
+    }
+    // The mutate cases built to need defaulting did get a patch.
+    for name in [
+        "labels and annotations with / and ~",
+        "status keys with / and ~",
+        "non-object conditions before a real one",
+        "null-valued condition fields",
+    ] {
+        let case = cases.iter().find(|c| c.name == name).unwrap();
+        let a = post(&env.h1, &env, M, Some(JSON), case.body.clone()).await;
+        let r = review_of(&a, &case.uid, name);
+        let patched = check_patch(&env, name, &case.body, &r).await;
+        let patched = patched.unwrap_or_else(|| panic!("{name}: expected a defaulting patch"));
+        if name == "non-object conditions before a real one" {
+            // The defaults landed on the real condition, index 4, not on the junk before it.
+            let real = &patched["status"]["conditions"][4];
+            assert!(real["lastTransitionTime"].is_string(), "{patched}");
+            assert_eq!(patched["status"]["conditions"][0], Value::Null);
+        }
+    }
+    let text = metrics_text(&env).await;
+    assert!(!text.contains("code=\"500\""), "a 500 was counted:\n{text}");
+    assert!(
+        text.contains("kim_webhook_requests_in_flight 0"),
+        "in flight: {text}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// HTTP-level junk: malformed framing and absurd headers, over raw TLS.
+
+#[derive(Debug, Clone, Copy)]
+enum RawWant {
+    /// HTTP 200 with a review: allowed, or denied with this code.
+    Review(Option<u16>),
+    /// This HTTP status from the HTTP layer (no review).
+    Http(u16),
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_level_junk_gets_a_4xx_or_a_review() {
+    let env = env().await;
+    let good = good_body("raw-1");
+    let ct = "content-type: application/json".to_string();
+    let cl = format!("content-length: {}", good.len());
+    let chunked = |body: &[u8]| -> Vec<u8> {
+        [
+            format!("{:x}\r\n", body.len()).as_bytes(),
+            body,
+            b"\r\n0\r\n\r\n",
+        ]
+        .concat()
+    };
+    let post_with = |headers: &[String], body: &[u8]| -> Vec<u8> {
+        [request_head("POST /validate", headers), body.to_vec()].concat()
+    };
+    use RawWant::{Http, Review};
+    let cases: Vec<(&str, Vec<u8>, RawWant)> = vec![
+        (
+            "Expect: 100-continue",
+            post_with(
+                &[ct.clone(), cl.clone(), "expect: 100-continue".into()],
+                &good,
+            ),
+            Review(None),
+        ),
+        (
+            "Expect: banana",
+            post_with(&[ct.clone(), cl.clone(), "expect: banana".into()], &good),
+            Review(None),
+        ),
+        (
+            "Content-Length and chunked",
+            post_with(
+                &[ct.clone(), cl.clone(), "transfer-encoding: chunked".into()],
+                &chunked(&good),
+            ),
+            Review(None),
+        ),
+        (
+            "chunked with trailers",
+            post_with(
+                &[ct.clone(), "transfer-encoding: chunked".into()],
+                &[
+                    format!("{:x}\r\n", good.len()).as_bytes(),
+                    &good,
+                    b"\r\n0\r\nx-trailer: 1\r\n\r\n",
+                ]
+                .concat(),
+            ),
+            Review(None),
+        ),
+        (
+            "bad chunk size",
+            post_with(
+                &[ct.clone(), "transfer-encoding: chunked".into()],
+                b"zz\r\nabc\r\n0\r\n\r\n",
+            ),
+            Review(Some(400)),
+        ),
+        (
+            "two different Content-Length",
+            post_with(
+                &[
+                    ct.clone(),
+                    cl.clone(),
+                    format!("content-length: {}", good.len() + 5),
+                ],
+                &good,
+            ),
+            Http(400),
+        ),
+        (
+            "negative Content-Length",
+            post_with(&[ct.clone(), "content-length: -5".into()], &good),
+            Http(400),
+        ),
+        (
+            "non-numeric Content-Length",
+            post_with(&[ct.clone(), "content-length: abc".into()], &good),
+            Http(400),
+        ),
+        (
+            "Content-Length beyond u64",
+            post_with(
+                &[ct.clone(), "content-length: 99999999999999999999999".into()],
+                &good,
+            ),
+            Http(400),
+        ),
+        (
+            "header of 100 KB",
+            post_with(
+                &[
+                    ct.clone(),
+                    cl.clone(),
+                    format!("x-big: {}", "a".repeat(100_000)),
+                ],
+                &good,
+            ),
+            Review(None),
+        ),
+        (
+            "header of 1 MiB",
+            post_with(
+                &[
+                    ct.clone(),
+                    cl.clone(),
+                    format!("x-big: {}", "a".repeat(MIB)),
+                ],
+                &good,
+            ),
+            Http(431),
+        ),
+        (
+            "1000 headers",
+            post_with(
+                &[
+                    vec![ct.clone(), cl.clone()],
+                    (0..1000).map(|i| format!("x-{i}: v")).collect(),
+                ]
+                .concat(),
+                &good,
+            ),
+            Http(431),
+        ),
+        (
+            "URI of 100 KB",
+            [
+                request_head(
+                    &format!("POST /validate?{}", "a".repeat(100_000)),
+                    &[ct.clone(), cl.clone()],
+                ),
+                good.clone(),
+            ]
+            .concat(),
+            Http(414),
+        ),
+        (
+            "junk query",
+            [
+                request_head("POST /validate?timeout=%%%%&&x", &[ct.clone(), cl.clone()]),
+                good.clone(),
+            ]
+            .concat(),
+            Review(None),
+        ),
+        (
+            "absolute URI",
+            [
+                request_head(
+                    &format!(
+                        "POST https://evil.example:{}/validate",
+                        env.server.addr.port()
+                    ),
+                    &[ct.clone(), cl.clone()],
+                ),
+                good.clone(),
+            ]
+            .concat(),
+            Review(None),
+        ),
+        (
+            "dot-dot path",
+            [
+                request_head("POST /../validate", &[ct.clone(), cl.clone()]),
+                good.clone(),
+            ]
+            .concat(),
+            Http(404),
+        ),
+        (
+            "PUT /validate",
+            [
+                request_head("PUT /validate", &[ct.clone(), cl.clone()]),
+                good.clone(),
+            ]
+            .concat(),
+            Http(405),
+        ),
+        (
+            "GET /mutate with a body",
+            [
+                request_head("GET /mutate", &[ct.clone(), cl.clone()]),
+                good.clone(),
+            ]
+            .concat(),
+            Http(405),
+        ),
+        (
+            "NUL in the method",
+            [
+                request_head("P\0ST /validate", &[ct.clone(), cl.clone()]),
+                good.clone(),
+            ]
+            .concat(),
+            Http(400),
+        ),
+        (
+            "HTTP/0.9 request line",
+            b"GET /healthz\r\n\r\n".to_vec(),
+            Http(400),
+        ),
+        (
+            "HTTP/1.0",
+            [
+                b"POST /validate HTTP/1.0\r\n".to_vec(),
+                format!("{ct}\r\n{cl}\r\n\r\n").into_bytes(),
+                good.clone(),
+            ]
+            .concat(),
+            Review(None),
+        ),
+        (
+            "no Host header",
+            [
+                b"POST /validate HTTP/1.1\r\n".to_vec(),
+                format!("{ct}\r\n{cl}\r\n\r\n").into_bytes(),
+                good.clone(),
+            ]
+            .concat(),
+            Review(None),
+        ),
+        (
+            "control byte in Content-Type",
+            post_with(
+                &["content-type: application/json\u{1}".into(), cl.clone()],
+                &good,
+            ),
+            Http(400),
+        ),
+        (
+            "0xFF byte in Content-Type",
+            [
+                request_head("POST /validate", std::slice::from_ref(&cl)),
+                good.clone(),
+            ]
+            .concat(),
+            Review(Some(400)),
+        ),
+        (
+            "Content-Type parameter of 50 KB",
+            post_with(
+                &[
+                    format!("content-type: application/json; a={}", "x".repeat(50_000)),
+                    cl.clone(),
+                ],
+                &good,
+            ),
+            Review(None),
+        ),
+        (
+            "Content-Encoding: gzip (not gzip)",
+            post_with(
+                &[ct.clone(), cl.clone(), "content-encoding: gzip".into()],
+                &good,
+            ),
+            Review(None),
+        ),
+    ];
+    assert!(cases.len() >= 25);
+    for (name, mut bytes, want) in cases {
+        if name == "0xFF byte in Content-Type" {
+            // Not valid UTF-8, but a valid header value byte.
+            let head_end = find(&bytes, b"\r\n").unwrap() + 2;
+            bytes.splice(
+                head_end..head_end,
+                b"content-type: application/json\xff\r\n".iter().copied(),
+            );
+        }
+        let r = raw_exchange(&env, &bytes, 1).await.remove(0);
+        match want {
+            Http(code) => assert_eq!(r.status, code, "{name}: {r:?}"),
+            Review(code) => {
+                let resp = review_of(&r.answer(), &Uid::Unchecked, name);
+                match code {
+                    None => {
+                        assert_eq!(resp["allowed"], true, "{name}: {resp}");
+                        assert_eq!(resp["uid"], "raw-1", "{name}");
+                    }
+                    Some(c) => assert_eq!(resp["status"]["code"], c, "{name}: {resp}"),
+                }
+            }
+        }
+        assert!(r.status < 500, "{name}: {r:?}");
+        assert_serving(&env, name).await;
+    }
+
+    // Two requests pipelined on one connection: two answers, in order.
+    let one = post_with(&[ct.clone(), cl.clone()], &good);
+    let two = post_with(
+        &[
+            ct.clone(),
+            format!("content-length: {}", good_body("raw-2").len()),
+        ],
+        &good_body("raw-2"),
+    );
+    let rs = raw_exchange(&env, &[one, two].concat(), 2).await;
+    assert_eq!(
+        review_of(&rs[0].answer(), &is("raw-1"), "pipelined")["allowed"],
+        true
+    );
+    assert_eq!(
+        review_of(&rs[1].answer(), &is("raw-2"), "pipelined")["allowed"],
+        true
+    );
+
+    // Expect: 100-continue with 100 MiB announced and never sent: a 413 review, promptly.
+    let t = Instant::now();
+    let big = request_head(
+        "POST /validate",
+        &[
+            ct.clone(),
+            format!("content-length: {}", 100 * MIB),
+            "expect: 100-continue".into(),
+        ],
+    );
+    let r = raw_exchange(&env, &big, 1).await.remove(0);
+    let resp = review_of(&r.answer(), &Uid::Empty, "100-continue, 100 MiB");
+    assert_eq!(resp["status"]["code"], 413, "{resp}");
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    assert_serving(&env, "100-continue, 100 MiB").await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Oversized bodies.
+
+/// Measures this process's RSS, so it runs in a process of its own (rusty-fork re-runs this
+/// test binary for this one test): the other tests of the binary, running alongside in the
+/// parent, would count in the growth. The parent holds [`HEAVY`] meanwhile.
+#[test]
+fn oversized_bodies_get_413_without_being_buffered() {
+    let _heavy = HEAVY.blocking_lock();
+    rusty_fork::fork(
+        rusty_fork::rusty_fork_test_name!(oversized_bodies_get_413_without_being_buffered),
+        rusty_fork::rusty_fork_id!(),
+        |_| {},
+        |child, _| {
+            let status = child.wait().expect("the test's process");
+            assert!(status.success(), "the test's process failed: {status}");
+        },
+        || {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .expect("runtime")
+                .block_on(oversized_bodies())
+        },
+    )
+    .expect("run the test in its own process");
+}
+
+async fn oversized_bodies() {
+    let env = env().await;
+
+    // 8 MiB: over the 7 MiB limit, read and discarded; the uid is salvaged from the prefix.
+    for chunked in [false, true] {
+        let uid = format!("big8-{chunked}");
+        let (r, _, _) = upload(&env, V, &uid, 8 * MIB, chunked).await;
+        let resp = review_of(&r.answer(), &Uid::Is(uid.clone()), &uid);
+        assert_eq!(resp["allowed"], false);
+        assert_eq!(resp["status"]["code"], 413, "{resp}");
+        assert_serving(&env, &uid).await;
+    }
+
+    // 100 MiB, declared or chunked: answered long before the body is through, and the
+    // server's memory does not grow with the body (this process holds client and server).
+    for chunked in [false, true] {
+        let uid = format!("big100-{chunked}");
+        let ((r, sent_at_answer, total), growth_kib) =
+            peak_rss_growth(upload(&env, M, &uid, 100 * MIB, chunked)).await;
+        let resp = review_of(&r.answer(), &Uid::Is(uid.clone()), &uid);
+        assert_eq!(resp["status"]["code"], 413, "{resp}");
+        eprintln!(
+            "{uid}: answered after {} MiB of {} MiB sent; peak RSS growth {} MiB",
+            sent_at_answer / MIB as u64,
+            total / MIB,
+            growth_kib / 1024
+        );
+        assert!(
+            sent_at_answer < (total / 2) as u64,
+            "{uid}: answer only after {sent_at_answer} of {total} bytes"
+        );
+        assert!(
+            growth_kib < 64 * 1024,
+            "{uid}: RSS grew by {growth_kib} KiB during a 100 MiB upload"
+        );
+        assert_serving(&env, &uid).await;
+    }
+
+    // 100 MiB streamed over HTTP/2 without a length.
+    let (head, tail) = padded_parts("big100-h2");
+    let pulled = Arc::new(AtomicU64::new(0));
+    let counter = pulled.clone();
+    let block = 256 * 1024;
+    let chunks = std::iter::once(head)
+        .chain((0..(100 * MIB / block)).map(move |_| vec![b'x'; block]))
+        .chain(std::iter::once(tail))
+        .map(move |c| {
+            counter.fetch_add(c.len() as u64, Ordering::Relaxed);
+            Ok::<_, std::io::Error>(c)
+        });
+    let body = reqwest::Body::wrap_stream(futures_util::stream::iter(chunks));
+    let (a, growth_kib) = peak_rss_growth(post(&env.h2, &env, V, Some(JSON), body)).await;
+    assert_eq!(a.version, reqwest::Version::HTTP_2);
+    let resp = review_of(&a, &is("big100-h2"), "100 MiB over h2");
+    assert_eq!(resp["status"]["code"], 413, "{resp}");
+    let pulled = pulled.load(Ordering::Relaxed);
+    assert!(
+        pulled < 64 * MIB as u64,
+        "h2: {pulled} bytes pulled before the answer"
+    );
+    assert!(growth_kib < 64 * 1024, "h2: RSS grew by {growth_kib} KiB");
+    assert_serving(&env, "100 MiB over h2").await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Slow and silent clients.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slowloris_and_stalled_bodies_do_not_block_others() {
+    let env = env_with(|s| Settings {
+        body_timeout: Duration::from_secs(1),
+        ..s
+    })
+    .await;
+    let head = request_head(
+        "POST /validate",
+        &[
+            "content-type: application/json".into(),
+            "content-length: 100".into(),
+        ],
+    );
+    let open = Arc::new(AtomicU64::new(0));
+    let mut slow = Vec::new();
+    // One client sends its headers one byte per second, twenty others one byte per 100 ms.
+    for i in 0..21 {
+        let mut s = raw_connect(&env).await;
+        let head = head.clone();
+        let open = open.clone();
+        let pause = Duration::from_millis(if i == 0 { 1000 } else { 100 });
+        slow.push(tokio::spawn(async move {
+            open.fetch_add(1, Ordering::Relaxed);
+            for b in head.iter().take(head.len() - 2) {
+                if s.write_all(&[*b]).await.is_err() || s.flush().await.is_err() {
+                    break;
+                }
+                tokio::time::sleep(pause).await;
+            }
+            std::future::pending::<()>().await;
+        }));
+    }
+    // A stalled body: the head and the start of the body (with the uid), then nothing.
+    let body = good_body("stalled-1");
+    let mut stalled = raw_connect(&env).await;
+    stalled
+        .write_all(&request_head(
+            "POST /validate",
+            &[
+                "content-type: application/json".into(),
+                format!("content-length: {}", body.len()),
+            ],
+        ))
+        .await
+        .unwrap();
+    stalled.write_all(&body[..body.len() / 2]).await.unwrap();
+    stalled.flush().await.unwrap();
+    let t = Instant::now();
+    for i in 0..16 {
+        assert_serving(&env, &format!("slowloris {i}")).await;
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert_eq!(open.load(Ordering::Relaxed), 21);
+    // The stalled body was answered (400 review, uid salvaged) once the body timeout passed.
+    let r = tokio::time::timeout(
+        Duration::from_secs(10),
+        read_response(&mut stalled, &mut Vec::new()),
+    )
+    .await
+    .expect("stalled body answered")
+    .expect("response");
+    let resp = review_of(&r.answer(), &is("stalled-1"), "stalled body");
+    assert_eq!(resp["status"]["code"], 400, "{resp}");
+    assert!(t.elapsed() >= Duration::from_millis(900));
+    for s in slow {
+        s.abort();
+    }
+    assert_serving(&env, "after slowloris").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_that_never_speak_tls_are_dropped_and_leak_nothing() {
+    let env = env().await;
+    let addr = env.server.addr;
+
+    // Connect and never send a ClientHello.
+    let mut silent = Vec::new();
+    for _ in 0..20 {
+        silent.push(TcpStream::connect(addr).await.unwrap());
+    }
+    // Plain HTTP to the TLS port: no HTTP answer, no review, at most a TLS alert.
+    let mut plain = TcpStream::connect(addr).await.unwrap();
+    plain
+        .write_all(
+            &[
+                request_head(
+                    "POST /validate",
+                    &[
+                        "content-type: application/json".into(),
+                        "content-length: 2".into(),
+                    ],
+                ),
+                b"{}".to_vec(),
+            ]
+            .concat(),
+        )
+        .await
+        .unwrap();
+    let mut got = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), plain.read_to_end(&mut got)).await;
+    let text = String::from_utf8_lossy(&got);
+    assert!(
+        !text.contains("HTTP/") && !text.contains("AdmissionReview"),
+        "{got:?}"
+    );
+    assert!(
+        got.is_empty() || got[0] == 0x15,
+        "a TLS alert or nothing: {got:?}"
+    );
+
+    // Junk that looks like a TLS record.
+    let mut junk = TcpStream::connect(addr).await.unwrap();
+    junk.write_all(b"\x16\x03\x01\x00\x05hello\x00\x00\x00\x00\x00\x00\x00\x00")
+        .await
+        .unwrap();
+    let mut got = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), junk.read_to_end(&mut got))
+        .await
+        .expect("junk connection closed")
+        .unwrap_or_default();
+    assert!(!String::from_utf8_lossy(&got).contains("HTTP/"), "{got:?}");
+
+    for i in 0..4 {
+        assert_serving(&env, &format!("silent clients {i}")).await;
+    }
+    // The silent connections are closed by the server's handshake timeout.
+    let t = Instant::now();
+    for mut s in silent {
+        let mut b = [0u8; 1];
+        let r = tokio::time::timeout(Duration::from_secs(15), s.read(&mut b))
+            .await
+            .expect("silent connection closed by the server within 15 s");
+        assert!(matches!(r, Ok(0) | Err(_)), "{r:?}");
+    }
+    eprintln!("silent connections closed after {:?}", t.elapsed());
+    // On a new connection: `env.h1`'s pooled one has been idle as long as the silent ones,
+    // and the server closes an idle HTTP/1.1 connection after the same 10 s (hyper's header
+    // read timeout), so a request on it races that close (seen as "peer closed connection
+    // without sending TLS close_notify" under load).
+    let fresh = https_client(&env.ca, env.server.addr, true);
+    assert_serving_on(&fresh, &env, "silent clients closed").await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Many connections and streams.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_h2_streams_and_idle_connections() {
+    let _heavy = HEAVY.lock().await;
+    let env = env().await;
+    // 600 concurrent streams on one HTTP/2 connection: good, truncated and empty reviews mixed;
+    // each answer carries its own uid.
+    let mut tasks = Vec::new();
+    for i in 0..600 {
+        let c = env.h2.clone();
+        let url = format!("https://localhost:{}/validate", env.server.addr.port());
+        tasks.push(tokio::spawn(async move {
+            let uid = format!("h2-{i}");
+            let body = match i % 3 {
+                0 => good_body(&uid),
+                1 => {
+                    let b = good_body(&uid);
+                    b[..b.len() / 2].to_vec()
+                }
+                _ => Vec::new(),
+            };
+            let r = c
+                .post(url)
+                .header("content-type", JSON)
+                .body(body)
+                .send()
+                .await
+                .expect("answer");
+            assert_eq!(r.version(), reqwest::Version::HTTP_2);
+            let a = Answer {
+                status: r.status().as_u16(),
+                version: r.version(),
+                content_type: r.headers()["content-type"].to_str().unwrap().to_string(),
+                body: r.bytes().await.unwrap().to_vec(),
+            };
+            let want = if i % 3 == 2 { Uid::Empty } else { Uid::Is(uid) };
+            let resp = review_of(&a, &want, &format!("stream {i}"));
+            assert_eq!(resp["allowed"], i % 3 == 0, "stream {i}: {resp}");
+        }));
+    }
+    for t in tasks {
+        t.await.expect("stream task");
+    }
+    assert_serving(&env, "600 h2 streams").await;
+
+    // 200 idle TLS connections (handshake done, nothing sent) and 200 keep-alive connections
+    // idle after one request.
+    let mut idle = Vec::new();
+    for _ in 0..200 {
+        idle.push(raw_connect(&env).await);
+    }
+    for i in 0..200 {
+        let mut s = raw_connect(&env).await;
+        s.write_all(&request_head("GET /healthz", &[]))
+            .await
+            .unwrap();
+        let r = read_response(&mut s, &mut Vec::new()).await.unwrap();
+        assert_eq!(r.status, 200, "keep-alive {i}");
+        idle.push(s);
+    }
+    assert!(env.server.connection_count() >= 400);
+    assert_serving(&env, "400 idle connections").await;
+    drop(idle);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Many conditions.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_thousand_conditions() {
+    let _heavy = HEAVY.lock().await;
+    let env = env().await;
+    // Validate: 10 000 copies of a valid condition → duplicates denied (403), while a good
+    // review sent meanwhile is answered promptly.
+    let body = edited("many-1", |v| {
+        let cnd = condition("Provisioned", "Unknown", "Pending");
+        v["request"]["object"]["status"]["conditions"] = Value::Array(vec![cnd; 10_000]);
+    });
+    let t = Instant::now();
+    let pending = {
+        let c = env.h1.clone();
+        let url = format!("https://localhost:{}/validate", env.server.addr.port());
+        tokio::spawn(async move {
+            c.post(url)
+                .header("content-type", JSON)
+                .body(body)
+                .send()
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_serving(&env, "during 10 000 conditions").await;
+    let r = pending.await.unwrap().expect("answer");
+    let a = Answer {
+        status: r.status().as_u16(),
+        version: r.version(),
+        content_type: r.headers()["content-type"].to_str().unwrap().to_string(),
+        body: r.bytes().await.unwrap().to_vec(),
+    };
+    let resp = review_of(&a, &is("many-1"), "10 000 conditions");
+    // Over `MAX_CONDITIONS` the list is refused as malformed before any per-condition work.
+    assert_eq!(resp["status"]["code"], 400, "{resp}");
+    assert_eq!(resp["auditAnnotations"]["violations"], "malformed");
+    assert!(
+        resp["status"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("10000 entries; at most 64")
+    );
+    eprintln!("10 000 conditions validated in {:?}", t.elapsed());
+
+    // Mutate: 10 000 conditions that would all need defaulting get no patch (validation denies
+    // the list); `conditions: null` and `[]` need nothing.
+    let body = edited("many-2", |v| {
+        let cnd = json!({"type": "Provisioned", "status": "Unknown", "reason": "Pending"});
+        v["request"]["object"]["status"]["conditions"] = Value::Array(vec![cnd; 10_000]);
+    });
+    let t = Instant::now();
+    let a = post(&env.h2, &env, M, Some(JSON), body.clone()).await;
+    let resp = review_of(&a, &is("many-2"), "10 000 conditions (mutate)");
+    assert_eq!(resp["allowed"], true);
+    assert!(patch_ops(&resp).is_none(), "{resp}");
+    eprintln!("10 000 conditions mutated in {:?}", t.elapsed());
+    assert_serving(&env, "10 000 conditions").await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Logs.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logs_hold_no_body_and_no_key_material() {
+    let env = env().await;
+    let secret = "kim-secret-7f3a9c";
+    let requests: Vec<(&str, &str, Vec<u8>)> = vec![
+        (
+            V,
+            "log-1",
+            edited("log-1", |v| {
+                set(
+                    v,
+                    "/request/object/metadata/annotations",
+                    json!({"kubeconfig": format!("token: {secret}-annotation")}),
+                );
+                v["request"]["object"]["spec"]["shoot"]["purpose"] =
+                    json!(format!("{secret}-spec"));
+                v["request"]["object"]["status"]["conditions"][0]["message"] =
+                    json!(format!("{secret}-message"));
+                set(
+                    v,
+                    "/request/object/status/kubeconfig",
+                    json!(format!("{secret}-status")),
+                );
+                set(
+                    v,
+                    "/request/userInfo/extra",
+                    json!({"token": [format!("{secret}-extra")]}),
+                );
+            }),
+        ),
+        (
+            M,
+            "log-2",
+            edited("log-2", |v| {
+                v["request"]["object"]["status"]["conditions"] = json!([{"type": "Provisioned", "status": "Unknown",
+                "reason": "Pending", "message": format!("{secret}-mutate")}]);
+                v["request"]["oldObject"]["metadata"]["managedFields"][0]["manager"] =
+                    json!(format!("{secret}-mf"));
+            }),
+        ),
+        (
+            V,
+            "log-3",
+            edited("log-3", |v| {
+                remove(v, "/request/object/status/state");
+                v["request"]["object"]["status"]["conditions"][0]["message"] =
+                    json!(format!("{secret}-denied"));
+            }),
+        ),
+        (V, "log-4", {
+            let b = edited("log-4", |v| {
+                set(
+                    v,
+                    "/request/object/metadata/annotations",
+                    json!({"k": format!("{secret}-truncated")}),
+                )
+            });
+            b[..find(&b, b"-truncated").unwrap() + 5].to_vec()
+        }),
+        (
+            V,
+            "log-5",
+            edited("log-5", |v| {
+                v["request"]["object"]["status"]["conditions"][0]["message"] =
+                    json!(format!("{secret}-{}", "M".repeat(40_000)))
+            }),
+        ),
+    ];
+    for (path, uid, body) in requests {
+        let a = post(&env.h1, &env, path, Some(JSON), body).await;
+        review_of(&a, &is(uid), uid);
+    }
+    // A big body too (its prefix is kept for the uid only).
+    let (r, _, _) = upload(&env, V, "log-6", 8 * MIB, false).await;
+    review_of(&r.answer(), &is("log-6"), "log-6");
+
+    let logs = crate::support::logs::captured();
+    for uid in ["log-1", "log-2", "log-3", "log-4", "log-5", "log-6"] {
+        let line = logs
+            .lines()
+            .find(|l| l.contains(&format!("uid={uid} ")))
+            .unwrap_or_else(|| panic!("no log line for {uid}"));
+        assert!(line.contains("admission review"), "{line}");
+        assert!(line.len() < 4096, "{uid}: log line of {} bytes", line.len());
+    }
+    assert!(!logs.contains(secret), "body content in the logs");
+    // No key material: no line of this server's private key.
+    for line in env.key_pem.lines().filter(|l| !l.starts_with("-----")) {
+        assert!(!logs.contains(line), "server key in the logs");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The real binary.
+
+/// `kim webhook` as a user starts it (`RUST_LOG` unset, so every review is logged at info):
+/// it must keep answering after its first logged review. Regression test: `main()` used to
+/// hold `stdout().lock()` while the tokio workers logged to stdout, so the first logged review
+/// never got an answer and the process stopped serving altogether (/healthz, SIGTERM too);
+/// fixed in c3cda63.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn binary_keeps_serving_after_its_first_logged_review() {
+    use std::io::BufRead;
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_kim"))
+        .args(["webhook", "--dev", "--addr", "127.0.0.1:0"])
+        .args(["--metrics-addr", "127.0.0.1:0", "--cert-dir"])
+        .arg(dir.path())
+        .env_remove("RUST_LOG")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn kim webhook");
+    let stderr = child.stderr.take().unwrap();
+    let child = Kill(child);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if let Some(port) = line.split("on https://localhost:").nth(1) {
+                let _ = tx.send(port.trim().parse::<u16>().unwrap());
+            }
+        }
+    });
+    let port = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("dev banner");
+    let ca = std::fs::read_to_string(dir.path().join("ca.crt")).unwrap();
+    let c = reqwest::Client::builder()
+        .tls_certs_only([reqwest::Certificate::from_pem(ca.as_bytes()).unwrap()])
+        .timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    for i in 0..3 {
+        let uid = format!("bin-{i}");
+        let r = c
+            .post(format!("https://localhost:{port}/validate"))
+            .header("content-type", JSON)
+            .body(good_body(&uid))
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("review {i} not answered within 5 s: {e}"));
+        let v: Value = r.json().await.unwrap();
+        assert_eq!(v["response"]["uid"], json!(uid));
+    }
+    drop(child);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reproductions of bugs found while attacking the server. Each fails today.
+
+fn empty_conditions(uid: &str, n: usize) -> Vec<u8> {
+    with_raw(uid, "/request/object/status/conditions", &{
+        let mut v = b"[".to_vec();
+        v.extend(std::iter::repeat_n(&b"{},"[..], n).flatten());
+        v.extend_from_slice(b"{}]");
+        v
+    })
+}
+
+/// Two reviews of 1.2 MB (300 000 empty conditions, far under the 7 MiB limit) keep both
+/// tokio workers busy for seconds: a good review waits until they are done, longer than the
+/// apiserver's 10 s timeout in a debug build (tens of seconds with 7 MiB bodies).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn condition_floods_do_not_starve_other_reviews() {
+    let _heavy = HEAVY.lock().await;
+    let env = env().await;
+    let mut floods = Vec::new();
+    for i in 0..2 {
+        let c = env.h1.clone();
+        let url = format!("https://localhost:{}/validate", env.server.addr.port());
+        let body = empty_conditions(&format!("flood-{i}"), 300_000);
+        floods.push(tokio::spawn(async move {
+            c.post(url)
+                .header("content-type", JSON)
+                .body(body)
+                .send()
+                .await
+        }));
+    }
+    // Not a tokio sleep: the runtime's timers stall too while the workers evaluate.
+    std::thread::sleep(Duration::from_millis(500));
+    assert_serving(&env, "two condition floods").await;
+    for f in floods {
+        let _ = f.await;
+    }
+}
+
+/// A denial lists every violation in full: 100 000 empty conditions (0.4 MB) give a 26 MB
+/// answer (and the same in one log line); a 40 000-char condition type is echoed whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn denials_are_bounded() {
+    let _heavy = HEAVY.lock().await;
+    let env = env().await;
+    let a = post(
+        &env.h1,
+        &env,
+        V,
+        Some(JSON),
+        empty_conditions("amp-1", 100_000),
+    )
+    .await;
+    let resp = review_of(&a, &is("amp-1"), "100 000 empty conditions");
+    assert_eq!(resp["status"]["code"], 400);
+    assert!(
+        a.body.len() < MIB,
+        "a 0.4 MB request got a {} byte answer",
+        a.body.len()
+    );
+    let body = edited("amp-2", |v| {
+        v["request"]["object"]["status"]["conditions"][0]["type"] = json!("T".repeat(40_000))
+    });
+    let a = post(&env.h1, &env, V, Some(JSON), body).await;
+    let resp = review_of(&a, &is("amp-2"), "40 000-char type");
+    let msg = resp["status"]["message"].as_str().unwrap();
+    assert!(msg.len() < 8192, "message of {} bytes", msg.len());
+    let logs = crate::support::logs::captured();
+    let line = logs.lines().find(|l| l.contains("uid=amp-2 ")).unwrap();
+    assert!(line.len() < 8192, "log line of {} bytes", line.len());
+}
+
+/// The duplicate-type check compares each condition with all before it: 40 000 distinct types
+/// (2 MB) take tens of seconds in a debug build (O(n²)); 10 000 take ~2 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn distinct_condition_types_are_checked_in_linear_time() {
+    let _heavy = HEAVY.lock().await;
+    let env = env().await;
+    let body = edited("quad-1", |v| {
+        let conds: Vec<Value> = (0..40_000)
+            .map(|i| json!({"type": format!("t{i}"), "status": "True", "reason": "r"}))
+            .collect();
+        v["request"]["object"]["status"]["conditions"] = Value::Array(conds);
+    });
+    let t = Instant::now();
+    let a = post(&env.h1, &env, V, Some(JSON), body).await;
+    review_of(&a, &is("quad-1"), "40 000 distinct types");
+    assert!(
+        t.elapsed() < Duration::from_secs(5),
+        "answered after {:?}",
+        t.elapsed()
+    );
+}
+
+/// A client that never finishes its request head keeps its connection (and ~25 KiB) forever:
+/// axum-server disables hyper's 30 s header read timeout and the server does not set one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slowloris_connections_are_closed_by_the_server() {
+    let env = env().await;
+    let mut s = raw_connect(&env).await;
+    s.write_all(b"POST /validate HTTP/1.1\r\nhost: localhost\r\nx-slow: ")
+        .await
+        .unwrap();
+    let t = Instant::now();
+    let closed = loop {
+        if t.elapsed() > Duration::from_secs(45) {
+            break false;
+        }
+        if s.write_all(b"a").await.is_err() || s.flush().await.is_err() {
+            break true;
+        }
+        let mut b = [0u8; 512];
+        match tokio::time::timeout(Duration::from_secs(1), s.read(&mut b)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => break true,
+            Ok(Ok(_)) => break true, // an error response (408) also ends it
+            Err(_) => {}
+        }
+    };
+    assert!(
+        closed,
+        "a request head sent one byte per second is still open after 45 s"
+    );
+}
+
+/// `uid` and `user` are logged with `Display`: a newline in them starts a forged log line,
+/// an ESC byte reaches the terminal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uid_and_username_cannot_forge_log_lines() {
+    let env = env().await;
+    let uid = "forge-1\nFORGED INFO kim::webhook::server: admission review path=\"/validate\" uid=x decision=\"allowed\"";
+    let body = edited(uid, |v| {
+        v["request"]["userInfo"]["username"] = json!("eve\u{1b}[2J\nFORGED-USER")
+    });
+    let a = post(&env.h1, &env, V, Some(JSON), body).await;
+    review_of(&a, &is(uid), "forged uid");
+    let logs = crate::support::logs::captured();
+    assert!(logs.contains("forge-1"), "request not logged");
+    for line in logs.lines() {
+        assert!(!line.starts_with("FORGED"), "forged log line: {line:?}");
+    }
+    assert!(!logs.contains("\u{1b}[2J"), "raw ESC sequence in the logs");
+}
+
+/// serde's type errors quote the offending string in full; the denial message and the log
+/// line then carry body content (here: a PEM private key put where metadata belongs).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_fields_are_not_copied_into_logs() {
+    let env = env().await;
+    let marker = "kim-leak-marker-MIIEvQIBADANBgkqhkiG9w0BAQEFAASC";
+    let body = edited("leak-1", |v| {
+        v["request"]["object"]["metadata"] = json!(format!(
+            "-----BEGIN PRIVATE KEY-----\n{marker}\n-----END PRIVATE KEY-----"
+        ))
+    });
+    let a = post(&env.h1, &env, V, Some(JSON), body).await;
+    let resp = review_of(&a, &is("leak-1"), "key as metadata");
+    assert_eq!(resp["status"]["code"], 400);
+    let logs = crate::support::logs::captured();
+    assert!(logs.contains("uid=leak-1 "), "request not logged");
+    assert!(!logs.contains(marker), "body string copied into the log");
+}
+
+/// A condition whose stored lastTransitionTime is 9999-12-31T23:59:59Z (valid RFC 3339) changes
+/// status: defaulting stamps one second later, `+10000-01-01T00:00:00Z`, which is not RFC 3339,
+/// which validate then denies (400) and which mutate patches again on reinvocation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn defaulting_after_year_9999_yields_a_valid_timestamp() {
+    let env = env().await;
+    let body = edited("y10k-1", |v| {
+        v["request"]["oldObject"]["status"]["conditions"][0]["lastTransitionTime"] =
+            json!("9999-12-31T23:59:59Z");
+        v["request"]["object"]["status"]["conditions"] = json!([{"type": "Provisioned",
+            "status": "True", "reason": "ShootCreationCompleted", "message": "done",
+            "observedGeneration": 1}]);
+    });
+    let a = post(&env.h1, &env, M, Some(JSON), body.clone()).await;
+    let resp = review_of(&a, &is("y10k-1"), "year 9999");
+    let ops = patch_ops(&resp).expect("a defaulting patch");
+    let stamped = ops[0]["value"].as_str().unwrap().to_string();
+    assert!(
+        chrono::DateTime::parse_from_rfc3339(&stamped).is_ok(),
+        "defaulted lastTransitionTime {stamped:?} is not RFC 3339"
+    );
+    check_patch(&env, "y10k-1", &body, &resp).await;
+}
