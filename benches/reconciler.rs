@@ -1,4 +1,4 @@
-//! Reconciler benchmark (issue 5): one `cargo bench --bench reconciler` run measures
+//! Reconciler benchmark: one `cargo bench --bench reconciler` run measures
 //!
 //! - **latency**: the time from the simulated Shoot reaching `lastOperation: Create/Succeeded`
 //!   to the Runtime's `Ready` status write, for Runtimes provisioned one at a time (target
@@ -1482,7 +1482,7 @@ async fn bench() -> anyhow::Result<()> {
     let cores = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1);
-    println!("== kim reconciler benchmark (issue 5)");
+    println!("== kim reconciler benchmark");
     println!(
         "   {cores} cores; load average at start {}; controller: {} (--concurrency {}, RUST_LOG {})",
         loadavg(),
@@ -1521,7 +1521,7 @@ async fn bench() -> anyhow::Result<()> {
     }
     println!();
     println!(
-        "== targets (issue 5); {cores} cores shared by the servers, the simulator and the controller"
+        "== targets; {cores} cores shared by the servers, the simulator and the controller"
     );
     for t in &targets {
         println!(
