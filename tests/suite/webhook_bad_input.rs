@@ -1303,7 +1303,7 @@ async fn oversized_bodies() {
             counter.fetch_add(c.len() as u64, Ordering::Relaxed);
             Ok::<_, std::io::Error>(c)
         });
-    let body = reqwest::Body::wrap_stream(futures_util::stream::iter(chunks));
+    let body = reqwest::Body::wrap_stream(futures::stream::iter(chunks));
     let (a, growth_kib) = peak_rss_growth(post(&env.h2, &env, V, Some(JSON), body)).await;
     assert_eq!(a.version, reqwest::Version::HTTP_2);
     let resp = review_of(&a, &is("big100-h2"), "100 MiB over h2");

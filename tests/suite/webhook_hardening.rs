@@ -586,7 +586,7 @@ fn slow_upload(target: &Target, templates: &[Template], i: usize, http1: bool) -
     let (first, rest) = body.split_at(body.len() / 2);
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Vec<u8>, std::io::Error>>(4);
     tx.try_send(Ok(first.to_vec())).unwrap();
-    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+    let stream = futures::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|item| (item, rx))
     });
     let cas: Vec<&str> = target.cas.iter().map(String::as_str).collect();

@@ -318,7 +318,7 @@ async fn oversized_body_gets_a_413_review_and_the_server_keeps_serving() {
         let r = c
             .post(url(server.addr, "/mutate"))
             .header("content-type", JSON)
-            .body(reqwest::Body::wrap_stream(futures_util::stream::iter(
+            .body(reqwest::Body::wrap_stream(futures::stream::iter(
                 chunks,
             )))
             .send()
@@ -688,7 +688,7 @@ async fn graceful_shutdown_finishes_the_in_flight_request() {
     let body = review_json("inflight-1", 64 * 1024);
     let (first, rest) = body.split_at(body.len() / 2);
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Vec<u8>, std::io::Error>>(4);
-    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+    let stream = futures::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|item| (item, rx))
     });
     let c = client(&[&c0.ca_pem], addr, true);
