@@ -596,7 +596,7 @@ async fn a_failed_initial_list_is_retried() {
         // The clients of `kim controller`: a deadline on every request, kube's retries off.
         let client = |mut c: kube::Config| {
             c.default_retry = false;
-            kim::reconciler::client::build(c, Duration::from_secs(5)).expect("client")
+            kim::reconciler::deadline::build(c, Duration::from_secs(5)).expect("client")
         };
         let mut settings = env.settings();
         settings.kcp = client(env.controller_kube_config());

@@ -202,12 +202,12 @@ pub async fn runtime_client(ctx: &Ctx, key: &str, secret: &Secret) -> Result<Cli
         .map_err(|_| {
             Error::RuntimeCluster(format!("Secret {name}: the kubeconfig cannot be loaded"))
         })?;
-    // Every request has a deadline counted from when it is sent (see [`super::client`]).
+    // Every request has a deadline counted from when it is sent (see [`super::deadline`]).
     let timeout = ctx.settings.runtime_timeout;
     if !timeout.is_zero() {
         config.connect_timeout = Some(timeout);
     }
-    let client = super::client::build(config, timeout)
+    let client = super::deadline::build(config, timeout)
         .map_err(|e| Error::RuntimeCluster(format!("Secret {name}: cannot build a client: {e}")))?;
     ctx.cache_client(key, &fingerprint, client.clone());
     Ok(client)

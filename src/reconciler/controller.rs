@@ -65,8 +65,8 @@ pub struct Settings {
     /// condition); default 60 s. Zero: written at once. See [`super::reconcile::Pass::reports`].
     pub transient_error_grace: Duration,
     /// Deadline of every request to a runtime cluster (default 30 s; see
-    /// [`super::client`]). The control-cluster and Gardener clients are built by the caller
-    /// ([`super::client::build`] gives them the same deadlines).
+    /// [`super::deadline`]). The control-cluster and Gardener clients are built by the caller
+    /// ([`super::deadline::build`] gives them the same deadlines).
     pub runtime_timeout: Duration,
     /// Leader election; `None` runs the Controller at once.
     pub leader_election: Option<LeaderElection>,
@@ -93,7 +93,7 @@ impl Settings {
             backoff_max: Duration::from_secs(300),
             gardener_retry_delay: Duration::from_secs(60),
             transient_error_grace: Duration::from_secs(60),
-            runtime_timeout: super::client::DEFAULT_REQUEST_TIMEOUT,
+            runtime_timeout: super::deadline::DEFAULT_REQUEST_TIMEOUT,
             leader_election: None,
             metrics: Arc::new(Metrics::new()),
             reporter: "kim-controller".to_string(),

@@ -168,7 +168,7 @@ pub fn gardener_error_code(e: &kube::Error) -> String {
         kube::Error::HyperError(_) | kube::Error::Service(_) | kube::Error::ReadEvents(_) => {
             let mut source: Option<&(dyn std::error::Error + 'static)> = e.source();
             while let Some(s) = source {
-                if s.is::<super::client::RequestTimedOut>() {
+                if s.is::<super::deadline::RequestTimedOut>() {
                     return "timeout".to_string();
                 }
                 source = s.source();

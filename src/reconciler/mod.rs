@@ -40,7 +40,7 @@
 //!
 //! Every API request of the controller has a deadline (`--request-timeout-seconds`, 30 s): the
 //! answer must start within it from when the request is sent, and its body (except a watch's)
-//! be complete within it from when it is first read ([`client`]).
+//! be complete within it from when it is first read ([`deadline`]).
 //!
 //! # Running
 //!
@@ -56,9 +56,9 @@
 #![deny(missing_docs)]
 
 pub mod admins;
-pub mod client;
 pub mod clients;
 pub mod controller;
+pub mod deadline;
 pub mod delete;
 pub mod error;
 pub mod events;
@@ -151,7 +151,7 @@ pub struct ControllerArgs {
     /// clusters, in seconds: the answer must start within it, and its body be complete within
     /// it from the first read (a watch's stream is ended by the server's `timeoutSeconds`).
     /// `0`: none.
-    #[arg(long, env = "KIM_REQUEST_TIMEOUT_SECONDS", default_value_t = client::DEFAULT_REQUEST_TIMEOUT.as_secs())]
+    #[arg(long, env = "KIM_REQUEST_TIMEOUT_SECONDS", default_value_t = deadline::DEFAULT_REQUEST_TIMEOUT.as_secs())]
     pub request_timeout_seconds: u64,
 
     /// Seconds that transient API errors (409, 429, 5xx, timeouts) of a Runtime that is `Ready`
@@ -207,7 +207,7 @@ async fn client_from_kubeconfig(path: &Path, timeout: Duration) -> anyhow::Resul
     let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
         .await
         .with_context(|| format!("loading kubeconfig {}", path.display()))?;
-    client::build(config, timeout).context("building the client")
+    deadline::build(config, timeout).context("building the client")
 }
 
 /// Runs `kim controller` until SIGTERM or SIGINT.
@@ -229,7 +229,7 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
             let config = kube::Config::infer()
                 .await
                 .context("control cluster client (in-cluster or KUBECONFIG)")?;
-            client::build(config, timeout)
+            deadline::build(config, timeout)
                 .context("control cluster client (in-cluster or KUBECONFIG)")?
         }
     };
