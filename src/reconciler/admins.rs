@@ -5,7 +5,7 @@
 //! Bindings have deterministic names ([`binding_name`]) and the label
 //! `reconciler.kyma-project.io/managed-by: infrastructure-manager`. Labelled bindings whose
 //! user is no longer listed are deleted; bindings without the label are never read, changed
-//! or deleted. Runtime-cluster clients are kept in a small bounded cache ([`super::clients`]),
+//! or deleted. Runtime-cluster clients are kept in a small bounded cache ([`super::runtime_clients`]),
 //! keyed by the Secret's resourceVersion and a hash of the kubeconfig, so a rotated kubeconfig
 //! builds a new one.
 
@@ -170,7 +170,7 @@ pub async fn sync(client: Client, users: &[String]) -> Result<SyncReport, Error>
 }
 
 /// The runtime-cluster client built from the kubeconfig Secret (cached per runtime in a bounded
-/// cache, [`super::clients`], by the Secret's resourceVersion and a hash of the kubeconfig, so a
+/// cache, [`super::runtime_clients`], by the Secret's resourceVersion and a hash of the kubeconfig, so a
 /// changed kubeconfig gets a new client). Error messages never contain the kubeconfig.
 ///
 /// Errors: the Secret holds no usable kubeconfig.
@@ -187,7 +187,7 @@ pub async fn runtime_client(ctx: &Ctx, key: &str, secret: &Secret) -> Result<Cli
         .resource_version
         .as_deref()
         .unwrap_or_default();
-    let fingerprint = super::clients::fingerprint(rv, bytes);
+    let fingerprint = super::runtime_clients::fingerprint(rv, bytes);
     if let Some(c) = ctx.cached_client(key, &fingerprint) {
         return Ok(c);
     }

@@ -1,11 +1,11 @@
 //! The kube-runtime Controller: what it watches, how Shoot events map back to Runtimes, and
 //! the shared state of all reconciles ([`Ctx`]).
 
-use super::clients::ClientCache;
 use super::events::Publisher;
 use super::leader::{self, LeaderElection};
 use super::metrics::Metrics;
 use super::reconcile;
+use super::runtime_clients::ClientCache;
 use crate::api::{LABEL_RUNTIME_ID, Runtime, Shoot};
 use crate::gardener::Config;
 use crate::status::Policy;
@@ -50,8 +50,8 @@ pub struct Settings {
     pub resync: Duration,
     /// Runtimes reconciled in parallel (default [`DEFAULT_CONCURRENCY`]).
     pub concurrency: u16,
-    /// Runtime-cluster clients kept (default [`super::clients::DEFAULT_CAPACITY`]; least
-    /// recently used evicted; 0: none kept). See [`super::clients`].
+    /// Runtime-cluster clients kept (default [`super::runtime_clients::DEFAULT_CAPACITY`]; least
+    /// recently used evicted; 0: none kept). See [`super::runtime_clients`].
     pub runtime_client_cache: usize,
     /// First delay of the per-Runtime error backoff (default 1 s; doubles, with jitter).
     pub backoff_min: Duration,
@@ -88,7 +88,7 @@ impl Settings {
             user: crate::status::table::DEFAULT_WRITER_USERS[0].to_string(),
             resync: Duration::from_secs(600),
             concurrency: DEFAULT_CONCURRENCY,
-            runtime_client_cache: super::clients::DEFAULT_CAPACITY,
+            runtime_client_cache: super::runtime_clients::DEFAULT_CAPACITY,
             backoff_min: Duration::from_secs(1),
             backoff_max: Duration::from_secs(300),
             gardener_retry_delay: Duration::from_secs(60),
@@ -216,7 +216,7 @@ impl Ctx {
     }
 
     /// The cached runtime-cluster client of `key` if it was built from the kubeconfig with
-    /// `fingerprint` ([`super::clients::fingerprint`]); a client of another kubeconfig is
+    /// `fingerprint` ([`super::runtime_clients::fingerprint`]); a client of another kubeconfig is
     /// dropped.
     pub fn cached_client(&self, key: &str, fingerprint: &str) -> Option<Client> {
         self.clients.get(key, fingerprint)

@@ -56,7 +56,6 @@
 #![deny(missing_docs)]
 
 pub mod admins;
-pub mod clients;
 pub mod controller;
 pub mod deadline;
 pub mod delete;
@@ -68,6 +67,7 @@ pub mod metrics;
 pub mod provision;
 pub mod reasons;
 pub mod reconcile;
+pub mod runtime_clients;
 pub mod status;
 
 pub use controller::{Ctx, Settings, run_with, runtime_for_shoot, runtime_id};
@@ -144,7 +144,7 @@ pub struct ControllerArgs {
 
     /// Runtime-cluster clients kept for reuse (least recently used evicted; each holds a
     /// connection pool and an open connection to its cluster). `0`: a client per use.
-    #[arg(long, env = "KIM_RUNTIME_CLIENT_CACHE", default_value_t = clients::DEFAULT_CAPACITY)]
+    #[arg(long, env = "KIM_RUNTIME_CLIENT_CACHE", default_value_t = runtime_clients::DEFAULT_CAPACITY)]
     pub runtime_client_cache: usize,
 
     /// Deadline of every API request to the control cluster, Gardener and the runtime
