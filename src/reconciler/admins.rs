@@ -14,7 +14,7 @@ use super::error::{self, Error};
 use super::kubeconfig::{MANAGED_BY, SECRET_KEY};
 use super::reasons::{ADMINISTRATORS_CONFIGURED, CONFIGURATION_ERROR};
 use super::reconcile::Pass;
-use super::status::{Cond, Update};
+use super::status_update::{Cond, Update};
 use crate::status::table::types::CONFIGURED;
 use crate::status::{CondStatus, State};
 use k8s_openapi::api::core::v1::Secret;

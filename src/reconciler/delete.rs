@@ -17,7 +17,7 @@ use super::kubeconfig::secret_name;
 use super::provision::{get_shoot, owned_by, request_retry, timed};
 use super::reasons::{GARDENER_ERR, GARDENER_SHOOT_DELETED};
 use super::reconcile::Pass;
-use super::status::{Cond, Update};
+use super::status_update::{Cond, Update};
 use crate::api::{ANNOTATION_CONFIRM_DELETION, Shoot};
 use crate::gardener::convert::structured_auth_config_map_name;
 use crate::gardener::{OperationType, ShootProgress, classify_shoot};

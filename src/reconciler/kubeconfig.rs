@@ -11,7 +11,7 @@ use super::error::{self, Error};
 use super::provision::timed;
 use super::reasons::{KUBECONFIG_CREATED, KUBERNETES_ERR};
 use super::reconcile::Pass;
-use super::status::{Cond, Update};
+use super::status_update::{Cond, Update};
 use crate::api::{ADMIN_KUBECONFIG_SUBRESOURCE, AdminKubeconfigRequest, LABEL_RUNTIME_ID, Shoot};
 use crate::status::table::types::KUBECONFIG_READY;
 use crate::status::{CondStatus, State};

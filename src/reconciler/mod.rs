@@ -23,9 +23,9 @@
 //! | delete | [`delete`] | `Terminating`, `Deprovisioned=Unknown/GardenerShootDeleted`; `False/GardenerErr` |
 //!
 //! Status writes go through [`reconcile::Pass::set`]: the next status is built with
-//! [`status::next_status`] (`SetStatusCondition` semantics), nothing is written when nothing
+//! [`status_update::next_status`] (`SetStatusCondition` semantics), nothing is written when nothing
 //! changed (a Shoot's `lastOperation` progress alone is not a change; its type, state or errors
-//! are), the write is checked with [`status::check`] against the same policy the webhook
+//! are), the write is checked with [`status_update::check`] against the same policy the webhook
 //! enforces before it is sent (a denial is a reconciler bug: logged, counted, not sent), and it
 //! goes through the `status` subresource with the resourceVersion read (a 409 is retried).
 //! Every condition change is published as an Event (`Warning` when the condition is `False`).
@@ -68,7 +68,7 @@ pub mod provision;
 pub mod reasons;
 pub mod reconcile;
 pub mod runtime_clients;
-pub mod status;
+pub mod status_update;
 
 pub use controller::{Ctx, Settings, run_with, runtime_for_shoot, runtime_id};
 pub use error::Error;

@@ -10,7 +10,7 @@ use super::controller::{Ctx, runtime_id};
 use super::error::{self, Error};
 use super::reasons::*;
 use super::reconcile::Pass;
-use super::status::{Cond, Update, condition};
+use super::status_update::{Cond, Update, condition};
 use crate::api::{ANNOTATION_OPERATION, LastError, LastOperation, OPERATION_RETRY, Runtime, Shoot};
 use crate::gardener::{
     ConversionError, OperationType, ShootProgress, classify_shoot, runtime_to_shoot,

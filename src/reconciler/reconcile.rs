@@ -4,7 +4,7 @@
 
 use super::controller::Ctx;
 use super::error::{self, Error};
-use super::status::{Update, changed, check, next_status, shoot_changed};
+use super::status_update::{Update, changed, check, next_status, shoot_changed};
 use crate::api::{Runtime, RuntimeStatus};
 use crate::status::{CondStatus, State, denial_message, table::FINALIZER};
 use chrono::Utc;
@@ -102,7 +102,7 @@ pub struct Pass<'a> {
     pub writes: u32,
     /// Conditions of deferred updates (see [`Pass::set_deferrable`]), applied with the next
     /// write.
-    carry: Vec<super::status::Cond>,
+    carry: Vec<super::status_update::Cond>,
 }
 
 impl<'a> Pass<'a> {

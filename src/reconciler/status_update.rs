@@ -1,7 +1,11 @@
-//! Status writes of the reconciler: build the next status the way `meta.SetStatusCondition`
-//! does, check it against the status model (the same [`crate::status::evaluate`] the webhook
-//! uses — a denied write is a bug in the reconciler, never sent), and decide whether anything
-//! changed (no change → no write, so a resync writes nothing and status writes never loop).
+//! Status updates of the reconciler: what a step asks to write ([`Update`]), the next status it
+//! leads to, built the way `meta.SetStatusCondition` does ([`next_status`]), its check against
+//! the status model (the same [`crate::status::evaluate`] the webhook uses — a denied write is a
+//! bug in the reconciler, never sent), and whether anything changed (no change → no write, so a
+//! resync writes nothing and status writes never loop). The write itself is
+//! [`super::reconcile::Pass::set`].
+//!
+//! Named `status_update` to keep it apart from [`crate::status`], the status model it obeys.
 
 use crate::api::{LastError, LastOperation, Runtime, RuntimeStatus};
 use crate::status::{self, CondStatus, Facts, Policy, State, Violation};
