@@ -747,6 +747,17 @@ pub struct LastError {
 }
 
 impl Runtime {
+    /// The runtime ID ([`LABEL_RUNTIME_ID`]), if set and not empty. The Shoot and the kubeconfig
+    /// Secret of the Runtime carry it (`Shoot::runtime_id`, the Secret's name).
+    pub fn runtime_id(&self) -> Option<&str> {
+        self.metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(LABEL_RUNTIME_ID))
+            .map(String::as_str)
+            .filter(|s| !s.is_empty())
+    }
+
     /// The Shoot name from the `kyma-project.io/shoot-name` label, else `spec.shoot.name`.
     pub fn shoot_name(&self) -> &str {
         self.metadata

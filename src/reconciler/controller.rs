@@ -6,7 +6,7 @@ use super::leader::{self, LeaderElection};
 use super::metrics::Metrics;
 use super::reconcile;
 use super::runtime_clients::ClientCache;
-use crate::api::{LABEL_RUNTIME_ID, Runtime, Shoot};
+use crate::api::{Runtime, Shoot};
 use crate::gardener::Config;
 use crate::status::Policy;
 use backon::{BackoffBuilder, ExponentialBackoff, ExponentialBuilder};
@@ -243,16 +243,6 @@ impl Ctx {
     }
 }
 
-/// The runtime ID of a Runtime (label `kyma-project.io/runtime-id`), if set and not empty.
-pub fn runtime_id(rt: &Runtime) -> Option<&str> {
-    rt.metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(LABEL_RUNTIME_ID))
-        .map(String::as_str)
-        .filter(|s| !s.is_empty())
-}
-
 /// The Runtime a Shoot belongs to: the one in the store whose `spec.shoot.name` is the Shoot's
 /// name and whose runtime ID is the Shoot's `…/runtime-id` annotation. A Runtime's
 /// `metadata.name` need not be its runtime ID, so the match is on the two fields, not on names.
@@ -260,7 +250,7 @@ pub fn runtime_for_shoot(store: &Store<Runtime>, shoot: &Shoot) -> Option<Object
     let name = shoot.metadata.name.as_deref()?;
     let rid = shoot.runtime_id()?;
     store
-        .find(|rt| rt.spec.shoot.name == name && runtime_id(rt) == Some(rid))
+        .find(|rt| rt.spec.shoot.name == name && rt.runtime_id() == Some(rid))
         .map(|rt| ObjectRef::from_obj(rt.as_ref()))
 }
 

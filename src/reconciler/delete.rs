@@ -11,7 +11,6 @@
 //!   kubeconfig Secret and the structured-authentication ConfigMap, then remove the
 //!   finalizer. A Runtime that never got a Shoot is released at once, without a status write.
 
-use super::controller::runtime_id;
 use super::error::{self, Error};
 use super::kubeconfig::secret_name;
 use super::provision::{get_shoot, owned_by, request_retry, timed};
@@ -177,7 +176,7 @@ pub async fn run(pass: &mut Pass<'_>) -> Result<Action, Error> {
 async fn release(pass: &mut Pass<'_>) -> Result<Action, Error> {
     let ctx = pass.ctx;
     let key = pass.key();
-    if let Some(rid) = runtime_id(&pass.rt) {
+    if let Some(rid) = pass.rt.runtime_id() {
         let name = secret_name(rid);
         match ctx.secrets.delete(&name, &DeleteParams::default()).await {
             Ok(_) => tracing::info!(runtime = %key, secret = %name, "kubeconfig Secret deleted"),

@@ -6,7 +6,6 @@
 //!
 //! The kubeconfig itself is never logged and never put into a condition message or error.
 
-use super::controller::runtime_id;
 use super::error::{self, Error};
 use super::provision::timed;
 use super::reasons::{KUBECONFIG_CREATED, KUBERNETES_ERR};
@@ -108,7 +107,7 @@ async fn failed<T>(pass: &mut Pass<'_>, error: Error, message: String) -> Result
 /// `KubeconfigReady=False/KubernetesErr`).
 pub async fn run(pass: &mut Pass<'_>, shoot: &Shoot) -> Result<(Secret, Duration), Error> {
     let ctx = pass.ctx;
-    let Some(rid) = runtime_id(&pass.rt).map(str::to_string) else {
+    let Some(rid) = pass.rt.runtime_id().map(str::to_string) else {
         return Err(Error::Other(format!(
             "Runtime {} has no {LABEL_RUNTIME_ID} label",
             pass.key()

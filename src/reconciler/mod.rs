@@ -70,7 +70,7 @@ pub mod reconcile;
 pub mod runtime_clients;
 pub mod status_update;
 
-pub use controller::{Ctx, Settings, run_with, runtime_for_shoot, runtime_id};
+pub use controller::{Ctx, Settings, run_with, runtime_for_shoot};
 pub use error::Error;
 pub use leader::LeaderElection;
 pub use metrics::Metrics;

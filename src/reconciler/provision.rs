@@ -6,7 +6,7 @@
 //! `metadata.generation`; after that, operations Gardener runs on its own (maintenance,
 //! periodic reconciles) do not touch the Runtime's status.
 
-use super::controller::{Ctx, runtime_id};
+use super::controller::Ctx;
 use super::error::{self, Error};
 use super::reasons::*;
 use super::reconcile::Pass;
@@ -65,7 +65,7 @@ pub async fn get_shoot(ctx: &Ctx, name: &str) -> Result<Option<Shoot>, kube::Err
 
 /// Whether `shoot` was created for `rt` (its runtime-id annotation is the Runtime's).
 pub fn owned_by(shoot: &Shoot, rt: &Runtime) -> bool {
-    shoot.runtime_id().is_some() && shoot.runtime_id() == runtime_id(rt)
+    shoot.runtime_id().is_some() && shoot.runtime_id() == rt.runtime_id()
 }
 
 fn shoot_copy(shoot: &Shoot) -> (Option<LastOperation>, Vec<LastError>) {
@@ -125,7 +125,7 @@ fn not_owned_message(rt: &Runtime, shoot: &Shoot) -> String {
         shoot.namespace().unwrap_or_default(),
         shoot.name_any(),
         shoot.runtime_id().unwrap_or(""),
-        runtime_id(rt).unwrap_or(""),
+        rt.runtime_id().unwrap_or(""),
     )
 }
 
@@ -290,7 +290,7 @@ async fn ensure_auth_config(pass: &mut Pass<'_>, shoot: &Shoot) -> Result<(), Er
         metadata: ObjectMeta {
             name: Some(auth.config_map_name.clone()),
             namespace: Some(ctx.settings.config.namespace()),
-            labels: runtime_id(&pass.rt).map(|rid| {
+            labels: pass.rt.runtime_id().map(|rid| {
                 BTreeMap::from([(crate::api::LABEL_RUNTIME_ID.to_string(), rid.to_string())])
             }),
             ..ObjectMeta::default()
