@@ -9,7 +9,7 @@
 //! keyed by the Secret's resourceVersion and a hash of the kubeconfig, so a rotated kubeconfig
 //! builds a new one.
 
-use super::controller::Ctx;
+use super::context::Ctx;
 use super::error::{self, Error};
 use super::kubeconfig::{MANAGED_BY, SECRET_KEY};
 use super::reasons::{ADMINISTRATORS_CONFIGURED, CONFIGURATION_ERROR};

@@ -56,6 +56,7 @@
 #![deny(missing_docs)]
 
 pub mod admins;
+pub mod context;
 pub mod controller;
 pub mod deadline;
 pub mod delete;
@@ -70,7 +71,8 @@ pub mod reconcile;
 pub mod runtime_clients;
 pub mod status_update;
 
-pub use controller::{Ctx, Settings, run_with, runtime_for_shoot};
+pub use context::{Ctx, Settings};
+pub use controller::{run_with, runtime_for_shoot};
 pub use error::Error;
 pub use leader::LeaderElection;
 pub use metrics::Metrics;
@@ -139,7 +141,7 @@ pub struct ControllerArgs {
 
     /// Runtimes reconciled in parallel (KIM's default, 25: a reconcile mostly waits on API
     /// round trips).
-    #[arg(long, env = "KIM_CONCURRENCY", default_value_t = controller::DEFAULT_CONCURRENCY)]
+    #[arg(long, env = "KIM_CONCURRENCY", default_value_t = context::DEFAULT_CONCURRENCY)]
     pub concurrency: u16,
 
     /// Runtime-cluster clients kept for reuse (least recently used evicted; each holds a

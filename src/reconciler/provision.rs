@@ -6,7 +6,7 @@
 //! `metadata.generation`; after that, operations Gardener runs on its own (maintenance,
 //! periodic reconciles) do not touch the Runtime's status.
 
-use super::controller::Ctx;
+use super::context::Ctx;
 use super::error::{self, Error};
 use super::reasons::*;
 use super::reconcile::Pass;

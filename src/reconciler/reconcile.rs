@@ -2,7 +2,7 @@
 //! provisioning ([`super::provision`] → [`super::kubeconfig`] → [`super::admins`]); and the
 //! one place status is written ([`Pass::set`]).
 
-use super::controller::Ctx;
+use super::context::{self, Ctx};
 use super::error::{self, Error};
 use super::status_update::{Update, changed, check, next_status, shoot_changed};
 use crate::api::{Runtime, RuntimeStatus};
@@ -18,17 +18,12 @@ use std::sync::Arc;
 use std::time::Instant;
 use tracing::Instrument;
 
-/// `namespace/name` of a Runtime: the key of the per-Runtime memory and metrics.
-pub fn key(rt: &Runtime) -> String {
-    format!("{}/{}", rt.namespace().unwrap_or_default(), rt.name_any())
-}
-
 /// The kube-runtime reconcile function.
 ///
 /// Errors: see [`Error`]; each is retried with the Runtime's exponential backoff.
 pub async fn reconcile(rt: Arc<Runtime>, ctx: Arc<Ctx>) -> Result<Action, Error> {
     let started = Instant::now();
-    let key = key(&rt);
+    let key = context::key(&rt);
     let mut current = rt.as_ref().clone();
     let mut restarts = 0;
     let result = loop {
@@ -75,7 +70,7 @@ pub fn error_policy(
     err: &Error,
     ctx: Arc<Ctx>,
 ) -> kube::runtime::controller::Action {
-    let key = key(&rt);
+    let key = context::key(&rt);
     let delay = ctx.next_backoff(&key);
     match err {
         Error::StatusDenied(_) => {
@@ -118,7 +113,7 @@ impl<'a> Pass<'a> {
 
     /// The Runtime's key (`namespace/name`).
     pub fn key(&self) -> String {
-        key(&self.rt)
+        context::key(&self.rt)
     }
 
     /// The Runtime's current status, if any.
