@@ -12,8 +12,8 @@
 use super::context::Ctx;
 use super::error::{self, Error};
 use super::kubeconfig::{MANAGED_BY, SECRET_KEY};
+use super::pass::Pass;
 use super::reasons::{ADMINISTRATORS_CONFIGURED, CONFIGURATION_ERROR};
-use super::reconcile::Pass;
 use super::status_update::{Cond, Update};
 use crate::status::table::types::CONFIGURED;
 use crate::status::{CondStatus, State};

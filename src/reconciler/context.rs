@@ -57,7 +57,7 @@ pub struct Settings {
     pub gardener_retry_delay: Duration,
     /// How long transient errors of a Runtime that is `Ready` for its current generation are
     /// only retried before they are written into its status (`Pending`, the step's `False`
-    /// condition); default 60 s. Zero: written at once. See [`super::reconcile::Pass::reports`].
+    /// condition); default 60 s. Zero: written at once. See [`super::pass::Pass::reports`].
     pub transient_error_grace: Duration,
     /// Deadline of every request to a runtime cluster (default 30 s; see
     /// [`super::deadline`]). The control-cluster and Gardener clients are built by the caller

@@ -13,9 +13,9 @@
 
 use super::error::{self, Error};
 use super::kubeconfig::secret_name;
+use super::pass::Pass;
 use super::provision::{get_shoot, owned_by, request_retry, timed};
 use super::reasons::{GARDENER_ERR, GARDENER_SHOOT_DELETED};
-use super::reconcile::Pass;
 use super::status_update::{Cond, Update};
 use crate::api::{ANNOTATION_CONFIRM_DELETION, Shoot};
 use crate::gardener::convert::structured_auth_config_map_name;

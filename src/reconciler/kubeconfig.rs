@@ -7,9 +7,9 @@
 //! The kubeconfig itself is never logged and never put into a condition message or error.
 
 use super::error::{self, Error};
+use super::pass::Pass;
 use super::provision::timed;
 use super::reasons::{KUBECONFIG_CREATED, KUBERNETES_ERR};
-use super::reconcile::Pass;
 use super::status_update::{Cond, Update};
 use crate::api::{ADMIN_KUBECONFIG_SUBRESOURCE, AdminKubeconfigRequest, LABEL_RUNTIME_ID, Shoot};
 use crate::status::table::types::KUBECONFIG_READY;

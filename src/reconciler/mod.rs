@@ -22,7 +22,7 @@
 //! | administrators | [`admins`] | `Ready`, `Configured=True/AdministratorsConfigured`, `provisioningCompleted`; `Pending`, `False/ConfigurationError` |
 //! | delete | [`delete`] | `Terminating`, `Deprovisioned=Unknown/GardenerShootDeleted`; `False/GardenerErr` |
 //!
-//! Status writes go through [`reconcile::Pass::set`]: the next status is built with
+//! Status writes go through [`pass::Pass::set`]: the next status is built with
 //! [`status_update::next_status`] (`SetStatusCondition` semantics), nothing is written when nothing
 //! changed (a Shoot's `lastOperation` progress alone is not a change; its type, state or errors
 //! are), the write is checked with [`status_update::check`] against the same policy the webhook
@@ -34,7 +34,7 @@
 //! a per-object exponential backoff ([`backon`]) and leave it `Pending` (or `Terminating`) with
 //! the step's condition `False` — never `Failed`. A Runtime that is `Ready` for its generation
 //! stays `Ready` through them for [`Settings::transient_error_grace`] (retried, not written; see
-//! [`reconcile::Pass::reports`]). A Gardener operation that failed with retryable codes is
+//! [`pass::Pass::reports`]). A Gardener operation that failed with retryable codes is
 //! retried by annotating the Shoot `gardener.cloud/operation: retry` after
 //! [`Settings::gardener_retry_delay`].
 //!
@@ -65,6 +65,7 @@ pub mod events;
 pub mod kubeconfig;
 pub mod leader;
 pub mod metrics;
+pub mod pass;
 pub mod provision;
 pub mod reasons;
 pub mod reconcile;

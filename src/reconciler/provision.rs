@@ -1,6 +1,7 @@
 //! Steps 2–4 and the update (spec `reconciler.md`): accept the Runtime, convert it and create
 //! the Shoot, apply spec changes to an existing Shoot, and wait on the Shoot's
-//! `lastOperation`; then hand over to [`super::kubeconfig`] and [`super::admins`].
+//! `lastOperation`. Once it is done, the orchestrator ([`super::reconcile`]) goes on with
+//! [`super::kubeconfig`] and [`super::admins`].
 //!
 //! "Waiting" applies until `Provisioned=True` has been written for the Runtime's current
 //! `metadata.generation`; after that, operations Gardener runs on its own (maintenance,
@@ -8,8 +9,8 @@
 
 use super::context::Ctx;
 use super::error::{self, Error};
+use super::pass::{Pass, Step};
 use super::reasons::*;
-use super::reconcile::Pass;
 use super::status_update::{Cond, Update, condition};
 use crate::api::{ANNOTATION_OPERATION, LastError, LastOperation, OPERATION_RETRY, Runtime, Shoot};
 use crate::gardener::{
@@ -29,15 +30,6 @@ use std::time::{Duration, Instant};
 
 /// Field manager of every server-side apply `kim` sends.
 pub const FIELD_MANAGER: &str = "kim";
-
-/// Whether a step lets the pass go on (with a value) or ends it with an action.
-#[derive(Debug)]
-pub enum Step<T> {
-    /// Go on to the next step.
-    Continue(T),
-    /// Stop here; requeue as the action says.
-    Stop(Action),
-}
 
 /// Runs the Gardener call `call`, recording its latency as operation `operation` and, when it
 /// fails, the error by code.
@@ -129,12 +121,13 @@ fn not_owned_message(rt: &Runtime, shoot: &Shoot) -> String {
     )
 }
 
-/// Provisioning and update of a Runtime that is not being deleted: steps 2–6.
+/// Steps 2–4 and the update of a Runtime that is not being deleted: the Shoot, created or
+/// updated, once Gardener has finished with it ([`Step::Continue`]); [`Step::Stop`] while it has
+/// to wait (or has failed for good).
 ///
 /// Errors: API errors (after writing the step's `False` condition) and status write errors.
-pub async fn run(pass: &mut Pass<'_>) -> Result<Action, Error> {
+pub async fn run(pass: &mut Pass<'_>) -> Result<Step<Shoot>, Error> {
     let ctx = pass.ctx;
-    let resync = ctx.settings.resync;
     // Step 2: accepted, nothing created yet.
     if condition(pass.status(), PROVISIONED).is_none() {
         pass.set(Update::new(
@@ -152,7 +145,7 @@ pub async fn run(pass: &mut Pass<'_>) -> Result<Action, Error> {
         None => create(pass).await?,
         Some(shoot) if !owned_by(&shoot, &pass.rt) => {
             let message = not_owned_message(&pass.rt, &shoot);
-            return conversion_failed(pass, message).await;
+            return conversion_failed(pass, message).await.map(Step::Stop);
         }
         Some(shoot)
             if pass.rt.metadata.generation.unwrap_or(0)
@@ -164,14 +157,12 @@ pub async fn run(pass: &mut Pass<'_>) -> Result<Action, Error> {
     };
     let shoot = match step {
         Step::Continue(s) => s,
-        Step::Stop(action) => return Ok(action),
+        Step::Stop(action) => return Ok(Step::Stop(action)),
     };
-    if let Step::Stop(action) = wait(pass, &shoot).await? {
-        return Ok(action);
-    }
-    let (secret, rotate_in) = super::kubeconfig::run(pass, &shoot).await?;
-    super::admins::run(pass, &secret).await?;
-    Ok(Action::requeue(resync.min(rotate_in)))
+    Ok(match wait(pass, &shoot).await? {
+        Step::Continue(()) => Step::Continue(shoot),
+        Step::Stop(action) => Step::Stop(action),
+    })
 }
 
 /// Step 3: convert and create the Shoot.

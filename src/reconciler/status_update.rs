@@ -3,7 +3,7 @@
 //! the status model (the same [`crate::status::evaluate`] the webhook uses — a denied write is a
 //! bug in the reconciler, never sent), and whether anything changed (no change → no write, so a
 //! resync writes nothing and status writes never loop). The write itself is
-//! [`super::reconcile::Pass::set`].
+//! [`super::pass::Pass::set`].
 //!
 //! Named `status_update` to keep it apart from [`crate::status`], the status model it obeys.
 
