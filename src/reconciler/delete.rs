@@ -14,8 +14,8 @@
 use super::error::{self, Error};
 use super::kubeconfig::secret_name;
 use super::pass::Pass;
-use super::provision::{get_shoot, owned_by, request_retry, timed};
 use super::reasons::{GARDENER_ERR, GARDENER_SHOOT_DELETED};
+use super::shoots::{get_shoot, last_operation, owned_by, request_retry, timed};
 use super::status_update::{Cond, Update};
 use crate::api::{ANNOTATION_CONFIRM_DELETION, Shoot};
 use crate::gardener::convert::structured_auth_config_map_name;
@@ -105,11 +105,7 @@ pub async fn run(pass: &mut Pass<'_>) -> Result<Action, Error> {
         .await?;
         return Ok(Action::requeue(ctx.settings.resync));
     }
-    let (op, errors) = shoot
-        .status
-        .as_ref()
-        .map(|s| (s.last_operation.clone(), s.last_errors.clone()))
-        .unwrap_or_default();
+    let (op, errors) = last_operation(&shoot);
     match classify_shoot(&shoot) {
         ShootProgress::Failed {
             operation: OperationType::Delete,

@@ -8,8 +8,8 @@
 
 use super::error::{self, Error};
 use super::pass::Pass;
-use super::provision::timed;
 use super::reasons::{KUBECONFIG_CREATED, KUBERNETES_ERR};
+use super::shoots::timed;
 use super::status_update::{Cond, Update};
 use crate::api::{ADMIN_KUBECONFIG_SUBRESOURCE, AdminKubeconfigRequest, LABEL_RUNTIME_ID, Shoot};
 use crate::status::table::types::KUBECONFIG_READY;

@@ -70,6 +70,7 @@ pub mod provision;
 pub mod reasons;
 pub mod reconcile;
 pub mod runtime_clients;
+pub mod shoots;
 pub mod status_update;
 
 pub use context::{Ctx, Settings};

@@ -7,12 +7,12 @@
 //! `metadata.generation`; after that, operations Gardener runs on its own (maintenance,
 //! periodic reconciles) do not touch the Runtime's status.
 
-use super::context::Ctx;
 use super::error::{self, Error};
 use super::pass::{Pass, Step};
 use super::reasons::*;
+use super::shoots::{FIELD_MANAGER, get_shoot, last_operation, owned_by, request_retry, timed};
 use super::status_update::{Cond, Update, condition};
-use crate::api::{ANNOTATION_OPERATION, LastError, LastOperation, OPERATION_RETRY, Runtime, Shoot};
+use crate::api::{Runtime, Shoot};
 use crate::gardener::{
     ConversionError, OperationType, ShootProgress, classify_shoot, runtime_to_shoot,
     runtime_to_shoot_for_update, structured_authentication_config,
@@ -23,50 +23,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt;
 use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
-use serde_json::json;
 use std::collections::BTreeMap;
-use std::future::Future;
-use std::time::{Duration, Instant};
-
-/// Field manager of every server-side apply `kim` sends.
-pub const FIELD_MANAGER: &str = "kim";
-
-/// Runs the Gardener call `call`, recording its latency as operation `operation` and, when it
-/// fails, the error by code.
-pub async fn timed<T>(
-    ctx: &Ctx,
-    operation: &'static str,
-    call: impl Future<Output = Result<T, kube::Error>>,
-) -> Result<T, kube::Error> {
-    let started = Instant::now();
-    let out = call.await;
-    ctx.metrics().gardener_call(operation, started);
-    if let Err(e) = &out {
-        ctx.metrics()
-            .gardener_error(operation, super::metrics::gardener_error_code(e));
-    }
-    out
-}
-
-/// The Runtime's Shoot, if it exists.
-///
-/// Errors: the GET fails.
-pub async fn get_shoot(ctx: &Ctx, name: &str) -> Result<Option<Shoot>, kube::Error> {
-    timed(ctx, "get", ctx.shoots.get_opt(name)).await
-}
-
-/// Whether `shoot` was created for `rt` (its runtime-id annotation is the Runtime's).
-pub fn owned_by(shoot: &Shoot, rt: &Runtime) -> bool {
-    shoot.runtime_id().is_some() && shoot.runtime_id() == rt.runtime_id()
-}
-
-fn shoot_copy(shoot: &Shoot) -> (Option<LastOperation>, Vec<LastError>) {
-    shoot
-        .status
-        .as_ref()
-        .map(|s| (s.last_operation.clone(), s.last_errors.clone()))
-        .unwrap_or_default()
-}
 
 /// The state to write with a step that succeeded: `Ready` stays `Ready` (a resync or an
 /// update that changes nothing must not flap it), anything else is `Pending` until step 6.
@@ -321,7 +278,7 @@ async fn wait(pass: &mut Pass<'_>, shoot: &Shoot) -> Result<Step<()>, Error> {
         ctx.clear_retry(&key);
         return Ok(Step::Continue(()));
     }
-    let (op, errors) = shoot_copy(shoot);
+    let (op, errors) = last_operation(shoot);
     let in_progress_reason = if updating(pass) { PROCESSING } else { PENDING };
     match classify_shoot(shoot) {
         ShootProgress::InProgress { .. } => {
@@ -411,40 +368,4 @@ async fn wait(pass: &mut Pass<'_>, shoot: &Shoot) -> Result<Step<()>, Error> {
             Ok(Step::Stop(action))
         }
     }
-}
-
-/// For an operation that failed with retryable codes: once [`super::Settings::gardener_retry_delay`]
-/// has passed since it was first seen, annotate the Shoot `gardener.cloud/operation: retry`
-/// (Gardener does not retry a `Failed` operation by itself); until then, requeue for then.
-///
-/// Errors: the annotation cannot be written.
-pub async fn request_retry(
-    ctx: &Ctx,
-    key: &str,
-    shoot: &Shoot,
-    fingerprint: &str,
-    codes: &[String],
-) -> Result<Action, Error> {
-    if let Some(wait) = ctx.retry_due(key, fingerprint) {
-        return Ok(Action::requeue(wait.max(Duration::from_millis(10))));
-    }
-    let already = shoot
-        .annotations()
-        .get(ANNOTATION_OPERATION)
-        .is_some_and(|v| v == OPERATION_RETRY);
-    if !already {
-        let name = shoot.name_any();
-        let patch = json!({"metadata": {"annotations": {ANNOTATION_OPERATION: OPERATION_RETRY}}});
-        timed(
-            ctx,
-            "annotate",
-            ctx.shoots
-                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch)),
-        )
-        .await
-        .map_err(|e| Error::api(format!("annotating Shoot {name} for a retry"), e))?;
-        tracing::info!(runtime = %key, shoot = %name, ?codes, "asked Gardener to retry the failed operation");
-    }
-    ctx.clear_retry(key);
-    Ok(Action::requeue(ctx.settings.resync))
 }
