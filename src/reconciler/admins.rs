@@ -251,17 +251,9 @@ pub async fn run(pass: &mut Pass<'_>, secret: &Secret) -> Result<(), Error> {
             .await
         }
         Err(e) => {
-            if pass.reports(&e) {
-                pass.set(Update::new(
-                    State::Pending,
-                    vec![
-                        Cond::new(CONFIGURED, CondStatus::False, CONFIGURATION_ERROR)
-                            .with_message(e.to_string()),
-                    ],
-                ))
-                .await?;
-            }
-            Err(e)
+            let condition = Cond::new(CONFIGURED, CondStatus::False, CONFIGURATION_ERROR)
+                .with_message(e.to_string());
+            pass.fail(e, State::Pending, condition).await
         }
     }
 }

@@ -27,15 +27,13 @@ use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use serde_json::json;
 
-/// Writes `Terminating`, `Deprovisioned=False/GardenerErr` and returns the error.
+/// Writes `Terminating`, `Deprovisioned=False/GardenerErr` and returns the error (deletion
+/// reports every error, see [`Pass::reports`]).
 async fn gardener_failed<T>(pass: &mut Pass<'_>, what: String, e: kube::Error) -> Result<T, Error> {
     let message = format!("{what}: {}", error::describe(&e));
-    pass.set(Update::new(
-        State::Terminating,
-        vec![Cond::new(DEPROVISIONED, CondStatus::False, GARDENER_ERR).with_message(message)],
-    ))
-    .await?;
-    Err(Error::api(what, e))
+    let condition = Cond::new(DEPROVISIONED, CondStatus::False, GARDENER_ERR).with_message(message);
+    pass.fail(Error::api(what, e), State::Terminating, condition)
+        .await
 }
 
 fn confirmed(shoot: &Shoot) -> bool {

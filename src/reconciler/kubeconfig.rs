@@ -85,26 +85,15 @@ pub fn renew_in(secret: Option<&Secret>, now: DateTime<Utc>, rotate_after: Durat
     rotate_after.saturating_sub(age)
 }
 
-/// Writes `KubeconfigReady=False/KubernetesErr` (state `Pending`) unless [`Pass::reports`]
-/// holds it back, and returns the error.
-async fn failed<T>(pass: &mut Pass<'_>, error: Error, message: String) -> Result<T, Error> {
-    if pass.reports(&error) {
-        pass.set(Update::new(
-            State::Pending,
-            vec![
-                Cond::new(KUBECONFIG_READY, CondStatus::False, KUBERNETES_ERR)
-                    .with_message(message),
-            ],
-        ))
-        .await?;
-    }
-    Err(error)
+/// `KubeconfigReady=False/KubernetesErr` with `message`, the condition of a failed step 5.
+fn failed(message: String) -> Cond {
+    Cond::new(KUBECONFIG_READY, CondStatus::False, KUBERNETES_ERR).with_message(message)
 }
 
 /// Ensures a fresh kubeconfig Secret; returns it and how long until it must be renewed.
 ///
 /// Errors: reading or writing the Secret or requesting the kubeconfig failed (after writing
-/// `KubeconfigReady=False/KubernetesErr`).
+/// `KubeconfigReady=False/KubernetesErr`, unless [`Pass::reports`] holds the error back).
 pub async fn run(pass: &mut Pass<'_>, shoot: &Shoot) -> Result<(Secret, Duration), Error> {
     let ctx = pass.ctx;
     let Some(rid) = pass.rt.runtime_id().map(str::to_string) else {
@@ -118,12 +107,8 @@ pub async fn run(pass: &mut Pass<'_>, shoot: &Shoot) -> Result<(Secret, Duration
         Ok(s) => s,
         Err(e) => {
             let message = format!("reading Secret {name}: {}", error::describe(&e));
-            return failed(
-                pass,
-                Error::api(format!("reading Secret {name}"), e),
-                message,
-            )
-            .await;
+            let error = Error::api(format!("reading Secret {name}"), e);
+            return pass.fail(error, State::Pending, failed(message)).await;
         }
     };
     let rotate_after = ctx.settings.config.kubeconfig_rotation_after();
@@ -131,7 +116,9 @@ pub async fn run(pass: &mut Pass<'_>, shoot: &Shoot) -> Result<(Secret, Duration
     let secret = if renew_in(existing.as_ref(), now, rotate_after).is_zero() {
         match renew(pass, shoot, &rid, existing, now).await {
             Ok(s) => s,
-            Err((error, message)) => return failed(pass, error, message).await,
+            Err((error, message)) => {
+                return pass.fail(error, State::Pending, failed(message)).await;
+            }
         }
     } else {
         existing.expect("renew_in is zero without a Secret")

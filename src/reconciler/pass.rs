@@ -76,9 +76,9 @@ impl<'a> Pass<'a> {
         })
     }
 
-    /// Whether the failure `error` of a step is written into the status (`Pending` with the
-    /// step's `False` condition, as the spec says for each step) before it is retried, or only
-    /// retried with the Runtime's backoff.
+    /// Whether the failure `error` of a step is written into the status (`Pending` — or
+    /// `Terminating` during deletion — with the step's `False` condition, as the spec says for
+    /// each step) before it is retried, or only retried with the Runtime's backoff.
     ///
     /// Only retried: a transient error ([`Error::is_transient`]: 409, 429, 5xx, timeouts,
     /// connection errors) of a Runtime that is `Ready` for its current generation, until its
@@ -88,7 +88,8 @@ impl<'a> Pass<'a> {
     /// three writes and Events) for a blip; an outage that lasts is reported. Everything else —
     /// provisioning, updates, deletion, errors a retry will not fix — is written at once.
     pub fn reports(&self, error: &Error) -> bool {
-        if !error.is_transient() || !self.ready_for_generation() {
+        let deleting = self.rt.metadata.deletion_timestamp.is_some();
+        if deleting || !error.is_transient() || !self.ready_for_generation() {
             return true;
         }
         let lasted = self.ctx.transient_for(&self.key());
@@ -97,6 +98,23 @@ impl<'a> Pass<'a> {
         }
         tracing::debug!(runtime = %self.key(), error = %error, lasted = ?lasted, "transient error of a Ready Runtime; retrying without a status write");
         false
+    }
+
+    /// Ends a step that failed with `error`: writes `state` with the step's `False` `condition`
+    /// (whose message says what failed), unless [`Pass::reports`] holds `error` back, and returns
+    /// `error`, so the Runtime is retried with its backoff.
+    ///
+    /// Errors: always; `error`, or the status write's error when that write fails.
+    pub async fn fail<T>(
+        &mut self,
+        error: Error,
+        state: State,
+        condition: Cond,
+    ) -> Result<T, Error> {
+        if self.reports(&error) {
+            self.set(Update::new(state, vec![condition])).await?;
+        }
+        Err(error)
     }
 
     /// Adds the finalizer if it is missing (JSON patch guarded by a `test` of the list read —

@@ -45,15 +45,9 @@ fn updating(pass: &Pass<'_>) -> bool {
 /// [`Pass::reports`] holds it back), and returns the error (retried with backoff).
 async fn gardener_failed<T>(pass: &mut Pass<'_>, what: String, e: kube::Error) -> Result<T, Error> {
     let message = format!("{what}: {}", error::describe(&e));
-    let error = Error::api(what, e);
-    if pass.reports(&error) {
-        pass.set(Update::new(
-            State::Pending,
-            vec![Cond::new(PROVISIONED, CondStatus::False, GARDENER_ERR).with_message(message)],
-        ))
-        .await?;
-    }
-    Err(error)
+    let condition = Cond::new(PROVISIONED, CondStatus::False, GARDENER_ERR).with_message(message);
+    pass.fail(Error::api(what, e), State::Pending, condition)
+        .await
 }
 
 /// Writes `Failed`, `Provisioned=False/ConversionErr` with `message`; the Runtime waits for a
