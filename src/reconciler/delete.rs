@@ -120,16 +120,10 @@ pub async fn run(pass: &mut Pass<'_>) -> Result<Action, Error> {
                                 .with_message(description.clone()),
                         ],
                     )
-                    .with_shoot(op.clone(), errors),
+                    .with_shoot(op, errors),
                 )
                 .await?;
-                let fingerprint = format!(
-                    "{}|{description}",
-                    op.as_ref()
-                        .map(|o| o.last_update_time.0.to_string())
-                        .unwrap_or_default()
-                );
-                request_retry(ctx, &key, &shoot, &fingerprint, &codes).await
+                request_retry(ctx, &key, &shoot, &description, &codes).await
             } else {
                 tracing::warn!(runtime = %key, shoot = %name, ?codes, "Shoot deletion failed for good");
                 pass.set(

@@ -130,12 +130,8 @@ pub async fn run(pass: &mut Pass<'_>, shoot: &Shoot) -> Result<(Secret, Duration
         ctx.metrics()
             .set_kubeconfig_expiry(&pass.key(), at.timestamp());
     }
-    let state = match pass.status().and_then(|s| s.state) {
-        Some(State::Ready) => State::Ready,
-        _ => State::Pending,
-    };
     pass.set_deferrable(Update::new(
-        state,
+        pass.progress_state(),
         vec![Cond::new(
             KUBECONFIG_READY,
             CondStatus::True,

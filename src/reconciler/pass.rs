@@ -59,6 +59,15 @@ impl<'a> Pass<'a> {
         self.rt.status.as_ref()
     }
 
+    /// The state to write with a step that succeeded: `Ready` stays `Ready` (a resync or an
+    /// update that changes nothing must not flap it), anything else is `Pending` until step 6.
+    pub fn progress_state(&self) -> State {
+        match self.status().and_then(|s| s.state) {
+            Some(State::Ready) => State::Ready,
+            _ => State::Pending,
+        }
+    }
+
     /// Whether the Runtime's `status.provisioningCompleted` is `true` (unset is `false`).
     pub fn provisioning_completed(&self) -> bool {
         provisioning_completed(self.status())

@@ -25,15 +25,6 @@ use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use std::collections::BTreeMap;
 
-/// The state to write with a step that succeeded: `Ready` stays `Ready` (a resync or an
-/// update that changes nothing must not flap it), anything else is `Pending` until step 6.
-fn progress_state(pass: &Pass<'_>) -> State {
-    match pass.status().and_then(|s| s.state) {
-        Some(State::Ready) => State::Ready,
-        _ => State::Pending,
-    }
-}
-
 /// Whether the Runtime is being updated rather than created: it was `Ready` once, or an
 /// update was submitted (`Provisioned` reason `Processing`).
 fn updating(pass: &Pass<'_>) -> bool {
@@ -298,7 +289,7 @@ async fn wait(pass: &mut Pass<'_>, shoot: &Shoot) -> Result<Step<()>, Error> {
             } else {
                 CONFIGURATION_COMPLETED
             };
-            let state = progress_state(pass);
+            let state = pass.progress_state();
             pass.set_deferrable(
                 Update::new(
                     state,
@@ -348,17 +339,10 @@ async fn wait(pass: &mut Pass<'_>, shoot: &Shoot) -> Result<Step<()>, Error> {
                             .with_message(description.clone()),
                     ],
                 )
-                .with_shoot(op.clone(), errors),
+                .with_shoot(op, errors),
             )
             .await?;
-            let fingerprint = format!(
-                "{}|{}",
-                op.as_ref()
-                    .map(|o| o.last_update_time.0.to_string())
-                    .unwrap_or_default(),
-                description
-            );
-            let action = request_retry(ctx, &key, shoot, &fingerprint, &codes).await?;
+            let action = request_retry(ctx, &key, shoot, &description, &codes).await?;
             Ok(Step::Stop(action))
         }
     }

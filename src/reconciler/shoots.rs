@@ -53,19 +53,28 @@ pub fn last_operation(shoot: &Shoot) -> (Option<LastOperation>, Vec<LastError>) 
         .unwrap_or_default()
 }
 
-/// For an operation that failed with retryable codes: once [`super::Settings::gardener_retry_delay`]
-/// has passed since it was first seen, annotate the Shoot `gardener.cloud/operation: retry`
-/// (Gardener does not retry a `Failed` operation by itself); until then, requeue for then.
+/// For an operation of `shoot` that failed with retryable codes (`description`, `codes`): once
+/// [`super::Settings::gardener_retry_delay`] has passed since it was first seen, annotate the
+/// Shoot `gardener.cloud/operation: retry` (Gardener does not retry a `Failed` operation by
+/// itself); until then, requeue for then. The failure is told apart from a later one by its
+/// `lastOperation.lastUpdateTime` and description.
 ///
 /// Errors: the annotation cannot be written.
 pub async fn request_retry(
     ctx: &Ctx,
     key: &str,
     shoot: &Shoot,
-    fingerprint: &str,
+    description: &str,
     codes: &[String],
 ) -> Result<Action, Error> {
-    if let Some(wait) = ctx.retry_due(key, fingerprint) {
+    let updated = shoot
+        .status
+        .as_ref()
+        .and_then(|s| s.last_operation.as_ref())
+        .map(|o| o.last_update_time.0.to_string())
+        .unwrap_or_default();
+    let fingerprint = format!("{updated}|{description}");
+    if let Some(wait) = ctx.retry_due(key, &fingerprint) {
         return Ok(Action::requeue(wait.max(Duration::from_millis(10))));
     }
     let already = shoot
