@@ -7,7 +7,7 @@ use super::error::{self, Error};
 use super::status_update::{Cond, Update, changed, check, next_status, shoot_changed};
 use crate::api::{Runtime, RuntimeStatus};
 use crate::status::{CondStatus, State, denial_message, table::FINALIZER};
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
@@ -232,80 +232,17 @@ impl<'a> Pass<'a> {
     }
 
     async fn write(&mut self, mut update: Update, deferrable: bool) -> Result<(), Error> {
-        let mut conditions = std::mem::take(&mut self.carry);
-        conditions.retain(|c| {
-            !update
-                .conditions
-                .iter()
-                .any(|u| u.condition_type == c.condition_type)
-        });
-        conditions.append(&mut update.conditions);
-        update.conditions = conditions;
+        update.conditions = self.with_carried(std::mem::take(&mut update.conditions));
         let mut reread = false;
-        let (written, old_conditions) = loop {
-            let now = Utc::now();
-            let policy = &self.ctx.settings.policy;
-            let next = next_status(policy, &self.rt, &update, now);
-            if !changed(&self.rt, &next) {
+        let written = loop {
+            let Some(next) = self.next_to_write(&update, deferrable, Utc::now())? else {
                 return Ok(());
-            }
-            if update.shoot.is_some() {
-                let without = Update {
-                    shoot: None,
-                    ..update.clone()
-                };
-                let base = next_status(policy, &self.rt, &without, now);
-                if !changed(&self.rt, &base) && !shoot_changed(self.status(), &next) {
-                    return Ok(());
-                }
-            }
-            if deferrable && only_generations_differ(self.status(), &next) {
-                self.carry = update.conditions;
-                return Ok(());
-            }
-            if let Err(violations) = check(policy, &self.rt, &next, &self.ctx.settings.user, now) {
-                self.ctx.metrics().status_denied();
-                let message = denial_message(&violations);
-                tracing::error!(runtime = %self.key(), denial = %message, "status write denied by the status model; not sent (reconciler bug)");
-                return Err(Error::StatusDenied(message));
-            }
-            let old_conditions = self
-                .status()
-                .map(|s| s.conditions.clone())
-                .unwrap_or_default();
-            let mut object = self.rt.clone();
-            object.status = Some(next);
-            let name = self.rt.name_any();
-            match self
-                .ctx
-                .runtimes
-                .replace_status(&name, &PostParams::default(), &object)
-                .await
-            {
-                Ok(written) => break (written, old_conditions),
-                // The Runtime read was stale (typically a cached copy behind our own last
-                // write): read it again. If only its status moved, the pass starts over from
-                // the fresh copy (its decisions were made on an old status); if its spec or
-                // deletion moved, the write is retried by requeue.
+            };
+            match self.send(next).await {
+                Ok(written) => break written,
                 Err(e) if error::is_conflict(&e) && !reread => {
                     reread = true;
-                    let fresh =
-                        self.ctx.runtimes.get(&name).await.map_err(|e| {
-                            Error::api(format!("reading Runtime {}", self.key()), e)
-                        })?;
-                    let same_spec = fresh.metadata.generation == self.rt.metadata.generation
-                        && fresh.metadata.deletion_timestamp == self.rt.metadata.deletion_timestamp;
-                    if !same_spec {
-                        return Err(Error::api(
-                            format!("writing the status of Runtime {}", self.key()),
-                            e,
-                        ));
-                    }
-                    if fresh.status != self.rt.status {
-                        tracing::debug!(runtime = %self.key(), "status write conflicted with a newer status; starting over");
-                        return Err(Error::Stale(Box::new(fresh)));
-                    }
-                    self.rt = fresh;
+                    self.reread_after_conflict(e).await?;
                 }
                 Err(e) => {
                     return Err(Error::api(
@@ -315,6 +252,107 @@ impl<'a> Pass<'a> {
                 }
             }
         };
+        self.record(written);
+        Ok(())
+    }
+
+    /// `conditions` with the conditions carried from deferred updates in front, except those of
+    /// a type `conditions` sets anew.
+    fn with_carried(&mut self, mut conditions: Vec<Cond>) -> Vec<Cond> {
+        let mut carried = std::mem::take(&mut self.carry);
+        carried.retain(|c| {
+            !conditions
+                .iter()
+                .any(|u| u.condition_type == c.condition_type)
+        });
+        carried.append(&mut conditions);
+        carried
+    }
+
+    /// The status to send for `update` at `now`, or `None` when there is nothing to send: it
+    /// changes nothing, only the progress of the Shoot's running operation, or (`deferrable`)
+    /// only conditions' `observedGeneration` — then its conditions are carried to the next
+    /// write.
+    ///
+    /// Errors: [`Error::StatusDenied`], the status model denies the next status.
+    fn next_to_write(
+        &mut self,
+        update: &Update,
+        deferrable: bool,
+        now: DateTime<Utc>,
+    ) -> Result<Option<RuntimeStatus>, Error> {
+        let policy = &self.ctx.settings.policy;
+        let next = next_status(policy, &self.rt, update, now);
+        if !changed(&self.rt, &next) {
+            return Ok(None);
+        }
+        if update.shoot.is_some() {
+            let without = Update {
+                shoot: None,
+                ..update.clone()
+            };
+            let base = next_status(policy, &self.rt, &without, now);
+            if !changed(&self.rt, &base) && !shoot_changed(self.status(), &next) {
+                return Ok(None);
+            }
+        }
+        if deferrable && only_generations_differ(self.status(), &next) {
+            self.carry = update.conditions.clone();
+            return Ok(None);
+        }
+        if let Err(violations) = check(policy, &self.rt, &next, &self.ctx.settings.user, now) {
+            self.ctx.metrics().status_denied();
+            let message = denial_message(&violations);
+            tracing::error!(runtime = %self.key(), denial = %message, "status write denied by the status model; not sent (reconciler bug)");
+            return Err(Error::StatusDenied(message));
+        }
+        Ok(Some(next))
+    }
+
+    /// Sends `status` through the `status` subresource, with the resourceVersion read.
+    async fn send(&self, status: RuntimeStatus) -> Result<Runtime, kube::Error> {
+        let mut object = self.rt.clone();
+        object.status = Some(status);
+        self.ctx
+            .runtimes
+            .replace_status(&self.rt.name_any(), &PostParams::default(), &object)
+            .await
+    }
+
+    /// After the status write `conflict`: the Runtime read was stale (typically a cached copy
+    /// behind our own last write), so it is read again. If nothing but its resourceVersion
+    /// moved, the pass goes on from the fresh copy and the write is sent again.
+    ///
+    /// Errors: only its status moved — [`Error::Stale`] with the fresh copy, the pass starts
+    /// over (its decisions were made on an old status); its spec or deletion moved —
+    /// `conflict`, the write is retried by requeue; the read fails.
+    async fn reread_after_conflict(&mut self, conflict: kube::Error) -> Result<(), Error> {
+        let fresh = self
+            .ctx
+            .runtimes
+            .get(&self.rt.name_any())
+            .await
+            .map_err(|e| Error::api(format!("reading Runtime {}", self.key()), e))?;
+        let same_spec = fresh.metadata.generation == self.rt.metadata.generation
+            && fresh.metadata.deletion_timestamp == self.rt.metadata.deletion_timestamp;
+        if !same_spec {
+            return Err(Error::api(
+                format!("writing the status of Runtime {}", self.key()),
+                conflict,
+            ));
+        }
+        if fresh.status != self.rt.status {
+            tracing::debug!(runtime = %self.key(), "status write conflicted with a newer status; starting over");
+            return Err(Error::Stale(Box::new(fresh)));
+        }
+        self.rt = fresh;
+        Ok(())
+    }
+
+    /// Takes the Runtime `written` as the pass's latest copy: counts and logs the write,
+    /// updates the per-Runtime metrics (and the provisioning duration at the first `Ready`) and
+    /// publishes the Events of its condition changes.
+    fn record(&mut self, written: Runtime) {
         self.writes += 1;
         self.ctx.metrics().status_written();
         let state = written.status.as_ref().and_then(|s| s.state);
@@ -329,7 +367,7 @@ impl<'a> Pass<'a> {
         self.ctx
             .metrics()
             .observe_provisioning_completed(&self.key(), completed);
-        if completed && !provisioning_completed(self.status()) {
+        if completed && !self.provisioning_completed() {
             // The first Ready: provisioningCompleted goes from unset/false to true once.
             if let Some(created) = written.metadata.creation_timestamp.as_ref() {
                 let millis = Utc::now().timestamp_millis() - created.0.as_millisecond();
@@ -337,14 +375,16 @@ impl<'a> Pass<'a> {
                 self.ctx.metrics().provisioned(seconds);
             }
         }
-        let new_conditions = written
-            .status
-            .as_ref()
-            .map(|s| s.conditions.clone())
-            .unwrap_or_default();
+        let conditions = |rt: &Runtime| {
+            rt.status
+                .as_ref()
+                .map(|s| s.conditions.clone())
+                .unwrap_or_default()
+        };
+        let old_conditions = conditions(&self.rt);
+        let new_conditions = conditions(&written);
         self.rt = written;
         self.publish_events(&old_conditions, &new_conditions);
-        Ok(())
     }
 
     /// Publishes one Event per condition whose status or reason changed, in the background
