@@ -49,114 +49,115 @@ fn confirmed(shoot: &Shoot) -> bool {
 /// and status write errors.
 pub async fn run(pass: &mut Pass<'_>) -> Result<Action, Error> {
     let ctx = pass.ctx;
-    let key = pass.key();
     // The kubeconfig is no longer rotated and is deleted with the Shoot.
-    ctx.metrics().forget_kubeconfig(&key);
+    ctx.metrics().forget_kubeconfig(&pass.key());
     let name = pass.rt.spec.shoot.name.clone();
     let shoot = match get_shoot(ctx, &name).await {
         Ok(s) => s.filter(|s| owned_by(s, &pass.rt)),
         Err(e) => return gardener_failed(pass, format!("reading Shoot {name}"), e).await,
     };
-    let Some(shoot) = shoot else {
-        return release(pass).await;
-    };
-    if shoot.metadata.deletion_timestamp.is_none() {
-        if !confirmed(&shoot) {
-            let patch = json!({"metadata": {"annotations": {ANNOTATION_CONFIRM_DELETION: "true"}}});
-            let annotated = timed(
-                ctx,
-                "annotate",
-                ctx.shoots
-                    .patch(&name, &PatchParams::default(), &Patch::Merge(&patch)),
-            )
-            .await;
-            if let Err(e) = annotated
-                && !error::is_not_found(&e)
-            {
-                return gardener_failed(
-                    pass,
-                    format!("confirming the deletion of Shoot {name}"),
-                    e,
-                )
-                .await;
-            }
+    match shoot {
+        None => release(pass).await,
+        Some(shoot) if shoot.metadata.deletion_timestamp.is_none() => {
+            request_deletion(pass, &shoot).await
         }
-        match timed(
-            ctx,
-            "delete",
-            ctx.shoots.delete(&name, &DeleteParams::default()),
-        )
-        .await
-        {
-            Ok(_) => tracing::info!(runtime = %key, shoot = %name, "Shoot deletion requested"),
-            Err(e) if error::is_not_found(&e) => return release(pass).await,
-            Err(e) => return gardener_failed(pass, format!("deleting Shoot {name}"), e).await,
-        }
-        pass.set(Update::new(
-            State::Terminating,
-            vec![Cond::new(
-                DEPROVISIONED,
-                CondStatus::Unknown,
-                GARDENER_SHOOT_DELETED,
-            )],
-        ))
-        .await?;
-        return Ok(Action::requeue(ctx.settings.resync));
+        Some(shoot) => follow_deletion(pass, &shoot).await,
     }
-    let (op, errors) = last_operation(&shoot);
-    match classify_shoot(&shoot) {
+}
+
+/// The Shoot exists and is not being deleted: confirm its deletion (annotation), delete it,
+/// then `Terminating`, `Deprovisioned=Unknown/GardenerShootDeleted`; released at once if it is
+/// gone meanwhile.
+async fn request_deletion(pass: &mut Pass<'_>, shoot: &Shoot) -> Result<Action, Error> {
+    let ctx = pass.ctx;
+    let name = shoot.name_any();
+    if !confirmed(shoot) {
+        let patch = json!({"metadata": {"annotations": {ANNOTATION_CONFIRM_DELETION: "true"}}});
+        let annotated = timed(
+            ctx,
+            "annotate",
+            ctx.shoots
+                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch)),
+        )
+        .await;
+        if let Err(e) = annotated
+            && !error::is_not_found(&e)
+        {
+            let what = format!("confirming the deletion of Shoot {name}");
+            return gardener_failed(pass, what, e).await;
+        }
+    }
+    match timed(
+        ctx,
+        "delete",
+        ctx.shoots.delete(&name, &DeleteParams::default()),
+    )
+    .await
+    {
+        Ok(_) => tracing::info!(runtime = %pass.key(), shoot = %name, "Shoot deletion requested"),
+        Err(e) if error::is_not_found(&e) => return release(pass).await,
+        Err(e) => return gardener_failed(pass, format!("deleting Shoot {name}"), e).await,
+    }
+    pass.set(Update::new(
+        State::Terminating,
+        vec![Cond::new(
+            DEPROVISIONED,
+            CondStatus::Unknown,
+            GARDENER_SHOOT_DELETED,
+        )],
+    ))
+    .await?;
+    Ok(Action::requeue(ctx.settings.resync))
+}
+
+/// Gardener is deleting the Shoot: its `Delete` operation is copied into the status
+/// (`Terminating`, `Deprovisioned=Unknown/GardenerShootDeleted`); one that failed for good is
+/// `Failed`, `Deprovisioned=False/GardenerShootDeleted`; a retryable failure is retried as in
+/// creation.
+async fn follow_deletion(pass: &mut Pass<'_>, shoot: &Shoot) -> Result<Action, Error> {
+    let ctx = pass.ctx;
+    let key = pass.key();
+    let (op, errors) = last_operation(shoot);
+    let (state, condition) = match classify_shoot(shoot) {
         ShootProgress::Failed {
             operation: OperationType::Delete,
-            retryable,
+            retryable: true,
             codes,
             description,
         } => {
-            if retryable {
-                pass.set(
-                    Update::new(
-                        State::Terminating,
-                        vec![
-                            Cond::new(DEPROVISIONED, CondStatus::Unknown, GARDENER_SHOOT_DELETED)
-                                .with_message(description.clone()),
-                        ],
-                    )
-                    .with_shoot(op, errors),
-                )
-                .await?;
-                request_retry(ctx, &key, &shoot, &description, &codes).await
-            } else {
-                tracing::warn!(runtime = %key, shoot = %name, ?codes, "Shoot deletion failed for good");
-                pass.set(
-                    Update::new(
-                        State::Failed,
-                        vec![
-                            Cond::new(DEPROVISIONED, CondStatus::False, GARDENER_SHOOT_DELETED)
-                                .with_message(description),
-                        ],
-                    )
-                    .with_shoot(op, errors),
-                )
-                .await?;
-                Ok(Action::requeue(ctx.settings.resync))
-            }
-        }
-        _ => {
-            ctx.clear_retry(&key);
             pass.set(
                 Update::new(
                     State::Terminating,
-                    vec![Cond::new(
-                        DEPROVISIONED,
-                        CondStatus::Unknown,
-                        GARDENER_SHOOT_DELETED,
-                    )],
+                    vec![
+                        Cond::new(DEPROVISIONED, CondStatus::Unknown, GARDENER_SHOOT_DELETED)
+                            .with_message(description.clone()),
+                    ],
                 )
                 .with_shoot(op, errors),
             )
             .await?;
-            Ok(Action::requeue(ctx.settings.resync))
+            return request_retry(ctx, &key, shoot, &description, &codes).await;
         }
-    }
+        ShootProgress::Failed {
+            operation: OperationType::Delete,
+            retryable: false,
+            codes,
+            description,
+        } => {
+            tracing::warn!(runtime = %key, shoot = %shoot.name_any(), ?codes, "Shoot deletion failed for good");
+            let condition = Cond::new(DEPROVISIONED, CondStatus::False, GARDENER_SHOOT_DELETED)
+                .with_message(description);
+            (State::Failed, condition)
+        }
+        _ => {
+            ctx.clear_retry(&key);
+            let condition = Cond::new(DEPROVISIONED, CondStatus::Unknown, GARDENER_SHOOT_DELETED);
+            (State::Terminating, condition)
+        }
+    };
+    pass.set(Update::new(state, vec![condition]).with_shoot(op, errors))
+        .await?;
+    Ok(Action::requeue(ctx.settings.resync))
 }
 
 /// The Shoot is gone: delete the kubeconfig Secret and the structured-authentication
