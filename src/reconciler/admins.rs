@@ -219,7 +219,7 @@ pub async fn runtime_client(ctx: &Ctx, key: &str, secret: &Secret) -> Result<Cli
 /// Errors: the runtime cluster cannot be reached or the bindings cannot be applied (after
 /// writing `Pending`, `Configured=False/ConfigurationError`, unless [`Pass::reports`] holds a
 /// transient error of a `Ready` Runtime back).
-pub async fn run(pass: &mut Pass<'_>, secret: &Secret) -> Result<(), Error> {
+pub(crate) async fn run(pass: &mut Pass<'_>, secret: &Secret) -> Result<(), Error> {
     let ctx = pass.ctx;
     let key = pass.key();
     let mut users: Vec<String> = Vec::new();

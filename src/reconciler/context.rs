@@ -1,7 +1,7 @@
 //! What every reconcile shares: the [`Settings`] a controller runs with and the shared state
 //! built from them ([`Ctx`]: API handles, the Event publisher, and the per-Runtime memory —
 //! error backoffs, pending Gardener retries, the clock of transient errors, the runtime-cluster
-//! clients), keyed by [`key`].
+//! clients), keyed by the Runtime's `namespace/name`.
 
 use super::events::Publisher;
 use super::leader::LeaderElection;
@@ -57,7 +57,7 @@ pub struct Settings {
     pub gardener_retry_delay: Duration,
     /// How long transient errors of a Runtime that is `Ready` for its current generation are
     /// only retried before they are written into its status (`Pending`, the step's `False`
-    /// condition); default 60 s. Zero: written at once. See [`super::pass::Pass::reports`].
+    /// condition); default 60 s. Zero: written at once (see `Pass::reports`).
     pub transient_error_grace: Duration,
     /// Deadline of every request to a runtime cluster (default 30 s; see
     /// [`super::deadline`]). The control-cluster and Gardener clients are built by the caller
@@ -102,15 +102,15 @@ pub struct Ctx {
     /// The settings.
     pub settings: Settings,
     /// Runtimes in the namespace.
-    pub runtimes: Api<Runtime>,
+    pub(crate) runtimes: Api<Runtime>,
     /// Kubeconfig Secrets in the namespace.
-    pub secrets: Api<Secret>,
+    pub(crate) secrets: Api<Secret>,
     /// Shoots in `garden-<project>`.
-    pub shoots: Api<Shoot>,
+    pub(crate) shoots: Api<Shoot>,
     /// ConfigMaps in `garden-<project>` (structured authentication).
-    pub garden_config_maps: Api<ConfigMap>,
+    pub(crate) garden_config_maps: Api<ConfigMap>,
     /// Event publisher (no cache of published Events; see [`super::events`]).
-    pub recorder: Publisher,
+    pub(crate) recorder: Publisher,
     backoffs: Mutex<HashMap<String, ExponentialBackoff>>,
     /// Runtime key → (fingerprint of the failed operation, first seen).
     retries: Mutex<HashMap<String, (String, Instant)>>,
@@ -156,7 +156,7 @@ impl Ctx {
     }
 
     /// The next error backoff delay of the Runtime `key`.
-    pub fn next_backoff(&self, key: &str) -> Duration {
+    pub(crate) fn next_backoff(&self, key: &str) -> Duration {
         let mut map = lock(&self.backoffs);
         let b = map.entry(key.to_string()).or_insert_with(|| {
             ExponentialBuilder::default()
@@ -172,14 +172,14 @@ impl Ctx {
 
     /// Resets the error backoff of `key` and the clock of its transient errors (after a
     /// successful reconcile).
-    pub fn reset_backoff(&self, key: &str) {
+    pub(crate) fn reset_backoff(&self, key: &str) {
         lock(&self.backoffs).remove(key);
         lock(&self.transient).remove(key);
     }
 
     /// How long `key` has had transient errors: since the first one after its last successful
     /// reconcile (zero for the first, whose time is recorded now).
-    pub fn transient_for(&self, key: &str) -> Duration {
+    pub(crate) fn transient_for(&self, key: &str) -> Duration {
         lock(&self.transient)
             .entry(key.to_string())
             .or_insert_with(Instant::now)
@@ -188,7 +188,7 @@ impl Ctx {
 
     /// For a Gardener operation that failed with retryable codes (identified by
     /// `fingerprint`): `None` when it is time to ask Gardener to retry, else how long to wait.
-    pub fn retry_due(&self, key: &str, fingerprint: &str) -> Option<Duration> {
+    pub(crate) fn retry_due(&self, key: &str, fingerprint: &str) -> Option<Duration> {
         let mut map = lock(&self.retries);
         let entry = map
             .entry(key.to_string())
@@ -206,20 +206,20 @@ impl Ctx {
     }
 
     /// Forgets a pending Gardener retry of `key` (retried, or the failure is gone).
-    pub fn clear_retry(&self, key: &str) {
+    pub(crate) fn clear_retry(&self, key: &str) {
         lock(&self.retries).remove(key);
     }
 
     /// The cached runtime-cluster client of `key` if it was built from the kubeconfig with
     /// `fingerprint` ([`super::runtime_clients::fingerprint`]); a client of another kubeconfig is
     /// dropped.
-    pub fn cached_client(&self, key: &str, fingerprint: &str) -> Option<Client> {
+    pub(crate) fn cached_client(&self, key: &str, fingerprint: &str) -> Option<Client> {
         self.clients.get(key, fingerprint)
     }
 
     /// Caches the runtime-cluster client of `key` built from the kubeconfig with `fingerprint`
     /// (evicting the least recently used client when the cache is full).
-    pub fn cache_client(&self, key: &str, fingerprint: &str, client: Client) {
+    pub(crate) fn cache_client(&self, key: &str, fingerprint: &str, client: Client) {
         self.clients.insert(key, fingerprint, client);
     }
 
@@ -229,7 +229,7 @@ impl Ctx {
     }
 
     /// Forgets everything about `key` (the Runtime is gone).
-    pub fn forget(&self, key: &str) {
+    pub(crate) fn forget(&self, key: &str) {
         lock(&self.backoffs).remove(key);
         lock(&self.retries).remove(key);
         self.clients.remove(key);
@@ -239,6 +239,6 @@ impl Ctx {
 }
 
 /// `namespace/name` of a Runtime: the key of the per-Runtime memory and metrics.
-pub fn key(rt: &Runtime) -> String {
+pub(crate) fn key(rt: &Runtime) -> String {
     format!("{}/{}", rt.namespace().unwrap_or_default(), rt.name_any())
 }

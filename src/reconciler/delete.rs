@@ -47,7 +47,7 @@ fn confirmed(shoot: &Shoot) -> bool {
 ///
 /// Errors: API errors (after writing `Deprovisioned=False/GardenerErr` for Gardener calls)
 /// and status write errors.
-pub async fn run(pass: &mut Pass<'_>) -> Result<Action, Error> {
+pub(crate) async fn run(pass: &mut Pass<'_>) -> Result<Action, Error> {
     let ctx = pass.ctx;
     // The kubeconfig is no longer rotated and is deleted with the Shoot.
     ctx.metrics().forget_kubeconfig(&pass.key());

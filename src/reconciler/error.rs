@@ -1,5 +1,5 @@
 //! Errors of one reconcile. Every variant is retried by requeueing the Runtime with a
-//! per-object exponential backoff (see [`crate::reconciler::reconcile::error_policy`]); none of
+//! per-object exponential backoff (the error policy of [`crate::reconciler::reconcile`]); none of
 //! them makes a Runtime `Failed` — terminal conditions are written as status, not returned.
 
 /// Why a reconcile ended early.

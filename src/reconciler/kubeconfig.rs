@@ -94,7 +94,7 @@ fn failed(message: String) -> Cond {
 ///
 /// Errors: reading or writing the Secret or requesting the kubeconfig failed (after writing
 /// `KubeconfigReady=False/KubernetesErr`, unless [`Pass::reports`] holds the error back).
-pub async fn run(pass: &mut Pass<'_>, shoot: &Shoot) -> Result<(Secret, Duration), Error> {
+pub(crate) async fn run(pass: &mut Pass<'_>, shoot: &Shoot) -> Result<(Secret, Duration), Error> {
     let ctx = pass.ctx;
     let Some(rid) = pass.rt.runtime_id().map(str::to_string) else {
         return Err(Error::Other(format!(

@@ -13,28 +13,48 @@
 //!
 //! | step | file | status written |
 //! |---|---|---|
-//! | finalizer | [`reconcile`] | — |
-//! | accept | [`provision`] | `Pending`, `Provisioned=Unknown/Initialised` |
-//! | convert + create the Shoot | [`provision`] | `Pending`, `Provisioned=Unknown/Pending`; `Failed`, `False/ConversionErr`; `Pending`, `False/GardenerErr` |
-//! | update (generation > Shoot annotation): server-side apply | [`provision`] | `Pending`, `Provisioned=Unknown/Processing` |
-//! | wait on `lastOperation` | [`provision`] | `True/ShootCreationCompleted` or `True/ConfigurationCompleted`; `Failed`, `False/CreationErr` / `False/ProcessingErr`; retryable: `Pending`, `Unknown/Pending` (or `Processing`) with Gardener's message |
+//! | finalizer | `reconcile.rs` | — |
+//! | accept | `provision.rs` | `Pending`, `Provisioned=Unknown/Initialised` |
+//! | convert + create the Shoot | `provision.rs` | `Pending`, `Provisioned=Unknown/Pending`; `Failed`, `False/ConversionErr`; `Pending`, `False/GardenerErr` |
+//! | update (generation > Shoot annotation): server-side apply | `provision.rs` | `Pending`, `Provisioned=Unknown/Processing` |
+//! | wait on `lastOperation` | `provision.rs` | `True/ShootCreationCompleted` or `True/ConfigurationCompleted`; `Failed`, `False/CreationErr` / `False/ProcessingErr`; retryable: `Pending`, `Unknown/Pending` (or `Processing`) with Gardener's message |
 //! | kubeconfig Secret | [`kubeconfig`] | `KubeconfigReady=True/KubeconfigCreated`; `False/KubernetesErr` |
 //! | administrators | [`admins`] | `Ready`, `Configured=True/AdministratorsConfigured`, `provisioningCompleted`; `Pending`, `False/ConfigurationError` |
-//! | delete | [`delete`] | `Terminating`, `Deprovisioned=Unknown/GardenerShootDeleted`; `False/GardenerErr` |
+//! | delete | `delete.rs` | `Terminating`, `Deprovisioned=Unknown/GardenerShootDeleted`; `False/GardenerErr` |
 //!
-//! Status writes go through [`pass::Pass::set`]: the next status is built with
-//! [`status_update::next_status`] (`SetStatusCondition` semantics), nothing is written when nothing
-//! changed (a Shoot's `lastOperation` progress alone is not a change; its type, state or errors
-//! are), the write is checked with [`status_update::check`] against the same policy the webhook
-//! enforces before it is sent (a denial is a reconciler bug: logged, counted, not sent), and it
-//! goes through the `status` subresource with the resourceVersion read (a 409 is retried).
-//! Every condition change is published as an Event (`Warning` when the condition is `False`).
+//! Every step works on one `Pass` (`pass.rs`), the Runtime as last read or written. Status
+//! writes go through `Pass::set`: the next status is built with
+//! [`status_update::next_status`] (`SetStatusCondition` semantics), nothing is written when
+//! nothing changed (a Shoot's `lastOperation` progress alone is not a change; its type, state or
+//! errors are), the write is checked against the same policy the webhook enforces before it is
+//! sent (a denial is a reconciler bug: logged, counted, not sent), and it goes through the
+//! `status` subresource with the resourceVersion read (a 409 is retried). Every condition change
+//! is published as an Event (`Warning` when the condition is `False`). A step that fails ends
+//! with `Pass::fail`: its `False` condition is written, then its error returned.
+//!
+//! # Modules
+//!
+//! Dependencies point one way, from the Controller down to the clients:
+//!
+//! - [`controller`] (what is watched, [`run_with`]) → [`reconcile`], the orchestrator: the
+//!   finalizer, then deletion or the steps in order;
+//! - the steps: `provision.rs` (accept, create or update the Shoot, wait on it),
+//!   [`kubeconfig`], [`admins`], `delete.rs`; a later step reads what an earlier one stored
+//!   (`admins` and `delete` take the kubeconfig Secret's name and key from `kubeconfig`), never
+//!   the other way;
+//! - what the steps share: `pass.rs` (the `Pass`, `Step`), [`context`] ([`Settings`],
+//!   [`Ctx`]: API handles and the per-Runtime memory), `shoots.rs` (the Gardener calls on a
+//!   Runtime's Shoot, timed and counted), [`status_update`] (what a step asks to write and the
+//!   next status), [`reasons`], [`error`];
+//! - beneath them: [`metrics`], [`events`], [`leader`], [`runtime_clients`] (the cache of
+//!   runtime-cluster clients) and [`deadline`] (the request deadlines every client is built
+//!   with).
 //!
 //! Transient API errors (409, 429, 5xx, timeouts, connection errors) requeue the Runtime with
 //! a per-object exponential backoff ([`backon`]) and leave it `Pending` (or `Terminating`) with
 //! the step's condition `False` — never `Failed`. A Runtime that is `Ready` for its generation
 //! stays `Ready` through them for [`Settings::transient_error_grace`] (retried, not written; see
-//! [`pass::Pass::reports`]). A Gardener operation that failed with retryable codes is
+//! `Pass::reports`). A Gardener operation that failed with retryable codes is
 //! retried by annotating the Shoot `gardener.cloud/operation: retry` after
 //! [`Settings::gardener_retry_delay`].
 //!
@@ -59,18 +79,18 @@ pub mod admins;
 pub mod context;
 pub mod controller;
 pub mod deadline;
-pub mod delete;
+mod delete;
 pub mod error;
 pub mod events;
 pub mod kubeconfig;
 pub mod leader;
 pub mod metrics;
-pub mod pass;
-pub mod provision;
+mod pass;
+mod provision;
 pub mod reasons;
 pub mod reconcile;
 pub mod runtime_clients;
-pub mod shoots;
+mod shoots;
 pub mod status_update;
 
 pub use context::{Ctx, Settings};

@@ -17,7 +17,7 @@ use serde_json::json;
 
 /// Whether a step lets the pass go on (with a value) or ends it with an action.
 #[derive(Debug)]
-pub enum Step<T> {
+pub(crate) enum Step<T> {
     /// Go on to the next step.
     Continue(T),
     /// Stop here; requeue as the action says.
@@ -26,13 +26,11 @@ pub enum Step<T> {
 
 /// One pass over a Runtime: the latest version of it (updated after every write) and the
 /// shared context.
-pub struct Pass<'a> {
+pub(crate) struct Pass<'a> {
     /// The shared state.
-    pub ctx: &'a Ctx,
+    pub(crate) ctx: &'a Ctx,
     /// The Runtime as last read or written.
-    pub rt: Runtime,
-    /// Status writes sent in this pass.
-    pub writes: u32,
+    pub(crate) rt: Runtime,
     /// Conditions of deferred updates (see [`Pass::set_deferrable`]), applied with the next
     /// write.
     carry: Vec<Cond>,
@@ -40,28 +38,27 @@ pub struct Pass<'a> {
 
 impl<'a> Pass<'a> {
     /// A pass over `rt`.
-    pub fn new(ctx: &'a Ctx, rt: Runtime) -> Pass<'a> {
+    pub(crate) fn new(ctx: &'a Ctx, rt: Runtime) -> Pass<'a> {
         Pass {
             ctx,
             rt,
-            writes: 0,
             carry: Vec::new(),
         }
     }
 
     /// The Runtime's key (`namespace/name`).
-    pub fn key(&self) -> String {
+    pub(crate) fn key(&self) -> String {
         context::key(&self.rt)
     }
 
     /// The Runtime's current status, if any.
-    pub fn status(&self) -> Option<&RuntimeStatus> {
+    pub(crate) fn status(&self) -> Option<&RuntimeStatus> {
         self.rt.status.as_ref()
     }
 
     /// The state to write with a step that succeeded: `Ready` stays `Ready` (a resync or an
     /// update that changes nothing must not flap it), anything else is `Pending` until step 6.
-    pub fn progress_state(&self) -> State {
+    pub(crate) fn progress_state(&self) -> State {
         match self.status().and_then(|s| s.state) {
             Some(State::Ready) => State::Ready,
             _ => State::Pending,
@@ -69,13 +66,13 @@ impl<'a> Pass<'a> {
     }
 
     /// Whether the Runtime's `status.provisioningCompleted` is `true` (unset is `false`).
-    pub fn provisioning_completed(&self) -> bool {
+    pub(crate) fn provisioning_completed(&self) -> bool {
         provisioning_completed(self.status())
     }
 
     /// Whether the Runtime is `Ready` for its current generation: state `Ready` and every
     /// condition observed at `metadata.generation` (no update under way).
-    pub fn ready_for_generation(&self) -> bool {
+    pub(crate) fn ready_for_generation(&self) -> bool {
         let generation = self.rt.metadata.generation;
         self.status().is_some_and(|s| {
             s.state == Some(State::Ready)
@@ -96,7 +93,7 @@ impl<'a> Pass<'a> {
     /// nothing about the runtime, and writing it would flip `Ready` → `Pending` → `Ready` (two or
     /// three writes and Events) for a blip; an outage that lasts is reported. Everything else —
     /// provisioning, updates, deletion, errors a retry will not fix — is written at once.
-    pub fn reports(&self, error: &Error) -> bool {
+    pub(crate) fn reports(&self, error: &Error) -> bool {
         let deleting = self.rt.metadata.deletion_timestamp.is_some();
         if deleting || !error.is_transient() || !self.ready_for_generation() {
             return true;
@@ -114,7 +111,7 @@ impl<'a> Pass<'a> {
     /// `error`, so the Runtime is retried with its backoff.
     ///
     /// Errors: always; `error`, or the status write's error when that write fails.
-    pub async fn fail<T>(
+    pub(crate) async fn fail<T>(
         &mut self,
         error: Error,
         state: State,
@@ -131,7 +128,7 @@ impl<'a> Pass<'a> {
     /// dropping someone else's finalizer).
     ///
     /// Errors: the patch fails (a failed `test` is retried like a conflict).
-    pub async fn ensure_finalizer(&mut self) -> Result<(), Error> {
+    pub(crate) async fn ensure_finalizer(&mut self) -> Result<(), Error> {
         let finalizers = self.rt.finalizers().to_vec();
         if finalizers.iter().any(|f| f == FINALIZER) {
             return Ok(());
@@ -154,7 +151,7 @@ impl<'a> Pass<'a> {
     /// Removes the finalizer (same guard as [`Pass::ensure_finalizer`]).
     ///
     /// Errors: the patch fails; a 404 (already gone) is success.
-    pub async fn remove_finalizer(&mut self) -> Result<(), Error> {
+    pub(crate) async fn remove_finalizer(&mut self) -> Result<(), Error> {
         let finalizers = self.rt.finalizers().to_vec();
         let Some(i) = finalizers.iter().position(|f| f == FINALIZER) else {
             return Ok(());
@@ -217,7 +214,7 @@ impl<'a> Pass<'a> {
     ///
     /// Errors: [`Error::StatusDenied`]; the write fails (a 409 means the Runtime changed since
     /// it was read: retried by requeue).
-    pub async fn set(&mut self, update: Update) -> Result<(), Error> {
+    pub(crate) async fn set(&mut self, update: Update) -> Result<(), Error> {
         self.write(update, false).await
     }
 
@@ -227,7 +224,7 @@ impl<'a> Pass<'a> {
     /// step).
     ///
     /// Errors: as [`Pass::set`].
-    pub async fn set_deferrable(&mut self, update: Update) -> Result<(), Error> {
+    pub(crate) async fn set_deferrable(&mut self, update: Update) -> Result<(), Error> {
         self.write(update, true).await
     }
 
@@ -353,7 +350,6 @@ impl<'a> Pass<'a> {
     /// updates the per-Runtime metrics (and the provisioning duration at the first `Ready`) and
     /// publishes the Events of its condition changes.
     fn record(&mut self, written: Runtime) {
-        self.writes += 1;
         self.ctx.metrics().status_written();
         let state = written.status.as_ref().and_then(|s| s.state);
         tracing::info!(
@@ -441,7 +437,7 @@ fn only_generations_differ(current: Option<&RuntimeStatus>, next: &RuntimeStatus
 }
 
 /// `Type=Status/Reason, …` of a status, for logs.
-pub fn summary(status: Option<&RuntimeStatus>) -> String {
+fn summary(status: Option<&RuntimeStatus>) -> String {
     status
         .map(|s| {
             s.conditions

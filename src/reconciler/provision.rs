@@ -68,7 +68,7 @@ fn not_owned_message(rt: &Runtime, shoot: &Shoot) -> String {
 /// to wait (or has failed for good).
 ///
 /// Errors: API errors (after writing the step's `False` condition) and status write errors.
-pub async fn run(pass: &mut Pass<'_>) -> Result<Step<Shoot>, Error> {
+pub(crate) async fn run(pass: &mut Pass<'_>) -> Result<Step<Shoot>, Error> {
     let ctx = pass.ctx;
     // Step 2: accepted, nothing created yet.
     if condition(pass.status(), PROVISIONED).is_none() {

@@ -1,6 +1,6 @@
 //! One reconcile of one Runtime, the orchestrator of the steps: the finalizer, then deletion
-//! ([`super::delete`]) or provisioning ([`super::provision`] → [`super::kubeconfig`] →
-//! [`super::admins`]), each step working on the same [`Pass`].
+//! (`delete.rs`) or provisioning (`provision.rs` → [`super::kubeconfig`] → [`super::admins`]),
+//! each step working on the same `Pass` (`pass.rs`).
 
 use super::context::{self, Ctx};
 use super::error::{self, Error};
@@ -75,7 +75,7 @@ async fn provision_and_configure(pass: &mut Pass<'_>) -> Result<Action, Error> {
 }
 
 /// The kube-runtime error policy: log, then requeue after the Runtime's next backoff delay.
-pub fn error_policy(
+pub(crate) fn error_policy(
     rt: Arc<Runtime>,
     err: &Error,
     ctx: Arc<Ctx>,

@@ -12,11 +12,11 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 /// Field manager of every server-side apply `kim` sends.
-pub const FIELD_MANAGER: &str = "kim";
+pub(crate) const FIELD_MANAGER: &str = "kim";
 
 /// Runs the Gardener call `call`, recording its latency as operation `operation` and, when it
 /// fails, the error by code.
-pub async fn timed<T>(
+pub(crate) async fn timed<T>(
     ctx: &Ctx,
     operation: &'static str,
     call: impl Future<Output = Result<T, kube::Error>>,
@@ -34,18 +34,18 @@ pub async fn timed<T>(
 /// The Runtime's Shoot, if it exists.
 ///
 /// Errors: the GET fails.
-pub async fn get_shoot(ctx: &Ctx, name: &str) -> Result<Option<Shoot>, kube::Error> {
+pub(crate) async fn get_shoot(ctx: &Ctx, name: &str) -> Result<Option<Shoot>, kube::Error> {
     timed(ctx, "get", ctx.shoots.get_opt(name)).await
 }
 
 /// Whether `shoot` was created for `rt` (its runtime-id annotation is the Runtime's).
-pub fn owned_by(shoot: &Shoot, rt: &Runtime) -> bool {
+pub(crate) fn owned_by(shoot: &Shoot, rt: &Runtime) -> bool {
     shoot.runtime_id().is_some() && shoot.runtime_id() == rt.runtime_id()
 }
 
 /// The Shoot's `status.lastOperation` and `status.lastErrors`, to copy into the Runtime's
 /// status.
-pub fn last_operation(shoot: &Shoot) -> (Option<LastOperation>, Vec<LastError>) {
+pub(crate) fn last_operation(shoot: &Shoot) -> (Option<LastOperation>, Vec<LastError>) {
     shoot
         .status
         .as_ref()
@@ -60,7 +60,7 @@ pub fn last_operation(shoot: &Shoot) -> (Option<LastOperation>, Vec<LastError>) 
 /// `lastOperation.lastUpdateTime` and description.
 ///
 /// Errors: the annotation cannot be written.
-pub async fn request_retry(
+pub(crate) async fn request_retry(
     ctx: &Ctx,
     key: &str,
     shoot: &Shoot,

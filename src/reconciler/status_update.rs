@@ -3,7 +3,7 @@
 //! the status model (the same [`crate::status::evaluate`] the webhook uses — a denied write is a
 //! bug in the reconciler, never sent), and whether anything changed (no change → no write, so a
 //! resync writes nothing and status writes never loop). The write itself is
-//! [`super::pass::Pass::set`].
+//! `Pass::set` (`pass.rs`).
 //!
 //! Named `status_update` to keep it apart from [`crate::status`], the status model it obeys.
 
@@ -153,7 +153,7 @@ fn transition_time(previous: &Time, now: DateTime<Utc>) -> Time {
 }
 
 /// Whether `new` differs from the Runtime's current status.
-pub fn changed(runtime: &Runtime, new: &RuntimeStatus) -> bool {
+pub(crate) fn changed(runtime: &Runtime, new: &RuntimeStatus) -> bool {
     runtime.status.as_ref() != Some(new)
 }
 
@@ -161,7 +161,7 @@ pub fn changed(runtime: &Runtime, new: &RuntimeStatus) -> bool {
 /// worth a write: another operation type or state, or other errors. Progress, description
 /// and `lastUpdateTime` of a running operation alone are not (they change on every Gardener
 /// step and would cost a status write each).
-pub fn shoot_changed(old: Option<&RuntimeStatus>, new: &RuntimeStatus) -> bool {
+pub(crate) fn shoot_changed(old: Option<&RuntimeStatus>, new: &RuntimeStatus) -> bool {
     let op = |s: Option<&RuntimeStatus>| {
         s.and_then(|s| s.shoot_last_operation.as_ref())
             .map(|o| (o.type_.clone(), o.state.clone()))
@@ -179,7 +179,7 @@ pub fn shoot_changed(old: Option<&RuntimeStatus>, new: &RuntimeStatus) -> bool {
 }
 
 /// The condition of `condition_type` in `status`, if any.
-pub fn condition<'a>(
+pub(crate) fn condition<'a>(
     status: Option<&'a RuntimeStatus>,
     condition_type: &str,
 ) -> Option<&'a Condition> {
@@ -188,7 +188,7 @@ pub fn condition<'a>(
 
 /// `now` as a `metav1.Time` with the second precision it is stored with, so that a status
 /// read back compares equal to the one written.
-pub fn k8s_time(now: DateTime<Utc>) -> Time {
+pub(crate) fn k8s_time(now: DateTime<Utc>) -> Time {
     Time(
         k8s_openapi::jiff::Timestamp::from_second(now.timestamp())
             .unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
@@ -199,7 +199,7 @@ pub fn k8s_time(now: DateTime<Utc>) -> Time {
 /// then validate), as the reconciler's own user.
 ///
 /// Errors: the violations — a reconciler bug; the write must not be sent.
-pub fn check(
+pub(crate) fn check(
     policy: &Policy,
     runtime: &Runtime,
     new: &RuntimeStatus,
