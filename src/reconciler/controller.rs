@@ -16,11 +16,14 @@ use tokio::sync::watch;
 /// The Runtime a Shoot belongs to: the one in the store whose `spec.shoot.name` is the Shoot's
 /// name and whose runtime ID is the Shoot's `…/runtime-id` annotation. A Runtime's
 /// `metadata.name` need not be its runtime ID, so the match is on the two fields, not on names.
+/// When no Runtime names the Shoot, one with that runtime ID whose spec names no Shoot (its spec
+/// was removed; it finds its Shoot by runtime ID when it is deleted) gets the event.
 pub fn runtime_for_shoot(store: &Store<Runtime>, shoot: &Shoot) -> Option<ObjectRef<Runtime>> {
     let name = shoot.metadata.name.as_deref()?;
     let rid = shoot.runtime_id()?;
     store
         .find(|rt| rt.spec.shoot.name == name && rt.runtime_id() == Some(rid))
+        .or_else(|| store.find(|rt| rt.spec.names_no_shoot() && rt.runtime_id() == Some(rid)))
         .map(|rt| ObjectRef::from_obj(rt.as_ref()))
 }
 

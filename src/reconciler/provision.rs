@@ -14,8 +14,8 @@ use super::shoots::{FIELD_MANAGER, get_shoot, last_operation, owned_by, request_
 use super::status_update::{Cond, Update, condition};
 use crate::api::{Runtime, Shoot};
 use crate::gardener::{
-    ConversionError, OperationType, ShootProgress, classify_shoot, runtime_to_shoot,
-    runtime_to_shoot_for_update, structured_authentication_config,
+    ConversionError, OperationType, ShootProgress, check_names_shoot, classify_shoot,
+    runtime_to_shoot, runtime_to_shoot_for_update, structured_authentication_config,
 };
 use crate::status::table::types::PROVISIONED;
 use crate::status::{CondStatus, State};
@@ -77,6 +77,12 @@ pub(crate) async fn run(pass: &mut Pass<'_>) -> Result<Step<Shoot>, Error> {
             vec![Cond::new(PROVISIONED, CondStatus::Unknown, INITIALISED)],
         ))
         .await?;
+    }
+    // A Runtime without spec (the CRD does not require one) names no Shoot to look up.
+    if let Err(e) = check_names_shoot(&pass.rt) {
+        return conversion_failed(pass, conversion_message(&e))
+            .await
+            .map(Step::Stop);
     }
     let name = pass.rt.spec.shoot.name.clone();
     let existing = match get_shoot(ctx, &name).await {
