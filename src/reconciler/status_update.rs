@@ -216,3 +216,60 @@ pub(crate) fn check(
         Err(d.violations)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::status::table::reasons::{GARDENER_ERR, PENDING};
+    use crate::status::table::types::PROVISIONED;
+
+    /// A condition that changes twice within one second (an error, then its retry succeeding)
+    /// gets a `lastTransitionTime` the webhook leaves alone: one second after the first change,
+    /// not the first change's instant again.
+    #[test]
+    fn two_transitions_within_one_second_need_no_defaulting() {
+        let policy = Policy::builtin();
+        let mut rt = Runtime::new("rt", Default::default());
+        rt.metadata.generation = Some(1);
+        let first = DateTime::from_timestamp(1_800_000_000, 100_000_000).unwrap();
+        let update = |status| {
+            Update::new(
+                State::Pending,
+                vec![Cond::new(PROVISIONED, status, PENDING)],
+            )
+        };
+        rt.status = Some(next_status(
+            &policy,
+            &rt,
+            &update(CondStatus::Unknown),
+            first,
+        ));
+        let failed = Update::new(
+            State::Pending,
+            vec![Cond::new(PROVISIONED, CondStatus::False, GARDENER_ERR)],
+        );
+        for (update, nanos) in [
+            (failed, 400_000_000),
+            (update(CondStatus::Unknown), 900_000_000),
+        ] {
+            let now = DateTime::from_timestamp(1_800_000_000, nanos).unwrap();
+            let next = next_status(&policy, &rt, &update, now);
+            let old = serde_json::to_value(&rt).unwrap();
+            let mut new = old.clone();
+            new["status"] = serde_json::to_value(&next).unwrap();
+            let decision = status::evaluate(&policy, Some(&old), &new, &Facts::by("kim", now));
+            assert!(
+                decision.patch.0.is_empty(),
+                "needs defaulting: {:?}",
+                decision.patch
+            );
+            rt.status = Some(next);
+        }
+        let ltt = &rt.status.unwrap().conditions[0].last_transition_time;
+        assert_eq!(
+            ltt.0.as_second(),
+            1_800_000_002,
+            "one second per transition"
+        );
+    }
+}
