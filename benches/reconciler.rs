@@ -1520,9 +1520,7 @@ async fn bench() -> anyhow::Result<()> {
         });
     }
     println!();
-    println!(
-        "== targets; {cores} cores shared by the servers, the simulator and the controller"
-    );
+    println!("== targets; {cores} cores shared by the servers, the simulator and the controller");
     for t in &targets {
         println!(
             "{:<48} {:>22} {:>22}  {}",

@@ -71,7 +71,9 @@ pub const QUANTITY_PATTERN: &str = r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([
 
 /// Desired state of a Kyma runtime: the Gardener Shoot to run it on, its security settings and
 /// optional image-registry caches. Written by KEB; read by the reconciler.
-#[derive(CustomResource, Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
+// (This doc comment is the CRD's description of `spec`; how an absent `spec` is read is
+// documented on the `Deserialize` impl below.)
+#[derive(CustomResource, Serialize, Debug, Clone, PartialEq, Default, JsonSchema)]
 #[kube(
     group = "infrastructuremanager.kyma-project.io",
     version = "v1",
@@ -104,8 +106,49 @@ pub struct RuntimeSpec {
     pub audit_log_access_enabled: Option<bool>,
 }
 
+/// The fields of a present `spec`, read as [`RuntimeSpec`]'s derive would read them (serde's
+/// `remote`: a field added to [`RuntimeSpec`] and missing here does not compile).
+#[derive(Deserialize)]
+#[serde(remote = "RuntimeSpec", rename_all = "camelCase")]
+struct RuntimeSpecFields {
+    shoot: RuntimeShoot,
+    security: Security,
+    #[serde(default)]
+    image_registry_cache: Option<Vec<ImageRegistryCache>>,
+    #[serde(default)]
+    audit_log_access_enabled: Option<bool>,
+}
+
+/// The CRD, like KIM's, does not require `spec`: a Runtime stored without one (or with
+/// `spec: null`) reads as the empty spec ([`RuntimeSpec::default`]; it names no Shoot, see
+/// [`RuntimeSpec::names_no_shoot`]). So every Runtime the API server stores can be read: one that
+/// could not would fail the list of a watch on all Runtimes, and so stall all of them. A `spec`
+/// that is present must be whole, as the CRD requires.
+impl<'de> Deserialize<'de> for RuntimeSpec {
+    /// A present `spec` field by field; an absent (or `null`) one as [`RuntimeSpec::default`].
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Present(RuntimeSpec);
+        impl<'de> Deserialize<'de> for Present {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                RuntimeSpecFields::deserialize(d).map(Present)
+            }
+        }
+        Ok(Option::<Present>::deserialize(deserializer)?
+            .map(|p| p.0)
+            .unwrap_or_default())
+    }
+}
+
+impl RuntimeSpec {
+    /// Whether the spec names no Shoot: the Runtime has no `spec` (read as the empty spec) or an
+    /// empty `spec.shoot.name`. Such a Runtime cannot be converted into a Shoot.
+    pub fn names_no_shoot(&self) -> bool {
+        self.shoot.name.is_empty()
+    }
+}
+
 /// The Gardener Shoot of a runtime (upstream `RuntimeShoot`).
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RuntimeShoot {
     /// Name of the Shoot in the Gardener project.
@@ -245,7 +288,7 @@ pub struct AdditionalOidcConfig {
 }
 
 /// Infrastructure provider of the Shoot (upstream `Provider`).
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Provider {
     /// Provider type, one of [`PROVIDER_TYPES`].
@@ -505,7 +548,7 @@ pub struct MachineControllerManagerSettings {
 }
 
 /// Network ranges of the Shoot (upstream `Networking`). Ranges are CIDR strings.
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Networking {
     /// Network plugin (e.g. `calico`, `cilium`); the Gardener default when absent.
@@ -551,7 +594,7 @@ pub struct FailureTolerance {
 }
 
 /// Security settings of the runtime (upstream `Security`).
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Security {
     /// Users (e-mail addresses / OIDC user names) bound to `cluster-admin`.
@@ -561,14 +604,14 @@ pub struct Security {
 }
 
 /// Network security settings (upstream `NetworkingSecurity`).
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default, JsonSchema)]
 pub struct NetworkingSecurity {
     /// Settings of the `shoot-networking-filter` extension.
     pub filter: Filter,
 }
 
 /// Settings of the `shoot-networking-filter` Gardener extension (upstream `Filter`).
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default, JsonSchema)]
 pub struct Filter {
     /// Ingress filtering (blackholing); off when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -585,7 +628,7 @@ pub struct Ingress {
 }
 
 /// Egress filtering of the `shoot-networking-filter` extension (upstream `Egress`).
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default, JsonSchema)]
 pub struct Egress {
     /// True to enable egress filtering.
     pub enabled: bool,
@@ -747,6 +790,17 @@ pub struct LastError {
 }
 
 impl Runtime {
+    /// The runtime ID ([`LABEL_RUNTIME_ID`]), if set and not empty. The Shoot and the kubeconfig
+    /// Secret of the Runtime carry it (`Shoot::runtime_id`, the Secret's name).
+    pub fn runtime_id(&self) -> Option<&str> {
+        self.metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(LABEL_RUNTIME_ID))
+            .map(String::as_str)
+            .filter(|s| !s.is_empty())
+    }
+
     /// The Shoot name from the `kyma-project.io/shoot-name` label, else `spec.shoot.name`.
     pub fn shoot_name(&self) -> &str {
         self.metadata
@@ -792,4 +846,44 @@ pub fn provider_type_schema(_: &mut SchemaGenerator) -> Schema {
         "type": "string",
         "enum": PROVIDER_TYPES,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn runtime(spec: Option<Value>) -> Value {
+        let mut v = json!({
+            "apiVersion": "infrastructuremanager.kyma-project.io/v1",
+            "kind": "Runtime",
+            "metadata": {"name": "rt", "namespace": "kcp-system"},
+            "status": {"state": "Pending"},
+        });
+        if let Some(spec) = spec {
+            v["spec"] = spec;
+        }
+        v
+    }
+
+    #[test]
+    fn a_runtime_without_spec_reads_as_the_empty_spec() {
+        for v in [runtime(None), runtime(Some(Value::Null))] {
+            let rt: Runtime = serde_json::from_value(v).expect("reads without spec");
+            assert_eq!(rt.spec, RuntimeSpec::default());
+            assert!(rt.spec.names_no_shoot());
+            assert_eq!(rt.status.and_then(|s| s.state), Some(State::Pending));
+        }
+    }
+
+    #[test]
+    fn a_present_spec_must_be_whole() {
+        let security =
+            json!({"administrators": [], "networking": {"filter": {"egress": {"enabled": false}}}});
+        let err = serde_json::from_value::<Runtime>(runtime(Some(json!({"security": security}))))
+            .expect_err("spec without shoot");
+        assert!(err.to_string().contains("missing field `shoot`"), "{err}");
+        assert!(serde_json::from_value::<Runtime>(runtime(Some(json!({})))).is_err());
+        assert!(serde_json::from_value::<Runtime>(runtime(Some(json!("text")))).is_err());
+    }
 }

@@ -40,8 +40,9 @@ use crate::api::{
     CloudProfileReference, Dns, DnsIncludeExclude, DnsProvider, Extension, KubeApiServerConfig,
     LABEL_ACCOUNT, LABEL_GLOBAL_ACCOUNT_ID, LABEL_RUNTIME_ID, LABEL_SUBACCOUNT,
     LABEL_SUBACCOUNT_ID, Maintenance, MaintenanceAutoUpdate, NamedResourceReference, OidcConfig,
-    OpenObject, Runtime, SeedSelector, Shoot, ShootKubernetes, ShootMachineImage, ShootNetworking,
-    ShootProvider, ShootSpec, SshAccess, StructuredAuthentication, Volume, Worker, WorkersSettings,
+    OpenObject, Runtime, RuntimeSpec, SeedSelector, Shoot, ShootKubernetes, ShootMachineImage,
+    ShootNetworking, ShootProvider, ShootSpec, SshAccess, StructuredAuthentication, Volume, Worker,
+    WorkersSettings,
 };
 use k8s_openapi::api::autoscaling::v1::CrossVersionObjectReference;
 use kube::api::ObjectMeta;
@@ -483,10 +484,34 @@ fn convert(
 
 /// Checks before any conversion: the required labels, a supported and configured provider,
 /// exactly one main worker. Returns the provider type and its configured defaults.
+/// Checks that the Runtime names a Shoot: it has a `spec` (the CRD, like KIM's, does not require
+/// one; a Runtime without reads as the empty spec) with a `spec.shoot.name`. The reconciler
+/// checks it before it looks the Shoot up by that name.
+///
+/// Errors: [`ConversionError::InvalidField`] for `spec` (absent) or `spec.shoot.name` (empty).
+pub fn check_names_shoot(runtime: &Runtime) -> Result<(), ConversionError> {
+    if !runtime.spec.names_no_shoot() {
+        return Ok(());
+    }
+    let (field, reason) = if runtime.spec == RuntimeSpec::default() {
+        (
+            "spec",
+            "required: the Runtime has no spec, so no Shoot to create",
+        )
+    } else {
+        ("spec.shoot.name", "required: the Runtime names no Shoot")
+    };
+    Err(ConversionError::InvalidField {
+        field: field.to_string(),
+        reason: reason.to_string(),
+    })
+}
+
 fn check_runtime<'c>(
     runtime: &'c Runtime,
     config: &'c Config,
 ) -> Result<(&'c str, ProviderDefaults<'c>), ConversionError> {
+    check_names_shoot(runtime)?;
     let missing = runtime.missing_required_labels();
     if !missing.is_empty() {
         return Err(ConversionError::MissingLabels { labels: missing });

@@ -20,7 +20,7 @@ pub mod version;
 
 pub use config::{Config, ConfigError};
 pub use convert::{
-    ConversionError, OidcPlacement, StructuredAuthConfig, apply_no_downgrade, runtime_to_shoot,
-    runtime_to_shoot_for_update, structured_authentication_config,
+    ConversionError, OidcPlacement, StructuredAuthConfig, apply_no_downgrade, check_names_shoot,
+    runtime_to_shoot, runtime_to_shoot_for_update, structured_authentication_config,
 };
 pub use errors::{OperationType, ShootProgress, classify, classify_shoot};

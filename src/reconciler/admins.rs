@@ -5,16 +5,16 @@
 //! Bindings have deterministic names ([`binding_name`]) and the label
 //! `reconciler.kyma-project.io/managed-by: infrastructure-manager`. Labelled bindings whose
 //! user is no longer listed are deleted; bindings without the label are never read, changed
-//! or deleted. Runtime-cluster clients are kept in a small bounded cache ([`super::clients`]),
+//! or deleted. Runtime-cluster clients are kept in a small bounded cache ([`super::runtime_clients`]),
 //! keyed by the Secret's resourceVersion and a hash of the kubeconfig, so a rotated kubeconfig
 //! builds a new one.
 
-use super::controller::Ctx;
+use super::context::Ctx;
 use super::error::{self, Error};
 use super::kubeconfig::{MANAGED_BY, SECRET_KEY};
+use super::pass::Pass;
 use super::reasons::{ADMINISTRATORS_CONFIGURED, CONFIGURATION_ERROR};
-use super::reconcile::Pass;
-use super::status::{Cond, Update};
+use super::status_update::{Cond, Update};
 use crate::status::table::types::CONFIGURED;
 use crate::status::{CondStatus, State};
 use k8s_openapi::api::core::v1::Secret;
@@ -170,7 +170,7 @@ pub async fn sync(client: Client, users: &[String]) -> Result<SyncReport, Error>
 }
 
 /// The runtime-cluster client built from the kubeconfig Secret (cached per runtime in a bounded
-/// cache, [`super::clients`], by the Secret's resourceVersion and a hash of the kubeconfig, so a
+/// cache, [`super::runtime_clients`], by the Secret's resourceVersion and a hash of the kubeconfig, so a
 /// changed kubeconfig gets a new client). Error messages never contain the kubeconfig.
 ///
 /// Errors: the Secret holds no usable kubeconfig.
@@ -187,7 +187,7 @@ pub async fn runtime_client(ctx: &Ctx, key: &str, secret: &Secret) -> Result<Cli
         .resource_version
         .as_deref()
         .unwrap_or_default();
-    let fingerprint = super::clients::fingerprint(rv, bytes);
+    let fingerprint = super::runtime_clients::fingerprint(rv, bytes);
     if let Some(c) = ctx.cached_client(key, &fingerprint) {
         return Ok(c);
     }
@@ -202,12 +202,12 @@ pub async fn runtime_client(ctx: &Ctx, key: &str, secret: &Secret) -> Result<Cli
         .map_err(|_| {
             Error::RuntimeCluster(format!("Secret {name}: the kubeconfig cannot be loaded"))
         })?;
-    // Every request has a deadline counted from when it is sent (see [`super::client`]).
+    // Every request has a deadline counted from when it is sent (see [`super::deadline`]).
     let timeout = ctx.settings.runtime_timeout;
     if !timeout.is_zero() {
         config.connect_timeout = Some(timeout);
     }
-    let client = super::client::build(config, timeout)
+    let client = super::deadline::build(config, timeout)
         .map_err(|e| Error::RuntimeCluster(format!("Secret {name}: cannot build a client: {e}")))?;
     ctx.cache_client(key, &fingerprint, client.clone());
     Ok(client)
@@ -219,7 +219,7 @@ pub async fn runtime_client(ctx: &Ctx, key: &str, secret: &Secret) -> Result<Cli
 /// Errors: the runtime cluster cannot be reached or the bindings cannot be applied (after
 /// writing `Pending`, `Configured=False/ConfigurationError`, unless [`Pass::reports`] holds a
 /// transient error of a `Ready` Runtime back).
-pub async fn run(pass: &mut Pass<'_>, secret: &Secret) -> Result<(), Error> {
+pub(crate) async fn run(pass: &mut Pass<'_>, secret: &Secret) -> Result<(), Error> {
     let ctx = pass.ctx;
     let key = pass.key();
     let mut users: Vec<String> = Vec::new();
@@ -251,17 +251,9 @@ pub async fn run(pass: &mut Pass<'_>, secret: &Secret) -> Result<(), Error> {
             .await
         }
         Err(e) => {
-            if pass.reports(&e) {
-                pass.set(Update::new(
-                    State::Pending,
-                    vec![
-                        Cond::new(CONFIGURED, CondStatus::False, CONFIGURATION_ERROR)
-                            .with_message(e.to_string()),
-                    ],
-                ))
-                .await?;
-            }
-            Err(e)
+            let condition = Cond::new(CONFIGURED, CondStatus::False, CONFIGURATION_ERROR)
+                .with_message(e.to_string());
+            pass.fail(e, State::Pending, condition).await
         }
     }
 }

@@ -10,33 +10,40 @@
 //! - The Shoot is gone (or was never created, or belongs to another runtime): delete the
 //!   kubeconfig Secret and the structured-authentication ConfigMap, then remove the
 //!   finalizer. A Runtime that never got a Shoot is released at once, without a status write.
+//!
+//! The Shoot is the one `spec.shoot.name` names, if it carries the Runtime's runtime ID. A
+//! Runtime whose spec names no Shoot (the CRD does not require a `spec`, and it may have been
+//! removed after the Shoot was created) is not released while a Shoot of its own may exist: its
+//! Shoot is the one annotated with its runtime ID that no other Runtime of the namespace names
+//! (found by listing the Shoots), and its structured-authentication ConfigMaps are those
+//! labelled with its runtime ID whose Shoot is gone. Two such Shoots are an error (nothing is
+//! deleted, the Runtime keeps its finalizer and is retried).
 
-use super::controller::runtime_id;
 use super::error::{self, Error};
 use super::kubeconfig::secret_name;
-use super::provision::{get_shoot, owned_by, request_retry, timed};
+use super::pass::Pass;
 use super::reasons::{GARDENER_ERR, GARDENER_SHOOT_DELETED};
-use super::reconcile::Pass;
-use super::status::{Cond, Update};
-use crate::api::{ANNOTATION_CONFIRM_DELETION, Shoot};
-use crate::gardener::convert::structured_auth_config_map_name;
+use super::shoots::{get_shoot, last_operation, owned_by, request_retry, timed};
+use super::status_update::{Cond, Update};
+use crate::api::{ANNOTATION_CONFIRM_DELETION, LABEL_RUNTIME_ID, Shoot};
+use crate::gardener::convert::{
+    STRUCTURED_AUTH_CONFIG_MAP_PREFIX, structured_auth_config_map_name,
+};
 use crate::gardener::{OperationType, ShootProgress, classify_shoot};
 use crate::status::table::types::DEPROVISIONED;
 use crate::status::{CondStatus, State};
 use kube::ResourceExt;
-use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use serde_json::json;
 
-/// Writes `Terminating`, `Deprovisioned=False/GardenerErr` and returns the error.
+/// Writes `Terminating`, `Deprovisioned=False/GardenerErr` and returns the error (deletion
+/// reports every error, see [`Pass::reports`]).
 async fn gardener_failed<T>(pass: &mut Pass<'_>, what: String, e: kube::Error) -> Result<T, Error> {
     let message = format!("{what}: {}", error::describe(&e));
-    pass.set(Update::new(
-        State::Terminating,
-        vec![Cond::new(DEPROVISIONED, CondStatus::False, GARDENER_ERR).with_message(message)],
-    ))
-    .await?;
-    Err(Error::api(what, e))
+    let condition = Cond::new(DEPROVISIONED, CondStatus::False, GARDENER_ERR).with_message(message);
+    pass.fail(Error::api(what, e), State::Terminating, condition)
+        .await
 }
 
 fn confirmed(shoot: &Shoot) -> bool {
@@ -50,126 +57,171 @@ fn confirmed(shoot: &Shoot) -> bool {
 ///
 /// Errors: API errors (after writing `Deprovisioned=False/GardenerErr` for Gardener calls)
 /// and status write errors.
-pub async fn run(pass: &mut Pass<'_>) -> Result<Action, Error> {
+pub(crate) async fn run(pass: &mut Pass<'_>) -> Result<Action, Error> {
+    let ctx = pass.ctx;
+    // The kubeconfig is no longer rotated and is deleted with the Shoot.
+    ctx.metrics().forget_kubeconfig(&pass.key());
+    match owned_shoot(pass).await? {
+        None => release(pass).await,
+        Some(shoot) if shoot.metadata.deletion_timestamp.is_none() => {
+            request_deletion(pass, &shoot).await
+        }
+        Some(shoot) => follow_deletion(pass, &shoot).await,
+    }
+}
+
+/// The Runtime's Shoot, if it exists (see the module documentation).
+///
+/// Errors: reading or listing Shoots fails (after writing `Deprovisioned=False/GardenerErr`),
+/// listing the Runtimes fails, or two Shoots may be the Runtime's.
+async fn owned_shoot(pass: &mut Pass<'_>) -> Result<Option<Shoot>, Error> {
+    let ctx = pass.ctx;
+    if !pass.rt.spec.names_no_shoot() {
+        let name = pass.rt.spec.shoot.name.clone();
+        return match get_shoot(ctx, &name).await {
+            Ok(s) => Ok(s.filter(|s| owned_by(s, &pass.rt))),
+            Err(e) => gardener_failed(pass, format!("reading Shoot {name}"), e).await,
+        };
+    }
+    let Some(rid) = pass.rt.runtime_id().map(str::to_string) else {
+        // No runtime ID: no Shoot was ever created for it (see `owned_by`).
+        return Ok(None);
+    };
+    let listed = timed(ctx, "list", ctx.shoots.list(&ListParams::default())).await;
+    let candidates: Vec<Shoot> = match listed {
+        Ok(list) => list
+            .items
+            .into_iter()
+            .filter(|s| owned_by(s, &pass.rt))
+            .collect(),
+        Err(e) => {
+            let what = format!("listing Shoots in {}", ctx.settings.config.namespace());
+            return gardener_failed(pass, what, e).await;
+        }
+    };
+    if candidates.is_empty() {
+        return Ok(None);
+    }
+    let runtimes = ctx
+        .runtimes
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| Error::api(format!("listing Runtimes in {}", ctx.settings.namespace), e))?;
+    let named_by_another = |shoot: &Shoot| {
+        runtimes.items.iter().any(|other| {
+            other.name_any() != pass.rt.name_any()
+                && other.spec.shoot.name == shoot.name_any()
+                && other.runtime_id() == Some(rid.as_str())
+        })
+    };
+    let mut ours: Vec<Shoot> = candidates
+        .into_iter()
+        .filter(|s| !named_by_another(s))
+        .collect();
+    if ours.len() > 1 {
+        let names: Vec<String> = ours.iter().map(|s| s.name_any()).collect();
+        return Err(Error::Other(format!(
+            "Runtime {} names no Shoot, and Shoots {} all carry its runtime ID {rid}: not deleting any",
+            pass.key(),
+            names.join(", ")
+        )));
+    }
+    Ok(ours.pop())
+}
+
+/// The Shoot exists and is not being deleted: confirm its deletion (annotation), delete it,
+/// then `Terminating`, `Deprovisioned=Unknown/GardenerShootDeleted`; released at once if it is
+/// gone meanwhile.
+async fn request_deletion(pass: &mut Pass<'_>, shoot: &Shoot) -> Result<Action, Error> {
+    let ctx = pass.ctx;
+    let name = shoot.name_any();
+    if !confirmed(shoot) {
+        let patch = json!({"metadata": {"annotations": {ANNOTATION_CONFIRM_DELETION: "true"}}});
+        let annotated = timed(
+            ctx,
+            "annotate",
+            ctx.shoots
+                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch)),
+        )
+        .await;
+        if let Err(e) = annotated
+            && !error::is_not_found(&e)
+        {
+            let what = format!("confirming the deletion of Shoot {name}");
+            return gardener_failed(pass, what, e).await;
+        }
+    }
+    match timed(
+        ctx,
+        "delete",
+        ctx.shoots.delete(&name, &DeleteParams::default()),
+    )
+    .await
+    {
+        Ok(_) => tracing::info!(runtime = %pass.key(), shoot = %name, "Shoot deletion requested"),
+        Err(e) if error::is_not_found(&e) => return release(pass).await,
+        Err(e) => return gardener_failed(pass, format!("deleting Shoot {name}"), e).await,
+    }
+    pass.set(Update::new(
+        State::Terminating,
+        vec![Cond::new(
+            DEPROVISIONED,
+            CondStatus::Unknown,
+            GARDENER_SHOOT_DELETED,
+        )],
+    ))
+    .await?;
+    Ok(Action::requeue(ctx.settings.resync))
+}
+
+/// Gardener is deleting the Shoot: its `Delete` operation is copied into the status
+/// (`Terminating`, `Deprovisioned=Unknown/GardenerShootDeleted`); one that failed for good is
+/// `Failed`, `Deprovisioned=False/GardenerShootDeleted`; a retryable failure is retried as in
+/// creation.
+async fn follow_deletion(pass: &mut Pass<'_>, shoot: &Shoot) -> Result<Action, Error> {
     let ctx = pass.ctx;
     let key = pass.key();
-    // The kubeconfig is no longer rotated and is deleted with the Shoot.
-    ctx.metrics().forget_kubeconfig(&key);
-    let name = pass.rt.spec.shoot.name.clone();
-    let shoot = match get_shoot(ctx, &name).await {
-        Ok(s) => s.filter(|s| owned_by(s, &pass.rt)),
-        Err(e) => return gardener_failed(pass, format!("reading Shoot {name}"), e).await,
-    };
-    let Some(shoot) = shoot else {
-        return release(pass).await;
-    };
-    if shoot.metadata.deletion_timestamp.is_none() {
-        if !confirmed(&shoot) {
-            let patch = json!({"metadata": {"annotations": {ANNOTATION_CONFIRM_DELETION: "true"}}});
-            let annotated = timed(
-                ctx,
-                "annotate",
-                ctx.shoots
-                    .patch(&name, &PatchParams::default(), &Patch::Merge(&patch)),
-            )
-            .await;
-            if let Err(e) = annotated
-                && !error::is_not_found(&e)
-            {
-                return gardener_failed(
-                    pass,
-                    format!("confirming the deletion of Shoot {name}"),
-                    e,
-                )
-                .await;
-            }
-        }
-        match timed(
-            ctx,
-            "delete",
-            ctx.shoots.delete(&name, &DeleteParams::default()),
-        )
-        .await
-        {
-            Ok(_) => tracing::info!(runtime = %key, shoot = %name, "Shoot deletion requested"),
-            Err(e) if error::is_not_found(&e) => return release(pass).await,
-            Err(e) => return gardener_failed(pass, format!("deleting Shoot {name}"), e).await,
-        }
-        pass.set(Update::new(
-            State::Terminating,
-            vec![Cond::new(
-                DEPROVISIONED,
-                CondStatus::Unknown,
-                GARDENER_SHOOT_DELETED,
-            )],
-        ))
-        .await?;
-        return Ok(Action::requeue(ctx.settings.resync));
-    }
-    let (op, errors) = shoot
-        .status
-        .as_ref()
-        .map(|s| (s.last_operation.clone(), s.last_errors.clone()))
-        .unwrap_or_default();
-    match classify_shoot(&shoot) {
+    let (op, errors) = last_operation(shoot);
+    let (state, condition) = match classify_shoot(shoot) {
         ShootProgress::Failed {
             operation: OperationType::Delete,
-            retryable,
+            retryable: true,
             codes,
             description,
         } => {
-            if retryable {
-                pass.set(
-                    Update::new(
-                        State::Terminating,
-                        vec![
-                            Cond::new(DEPROVISIONED, CondStatus::Unknown, GARDENER_SHOOT_DELETED)
-                                .with_message(description.clone()),
-                        ],
-                    )
-                    .with_shoot(op.clone(), errors),
-                )
-                .await?;
-                let fingerprint = format!(
-                    "{}|{description}",
-                    op.as_ref()
-                        .map(|o| o.last_update_time.0.to_string())
-                        .unwrap_or_default()
-                );
-                request_retry(ctx, &key, &shoot, &fingerprint, &codes).await
-            } else {
-                tracing::warn!(runtime = %key, shoot = %name, ?codes, "Shoot deletion failed for good");
-                pass.set(
-                    Update::new(
-                        State::Failed,
-                        vec![
-                            Cond::new(DEPROVISIONED, CondStatus::False, GARDENER_SHOOT_DELETED)
-                                .with_message(description),
-                        ],
-                    )
-                    .with_shoot(op, errors),
-                )
-                .await?;
-                Ok(Action::requeue(ctx.settings.resync))
-            }
-        }
-        _ => {
-            ctx.clear_retry(&key);
             pass.set(
                 Update::new(
                     State::Terminating,
-                    vec![Cond::new(
-                        DEPROVISIONED,
-                        CondStatus::Unknown,
-                        GARDENER_SHOOT_DELETED,
-                    )],
+                    vec![
+                        Cond::new(DEPROVISIONED, CondStatus::Unknown, GARDENER_SHOOT_DELETED)
+                            .with_message(description.clone()),
+                    ],
                 )
                 .with_shoot(op, errors),
             )
             .await?;
-            Ok(Action::requeue(ctx.settings.resync))
+            return request_retry(ctx, &key, shoot, &description, &codes).await;
         }
-    }
+        ShootProgress::Failed {
+            operation: OperationType::Delete,
+            retryable: false,
+            codes,
+            description,
+        } => {
+            tracing::warn!(runtime = %key, shoot = %shoot.name_any(), ?codes, "Shoot deletion failed for good");
+            let condition = Cond::new(DEPROVISIONED, CondStatus::False, GARDENER_SHOOT_DELETED)
+                .with_message(description);
+            (State::Failed, condition)
+        }
+        _ => {
+            ctx.clear_retry(&key);
+            let condition = Cond::new(DEPROVISIONED, CondStatus::Unknown, GARDENER_SHOOT_DELETED);
+            (State::Terminating, condition)
+        }
+    };
+    pass.set(Update::new(state, vec![condition]).with_shoot(op, errors))
+        .await?;
+    Ok(Action::requeue(ctx.settings.resync))
 }
 
 /// The Shoot is gone: delete the kubeconfig Secret and the structured-authentication
@@ -177,40 +229,80 @@ pub async fn run(pass: &mut Pass<'_>) -> Result<Action, Error> {
 async fn release(pass: &mut Pass<'_>) -> Result<Action, Error> {
     let ctx = pass.ctx;
     let key = pass.key();
-    if let Some(rid) = runtime_id(&pass.rt) {
+    if let Some(rid) = pass.rt.runtime_id() {
         let name = secret_name(rid);
         match ctx.secrets.delete(&name, &DeleteParams::default()).await {
             Ok(_) => tracing::info!(runtime = %key, secret = %name, "kubeconfig Secret deleted"),
             Err(e) if error::is_not_found(&e) => {}
             Err(e) => return Err(Error::api(format!("deleting Secret {name}"), e)),
         }
-        let cm = structured_auth_config_map_name(&pass.rt.spec.shoot.name);
-        // Only ours: the ConfigMap carries the runtime-id label.
-        match timed(ctx, "get_auth_config", ctx.garden_config_maps.get_opt(&cm)).await {
-            Ok(Some(c))
-                if c.labels()
-                    .get(crate::api::LABEL_RUNTIME_ID)
-                    .map(String::as_str)
-                    == Some(rid) =>
-            {
-                match timed(
-                    ctx,
-                    "delete_auth_config",
-                    ctx.garden_config_maps.delete(&cm, &DeleteParams::default()),
-                )
-                .await
-                {
-                    Ok(_) => {}
-                    Err(e) if error::is_not_found(&e) => {}
-                    Err(e) => return Err(Error::api(format!("deleting ConfigMap {cm}"), e)),
-                }
-            }
-            Ok(_) => {}
-            Err(e) => return Err(Error::api(format!("reading ConfigMap {cm}"), e)),
+        if pass.rt.spec.names_no_shoot() {
+            delete_orphaned_auth_configs(pass, rid).await?;
+        } else {
+            delete_auth_config(pass, rid).await?;
         }
     }
     pass.remove_finalizer().await?;
     tracing::info!(runtime = %key, "finalizer removed; Runtime released");
     ctx.forget(&key);
     Ok(Action::await_change())
+}
+
+/// Deletes the structured-authentication ConfigMap of the Shoot `spec.shoot.name` names, if it
+/// carries the runtime-id label `rid` (only ours; an absent one is fine).
+async fn delete_auth_config(pass: &Pass<'_>, rid: &str) -> Result<(), Error> {
+    let ctx = pass.ctx;
+    let cm = structured_auth_config_map_name(&pass.rt.spec.shoot.name);
+    match timed(ctx, "get_auth_config", ctx.garden_config_maps.get_opt(&cm)).await {
+        Ok(Some(c)) if c.labels().get(LABEL_RUNTIME_ID).map(String::as_str) == Some(rid) => {
+            delete_config_map(pass, &cm).await
+        }
+        Ok(_) => Ok(()),
+        Err(e) => Err(Error::api(format!("reading ConfigMap {cm}"), e)),
+    }
+}
+
+/// For a Runtime whose spec names no Shoot: deletes the structured-authentication ConfigMaps
+/// labelled with its runtime ID `rid` whose Shoot is gone.
+async fn delete_orphaned_auth_configs(pass: &Pass<'_>, rid: &str) -> Result<(), Error> {
+    let ctx = pass.ctx;
+    let params = ListParams::default().labels(&format!("{LABEL_RUNTIME_ID}={rid}"));
+    let listed = timed(
+        ctx,
+        "list_auth_configs",
+        ctx.garden_config_maps.list(&params),
+    )
+    .await
+    .map_err(|e| Error::api("listing structured-authentication ConfigMaps", e))?;
+    for cm in listed.items {
+        let name = cm.name_any();
+        let Some(shoot) = name.strip_prefix(STRUCTURED_AUTH_CONFIG_MAP_PREFIX) else {
+            continue;
+        };
+        let exists = get_shoot(ctx, shoot)
+            .await
+            .map_err(|e| Error::api(format!("reading Shoot {shoot}"), e))?
+            .is_some();
+        if !exists {
+            delete_config_map(pass, &name).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Deletes the structured-authentication ConfigMap `name` (an absent one is fine).
+async fn delete_config_map(pass: &Pass<'_>, name: &str) -> Result<(), Error> {
+    let ctx = pass.ctx;
+    match timed(
+        ctx,
+        "delete_auth_config",
+        ctx.garden_config_maps
+            .delete(name, &DeleteParams::default()),
+    )
+    .await
+    {
+        Ok(_) => Ok(()),
+        Err(e) if error::is_not_found(&e) => Ok(()),
+        Err(e) => Err(Error::api(format!("deleting ConfigMap {name}"), e)),
+    }
 }

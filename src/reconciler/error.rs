@@ -1,5 +1,5 @@
 //! Errors of one reconcile. Every variant is retried by requeueing the Runtime with a
-//! per-object exponential backoff (see [`crate::reconciler::reconcile::error_policy`]); none of
+//! per-object exponential backoff (the error policy of [`crate::reconciler::reconcile`]); none of
 //! them makes a Runtime `Failed` — terminal conditions are written as status, not returned.
 
 /// Why a reconcile ended early.
@@ -77,7 +77,7 @@ impl Error {
 
 /// Whether a client error is transient (spec: "409, 429, 5xx, timeouts"): the server answered
 /// 408, 409, 429 or 5xx, or there was no (complete) answer — a request timeout
-/// ([`super::client::RequestTimedOut`]), a connection error, a stream cut. Other answers
+/// ([`super::deadline::RequestTimedOut`]), a connection error, a stream cut. Other answers
 /// (400, 401, 403, 404, 422, …) and client-side errors (TLS, authentication, decoding) are not.
 pub fn transient(e: &kube::Error) -> bool {
     match e {

@@ -6,12 +6,11 @@
 //!
 //! The kubeconfig itself is never logged and never put into a condition message or error.
 
-use super::controller::runtime_id;
 use super::error::{self, Error};
-use super::provision::timed;
+use super::pass::Pass;
 use super::reasons::{KUBECONFIG_CREATED, KUBERNETES_ERR};
-use super::reconcile::Pass;
-use super::status::{Cond, Update};
+use super::shoots::timed;
+use super::status_update::{Cond, Update};
 use crate::api::{ADMIN_KUBECONFIG_SUBRESOURCE, AdminKubeconfigRequest, LABEL_RUNTIME_ID, Shoot};
 use crate::status::table::types::KUBECONFIG_READY;
 use crate::status::{CondStatus, State};
@@ -86,29 +85,18 @@ pub fn renew_in(secret: Option<&Secret>, now: DateTime<Utc>, rotate_after: Durat
     rotate_after.saturating_sub(age)
 }
 
-/// Writes `KubeconfigReady=False/KubernetesErr` (state `Pending`) unless [`Pass::reports`]
-/// holds it back, and returns the error.
-async fn failed<T>(pass: &mut Pass<'_>, error: Error, message: String) -> Result<T, Error> {
-    if pass.reports(&error) {
-        pass.set(Update::new(
-            State::Pending,
-            vec![
-                Cond::new(KUBECONFIG_READY, CondStatus::False, KUBERNETES_ERR)
-                    .with_message(message),
-            ],
-        ))
-        .await?;
-    }
-    Err(error)
+/// `KubeconfigReady=False/KubernetesErr` with `message`, the condition of a failed step 5.
+fn failed(message: String) -> Cond {
+    Cond::new(KUBECONFIG_READY, CondStatus::False, KUBERNETES_ERR).with_message(message)
 }
 
 /// Ensures a fresh kubeconfig Secret; returns it and how long until it must be renewed.
 ///
 /// Errors: reading or writing the Secret or requesting the kubeconfig failed (after writing
-/// `KubeconfigReady=False/KubernetesErr`).
-pub async fn run(pass: &mut Pass<'_>, shoot: &Shoot) -> Result<(Secret, Duration), Error> {
+/// `KubeconfigReady=False/KubernetesErr`, unless [`Pass::reports`] holds the error back).
+pub(crate) async fn run(pass: &mut Pass<'_>, shoot: &Shoot) -> Result<(Secret, Duration), Error> {
     let ctx = pass.ctx;
-    let Some(rid) = runtime_id(&pass.rt).map(str::to_string) else {
+    let Some(rid) = pass.rt.runtime_id().map(str::to_string) else {
         return Err(Error::Other(format!(
             "Runtime {} has no {LABEL_RUNTIME_ID} label",
             pass.key()
@@ -119,12 +107,8 @@ pub async fn run(pass: &mut Pass<'_>, shoot: &Shoot) -> Result<(Secret, Duration
         Ok(s) => s,
         Err(e) => {
             let message = format!("reading Secret {name}: {}", error::describe(&e));
-            return failed(
-                pass,
-                Error::api(format!("reading Secret {name}"), e),
-                message,
-            )
-            .await;
+            let error = Error::api(format!("reading Secret {name}"), e);
+            return pass.fail(error, State::Pending, failed(message)).await;
         }
     };
     let rotate_after = ctx.settings.config.kubeconfig_rotation_after();
@@ -132,7 +116,9 @@ pub async fn run(pass: &mut Pass<'_>, shoot: &Shoot) -> Result<(Secret, Duration
     let secret = if renew_in(existing.as_ref(), now, rotate_after).is_zero() {
         match renew(pass, shoot, &rid, existing, now).await {
             Ok(s) => s,
-            Err((error, message)) => return failed(pass, error, message).await,
+            Err((error, message)) => {
+                return pass.fail(error, State::Pending, failed(message)).await;
+            }
         }
     } else {
         existing.expect("renew_in is zero without a Secret")
@@ -144,12 +130,8 @@ pub async fn run(pass: &mut Pass<'_>, shoot: &Shoot) -> Result<(Secret, Duration
         ctx.metrics()
             .set_kubeconfig_expiry(&pass.key(), at.timestamp());
     }
-    let state = match pass.status().and_then(|s| s.state) {
-        Some(State::Ready) => State::Ready,
-        _ => State::Pending,
-    };
     pass.set_deferrable(Update::new(
-        state,
+        pass.progress_state(),
         vec![Cond::new(
             KUBECONFIG_READY,
             CondStatus::True,

@@ -15,7 +15,7 @@
 //! | `kim_controller_reconciles_total` | counter | — | reconciles run |
 //! | `kim_controller_reconcile_errors_total` | counter | `kind` (`api`\|`denied`\|`runtime_cluster`\|`other`) | reconciles that ended in an error (requeued with backoff) |
 //! | `kim_controller_reconcile_duration_seconds` | histogram | — | wall time per reconcile |
-//! | `kim_controller_gardener_request_duration_seconds` | histogram | `operation` | latency of Gardener API calls (`get`, `create`, `apply`, `annotate`, `delete`, `adminkubeconfig`, `get_auth_config`, `apply_auth_config`, `delete_auth_config`), failed calls included |
+//! | `kim_controller_gardener_request_duration_seconds` | histogram | `operation` | latency of Gardener API calls (`get`, `create`, `apply`, `annotate`, `delete`, `adminkubeconfig`, `get_auth_config`, `apply_auth_config`, `delete_auth_config`; `list` and `list_auth_configs` only when a Runtime whose spec names no Shoot is deleted), failed calls included |
 //! | `kim_controller_gardener_request_errors_total` | counter | `operation`, `code` | Gardener API calls that failed: `code` is the HTTP status Gardener answered, or `timeout`, `connection`, `client` when there was no answer |
 //! | `kim_controller_status_writes_total` | counter | — | status writes sent |
 //! | `kim_controller_status_denied_total` | counter | — | status writes the model denied before sending (reconciler bugs; should stay 0) |
@@ -168,7 +168,7 @@ pub fn gardener_error_code(e: &kube::Error) -> String {
         kube::Error::HyperError(_) | kube::Error::Service(_) | kube::Error::ReadEvents(_) => {
             let mut source: Option<&(dyn std::error::Error + 'static)> = e.source();
             while let Some(s) = source {
-                if s.is::<super::client::RequestTimedOut>() {
+                if s.is::<super::deadline::RequestTimedOut>() {
                     return "timeout".to_string();
                 }
                 source = s.source();

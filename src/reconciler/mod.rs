@@ -13,34 +13,54 @@
 //!
 //! | step | file | status written |
 //! |---|---|---|
-//! | finalizer | [`reconcile`] | — |
-//! | accept | [`provision`] | `Pending`, `Provisioned=Unknown/Initialised` |
-//! | convert + create the Shoot | [`provision`] | `Pending`, `Provisioned=Unknown/Pending`; `Failed`, `False/ConversionErr`; `Pending`, `False/GardenerErr` |
-//! | update (generation > Shoot annotation): server-side apply | [`provision`] | `Pending`, `Provisioned=Unknown/Processing` |
-//! | wait on `lastOperation` | [`provision`] | `True/ShootCreationCompleted` or `True/ConfigurationCompleted`; `Failed`, `False/CreationErr` / `False/ProcessingErr`; retryable: `Pending`, `Unknown/Pending` (or `Processing`) with Gardener's message |
+//! | finalizer | `reconcile.rs` | — |
+//! | accept | `provision.rs` | `Pending`, `Provisioned=Unknown/Initialised` |
+//! | convert + create the Shoot | `provision.rs` | `Pending`, `Provisioned=Unknown/Pending`; `Failed`, `False/ConversionErr`; `Pending`, `False/GardenerErr` |
+//! | update (generation > Shoot annotation): server-side apply | `provision.rs` | `Pending`, `Provisioned=Unknown/Processing` |
+//! | wait on `lastOperation` | `provision.rs` | `True/ShootCreationCompleted` or `True/ConfigurationCompleted`; `Failed`, `False/CreationErr` / `False/ProcessingErr`; retryable: `Pending`, `Unknown/Pending` (or `Processing`) with Gardener's message |
 //! | kubeconfig Secret | [`kubeconfig`] | `KubeconfigReady=True/KubeconfigCreated`; `False/KubernetesErr` |
 //! | administrators | [`admins`] | `Ready`, `Configured=True/AdministratorsConfigured`, `provisioningCompleted`; `Pending`, `False/ConfigurationError` |
-//! | delete | [`delete`] | `Terminating`, `Deprovisioned=Unknown/GardenerShootDeleted`; `False/GardenerErr` |
+//! | delete | `delete.rs` | `Terminating`, `Deprovisioned=Unknown/GardenerShootDeleted`; `False/GardenerErr` |
 //!
-//! Status writes go through [`reconcile::Pass::set`]: the next status is built with
-//! [`status::next_status`] (`SetStatusCondition` semantics), nothing is written when nothing
-//! changed (a Shoot's `lastOperation` progress alone is not a change; its type, state or errors
-//! are), the write is checked with [`status::check`] against the same policy the webhook
-//! enforces before it is sent (a denial is a reconciler bug: logged, counted, not sent), and it
-//! goes through the `status` subresource with the resourceVersion read (a 409 is retried).
-//! Every condition change is published as an Event (`Warning` when the condition is `False`).
+//! Every step works on one `Pass` (`pass.rs`), the Runtime as last read or written. Status
+//! writes go through `Pass::set`: the next status is built with
+//! [`status_update::next_status`] (`SetStatusCondition` semantics), nothing is written when
+//! nothing changed (a Shoot's `lastOperation` progress alone is not a change; its type, state or
+//! errors are), the write is checked against the same policy the webhook enforces before it is
+//! sent (a denial is a reconciler bug: logged, counted, not sent), and it goes through the
+//! `status` subresource with the resourceVersion read (a 409 is retried). Every condition change
+//! is published as an Event (`Warning` when the condition is `False`). A step that fails ends
+//! with `Pass::fail`: its `False` condition is written, then its error returned.
+//!
+//! # Modules
+//!
+//! Dependencies point one way, from the Controller down to the clients:
+//!
+//! - [`controller`] (what is watched, [`run_with`]) → [`reconcile`], the orchestrator: the
+//!   finalizer, then deletion or the steps in order;
+//! - the steps: `provision.rs` (accept, create or update the Shoot, wait on it),
+//!   [`kubeconfig`], [`admins`], `delete.rs`; a later step reads what an earlier one stored
+//!   (`admins` and `delete` take the kubeconfig Secret's name and key from `kubeconfig`), never
+//!   the other way;
+//! - what the steps share: `pass.rs` (the `Pass`, `Step`), [`context`] ([`Settings`],
+//!   [`Ctx`]: API handles and the per-Runtime memory), `shoots.rs` (the Gardener calls on a
+//!   Runtime's Shoot, timed and counted), [`status_update`] (what a step asks to write and the
+//!   next status), [`reasons`], [`error`];
+//! - beneath them: [`metrics`], [`events`], [`leader`], [`runtime_clients`] (the cache of
+//!   runtime-cluster clients) and [`deadline`] (the request deadlines every client is built
+//!   with).
 //!
 //! Transient API errors (409, 429, 5xx, timeouts, connection errors) requeue the Runtime with
 //! a per-object exponential backoff ([`backon`]) and leave it `Pending` (or `Terminating`) with
 //! the step's condition `False` — never `Failed`. A Runtime that is `Ready` for its generation
 //! stays `Ready` through them for [`Settings::transient_error_grace`] (retried, not written; see
-//! [`reconcile::Pass::reports`]). A Gardener operation that failed with retryable codes is
+//! `Pass::reports`). A Gardener operation that failed with retryable codes is
 //! retried by annotating the Shoot `gardener.cloud/operation: retry` after
 //! [`Settings::gardener_retry_delay`].
 //!
 //! Every API request of the controller has a deadline (`--request-timeout-seconds`, 30 s): the
 //! answer must start within it from when the request is sent, and its body (except a watch's)
-//! be complete within it from when it is first read ([`client`]).
+//! be complete within it from when it is first read ([`deadline`]).
 //!
 //! # Running
 //!
@@ -56,21 +76,25 @@
 #![deny(missing_docs)]
 
 pub mod admins;
-pub mod client;
-pub mod clients;
+pub mod context;
 pub mod controller;
-pub mod delete;
+pub mod deadline;
+mod delete;
 pub mod error;
 pub mod events;
 pub mod kubeconfig;
 pub mod leader;
 pub mod metrics;
-pub mod provision;
+mod pass;
+mod provision;
 pub mod reasons;
 pub mod reconcile;
-pub mod status;
+pub mod runtime_clients;
+mod shoots;
+pub mod status_update;
 
-pub use controller::{Ctx, Settings, run_with, runtime_for_shoot, runtime_id};
+pub use context::{Ctx, Settings};
+pub use controller::{run_with, runtime_for_shoot};
 pub use error::Error;
 pub use leader::LeaderElection;
 pub use metrics::Metrics;
@@ -139,19 +163,19 @@ pub struct ControllerArgs {
 
     /// Runtimes reconciled in parallel (KIM's default, 25: a reconcile mostly waits on API
     /// round trips).
-    #[arg(long, env = "KIM_CONCURRENCY", default_value_t = controller::DEFAULT_CONCURRENCY)]
+    #[arg(long, env = "KIM_CONCURRENCY", default_value_t = context::DEFAULT_CONCURRENCY)]
     pub concurrency: u16,
 
     /// Runtime-cluster clients kept for reuse (least recently used evicted; each holds a
     /// connection pool and an open connection to its cluster). `0`: a client per use.
-    #[arg(long, env = "KIM_RUNTIME_CLIENT_CACHE", default_value_t = clients::DEFAULT_CAPACITY)]
+    #[arg(long, env = "KIM_RUNTIME_CLIENT_CACHE", default_value_t = runtime_clients::DEFAULT_CAPACITY)]
     pub runtime_client_cache: usize,
 
     /// Deadline of every API request to the control cluster, Gardener and the runtime
     /// clusters, in seconds: the answer must start within it, and its body be complete within
     /// it from the first read (a watch's stream is ended by the server's `timeoutSeconds`).
     /// `0`: none.
-    #[arg(long, env = "KIM_REQUEST_TIMEOUT_SECONDS", default_value_t = client::DEFAULT_REQUEST_TIMEOUT.as_secs())]
+    #[arg(long, env = "KIM_REQUEST_TIMEOUT_SECONDS", default_value_t = deadline::DEFAULT_REQUEST_TIMEOUT.as_secs())]
     pub request_timeout_seconds: u64,
 
     /// Seconds that transient API errors (409, 429, 5xx, timeouts) of a Runtime that is `Ready`
@@ -207,7 +231,7 @@ async fn client_from_kubeconfig(path: &Path, timeout: Duration) -> anyhow::Resul
     let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
         .await
         .with_context(|| format!("loading kubeconfig {}", path.display()))?;
-    client::build(config, timeout).context("building the client")
+    deadline::build(config, timeout).context("building the client")
 }
 
 /// Runs `kim controller` until SIGTERM or SIGINT.
@@ -229,7 +253,7 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
             let config = kube::Config::infer()
                 .await
                 .context("control cluster client (in-cluster or KUBECONFIG)")?;
-            client::build(config, timeout)
+            deadline::build(config, timeout)
                 .context("control cluster client (in-cluster or KUBECONFIG)")?
         }
     };

@@ -1,20 +1,21 @@
 //! Steps 2–4 and the update (spec `reconciler.md`): accept the Runtime, convert it and create
 //! the Shoot, apply spec changes to an existing Shoot, and wait on the Shoot's
-//! `lastOperation`; then hand over to [`super::kubeconfig`] and [`super::admins`].
+//! `lastOperation`. Once it is done, the orchestrator ([`super::reconcile`]) goes on with
+//! [`super::kubeconfig`] and [`super::admins`].
 //!
 //! "Waiting" applies until `Provisioned=True` has been written for the Runtime's current
 //! `metadata.generation`; after that, operations Gardener runs on its own (maintenance,
 //! periodic reconciles) do not touch the Runtime's status.
 
-use super::controller::{Ctx, runtime_id};
 use super::error::{self, Error};
+use super::pass::{Pass, Step};
 use super::reasons::*;
-use super::reconcile::Pass;
-use super::status::{Cond, Update, condition};
-use crate::api::{ANNOTATION_OPERATION, LastError, LastOperation, OPERATION_RETRY, Runtime, Shoot};
+use super::shoots::{FIELD_MANAGER, get_shoot, last_operation, owned_by, request_retry, timed};
+use super::status_update::{Cond, Update, condition};
+use crate::api::{Runtime, Shoot};
 use crate::gardener::{
-    ConversionError, OperationType, ShootProgress, classify_shoot, runtime_to_shoot,
-    runtime_to_shoot_for_update, structured_authentication_config,
+    ConversionError, OperationType, ShootProgress, check_names_shoot, classify_shoot,
+    runtime_to_shoot, runtime_to_shoot_for_update, structured_authentication_config,
 };
 use crate::status::table::types::PROVISIONED;
 use crate::status::{CondStatus, State};
@@ -22,68 +23,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt;
 use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
-use serde_json::json;
 use std::collections::BTreeMap;
-use std::future::Future;
-use std::time::{Duration, Instant};
-
-/// Field manager of every server-side apply `kim` sends.
-pub const FIELD_MANAGER: &str = "kim";
-
-/// Whether a step lets the pass go on (with a value) or ends it with an action.
-#[derive(Debug)]
-pub enum Step<T> {
-    /// Go on to the next step.
-    Continue(T),
-    /// Stop here; requeue as the action says.
-    Stop(Action),
-}
-
-/// Runs the Gardener call `call`, recording its latency as operation `operation` and, when it
-/// fails, the error by code.
-pub async fn timed<T>(
-    ctx: &Ctx,
-    operation: &'static str,
-    call: impl Future<Output = Result<T, kube::Error>>,
-) -> Result<T, kube::Error> {
-    let started = Instant::now();
-    let out = call.await;
-    ctx.metrics().gardener_call(operation, started);
-    if let Err(e) = &out {
-        ctx.metrics()
-            .gardener_error(operation, super::metrics::gardener_error_code(e));
-    }
-    out
-}
-
-/// The Runtime's Shoot, if it exists.
-///
-/// Errors: the GET fails.
-pub async fn get_shoot(ctx: &Ctx, name: &str) -> Result<Option<Shoot>, kube::Error> {
-    timed(ctx, "get", ctx.shoots.get_opt(name)).await
-}
-
-/// Whether `shoot` was created for `rt` (its runtime-id annotation is the Runtime's).
-pub fn owned_by(shoot: &Shoot, rt: &Runtime) -> bool {
-    shoot.runtime_id().is_some() && shoot.runtime_id() == runtime_id(rt)
-}
-
-fn shoot_copy(shoot: &Shoot) -> (Option<LastOperation>, Vec<LastError>) {
-    shoot
-        .status
-        .as_ref()
-        .map(|s| (s.last_operation.clone(), s.last_errors.clone()))
-        .unwrap_or_default()
-}
-
-/// The state to write with a step that succeeded: `Ready` stays `Ready` (a resync or an
-/// update that changes nothing must not flap it), anything else is `Pending` until step 6.
-fn progress_state(pass: &Pass<'_>) -> State {
-    match pass.status().and_then(|s| s.state) {
-        Some(State::Ready) => State::Ready,
-        _ => State::Pending,
-    }
-}
 
 /// Whether the Runtime is being updated rather than created: it was `Ready` once, or an
 /// update was submitted (`Provisioned` reason `Processing`).
@@ -96,15 +36,9 @@ fn updating(pass: &Pass<'_>) -> bool {
 /// [`Pass::reports`] holds it back), and returns the error (retried with backoff).
 async fn gardener_failed<T>(pass: &mut Pass<'_>, what: String, e: kube::Error) -> Result<T, Error> {
     let message = format!("{what}: {}", error::describe(&e));
-    let error = Error::api(what, e);
-    if pass.reports(&error) {
-        pass.set(Update::new(
-            State::Pending,
-            vec![Cond::new(PROVISIONED, CondStatus::False, GARDENER_ERR).with_message(message)],
-        ))
-        .await?;
-    }
-    Err(error)
+    let condition = Cond::new(PROVISIONED, CondStatus::False, GARDENER_ERR).with_message(message);
+    pass.fail(Error::api(what, e), State::Pending, condition)
+        .await
 }
 
 /// Writes `Failed`, `Provisioned=False/ConversionErr` with `message`; the Runtime waits for a
@@ -125,16 +59,17 @@ fn not_owned_message(rt: &Runtime, shoot: &Shoot) -> String {
         shoot.namespace().unwrap_or_default(),
         shoot.name_any(),
         shoot.runtime_id().unwrap_or(""),
-        runtime_id(rt).unwrap_or(""),
+        rt.runtime_id().unwrap_or(""),
     )
 }
 
-/// Provisioning and update of a Runtime that is not being deleted: steps 2–6.
+/// Steps 2–4 and the update of a Runtime that is not being deleted: the Shoot, created or
+/// updated, once Gardener has finished with it ([`Step::Continue`]); [`Step::Stop`] while it has
+/// to wait (or has failed for good).
 ///
 /// Errors: API errors (after writing the step's `False` condition) and status write errors.
-pub async fn run(pass: &mut Pass<'_>) -> Result<Action, Error> {
+pub(crate) async fn run(pass: &mut Pass<'_>) -> Result<Step<Shoot>, Error> {
     let ctx = pass.ctx;
-    let resync = ctx.settings.resync;
     // Step 2: accepted, nothing created yet.
     if condition(pass.status(), PROVISIONED).is_none() {
         pass.set(Update::new(
@@ -142,6 +77,12 @@ pub async fn run(pass: &mut Pass<'_>) -> Result<Action, Error> {
             vec![Cond::new(PROVISIONED, CondStatus::Unknown, INITIALISED)],
         ))
         .await?;
+    }
+    // A Runtime without spec (the CRD does not require one) names no Shoot to look up.
+    if let Err(e) = check_names_shoot(&pass.rt) {
+        return conversion_failed(pass, conversion_message(&e))
+            .await
+            .map(Step::Stop);
     }
     let name = pass.rt.spec.shoot.name.clone();
     let existing = match get_shoot(ctx, &name).await {
@@ -152,7 +93,7 @@ pub async fn run(pass: &mut Pass<'_>) -> Result<Action, Error> {
         None => create(pass).await?,
         Some(shoot) if !owned_by(&shoot, &pass.rt) => {
             let message = not_owned_message(&pass.rt, &shoot);
-            return conversion_failed(pass, message).await;
+            return conversion_failed(pass, message).await.map(Step::Stop);
         }
         Some(shoot)
             if pass.rt.metadata.generation.unwrap_or(0)
@@ -164,14 +105,12 @@ pub async fn run(pass: &mut Pass<'_>) -> Result<Action, Error> {
     };
     let shoot = match step {
         Step::Continue(s) => s,
-        Step::Stop(action) => return Ok(action),
+        Step::Stop(action) => return Ok(Step::Stop(action)),
     };
-    if let Step::Stop(action) = wait(pass, &shoot).await? {
-        return Ok(action);
-    }
-    let (secret, rotate_in) = super::kubeconfig::run(pass, &shoot).await?;
-    super::admins::run(pass, &secret).await?;
-    Ok(Action::requeue(resync.min(rotate_in)))
+    Ok(match wait(pass, &shoot).await? {
+        Step::Continue(()) => Step::Continue(shoot),
+        Step::Stop(action) => Step::Stop(action),
+    })
 }
 
 /// Step 3: convert and create the Shoot.
@@ -290,7 +229,7 @@ async fn ensure_auth_config(pass: &mut Pass<'_>, shoot: &Shoot) -> Result<(), Er
         metadata: ObjectMeta {
             name: Some(auth.config_map_name.clone()),
             namespace: Some(ctx.settings.config.namespace()),
-            labels: runtime_id(&pass.rt).map(|rid| {
+            labels: pass.rt.runtime_id().map(|rid| {
                 BTreeMap::from([(crate::api::LABEL_RUNTIME_ID.to_string(), rid.to_string())])
             }),
             ..ObjectMeta::default()
@@ -330,7 +269,7 @@ async fn wait(pass: &mut Pass<'_>, shoot: &Shoot) -> Result<Step<()>, Error> {
         ctx.clear_retry(&key);
         return Ok(Step::Continue(()));
     }
-    let (op, errors) = shoot_copy(shoot);
+    let (op, errors) = last_operation(shoot);
     let in_progress_reason = if updating(pass) { PROCESSING } else { PENDING };
     match classify_shoot(shoot) {
         ShootProgress::InProgress { .. } => {
@@ -356,7 +295,7 @@ async fn wait(pass: &mut Pass<'_>, shoot: &Shoot) -> Result<Step<()>, Error> {
             } else {
                 CONFIGURATION_COMPLETED
             };
-            let state = progress_state(pass);
+            let state = pass.progress_state();
             pass.set_deferrable(
                 Update::new(
                     state,
@@ -406,54 +345,11 @@ async fn wait(pass: &mut Pass<'_>, shoot: &Shoot) -> Result<Step<()>, Error> {
                             .with_message(description.clone()),
                     ],
                 )
-                .with_shoot(op.clone(), errors),
+                .with_shoot(op, errors),
             )
             .await?;
-            let fingerprint = format!(
-                "{}|{}",
-                op.as_ref()
-                    .map(|o| o.last_update_time.0.to_string())
-                    .unwrap_or_default(),
-                description
-            );
-            let action = request_retry(ctx, &key, shoot, &fingerprint, &codes).await?;
+            let action = request_retry(ctx, &key, shoot, &description, &codes).await?;
             Ok(Step::Stop(action))
         }
     }
-}
-
-/// For an operation that failed with retryable codes: once [`super::Settings::gardener_retry_delay`]
-/// has passed since it was first seen, annotate the Shoot `gardener.cloud/operation: retry`
-/// (Gardener does not retry a `Failed` operation by itself); until then, requeue for then.
-///
-/// Errors: the annotation cannot be written.
-pub async fn request_retry(
-    ctx: &Ctx,
-    key: &str,
-    shoot: &Shoot,
-    fingerprint: &str,
-    codes: &[String],
-) -> Result<Action, Error> {
-    if let Some(wait) = ctx.retry_due(key, fingerprint) {
-        return Ok(Action::requeue(wait.max(Duration::from_millis(10))));
-    }
-    let already = shoot
-        .annotations()
-        .get(ANNOTATION_OPERATION)
-        .is_some_and(|v| v == OPERATION_RETRY);
-    if !already {
-        let name = shoot.name_any();
-        let patch = json!({"metadata": {"annotations": {ANNOTATION_OPERATION: OPERATION_RETRY}}});
-        timed(
-            ctx,
-            "annotate",
-            ctx.shoots
-                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch)),
-        )
-        .await
-        .map_err(|e| Error::api(format!("annotating Shoot {name} for a retry"), e))?;
-        tracing::info!(runtime = %key, shoot = %name, ?codes, "asked Gardener to retry the failed operation");
-    }
-    ctx.clear_retry(key);
-    Ok(Action::requeue(ctx.settings.resync))
 }

@@ -1,34 +1,25 @@
-//! One reconcile of one Runtime: the finalizer, then deletion ([`super::delete`]) or
-//! provisioning ([`super::provision`] → [`super::kubeconfig`] → [`super::admins`]); and the
-//! one place status is written ([`Pass::set`]).
+//! One reconcile of one Runtime, the orchestrator of the steps: the finalizer, then deletion
+//! (`delete.rs`) or provisioning (`provision.rs` → [`super::kubeconfig`] → [`super::admins`]),
+//! each step working on the same `Pass` (`pass.rs`).
 
-use super::controller::Ctx;
+use super::context::{self, Ctx};
 use super::error::{self, Error};
-use super::status::{Update, changed, check, next_status, shoot_changed};
-use crate::api::{Runtime, RuntimeStatus};
-use crate::status::{CondStatus, State, denial_message, table::FINALIZER};
-use chrono::Utc;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-use kube::api::{Patch, PatchParams, PostParams};
+use super::pass::{Pass, Step};
+use super::{admins, delete, kubeconfig, provision};
+use crate::api::Runtime;
+use crate::status::table::FINALIZER;
+use kube::ResourceExt;
 use kube::runtime::controller::Action;
-use kube::runtime::events::{Event, EventType};
-use kube::{Resource, ResourceExt};
-use serde_json::json;
 use std::sync::Arc;
 use std::time::Instant;
 use tracing::Instrument;
-
-/// `namespace/name` of a Runtime: the key of the per-Runtime memory and metrics.
-pub fn key(rt: &Runtime) -> String {
-    format!("{}/{}", rt.namespace().unwrap_or_default(), rt.name_any())
-}
 
 /// The kube-runtime reconcile function.
 ///
 /// Errors: see [`Error`]; each is retried with the Runtime's exponential backoff.
 pub async fn reconcile(rt: Arc<Runtime>, ctx: Arc<Ctx>) -> Result<Action, Error> {
     let started = Instant::now();
-    let key = key(&rt);
+    let key = context::key(&rt);
     let mut current = rt.as_ref().clone();
     let mut restarts = 0;
     let result = loop {
@@ -58,24 +49,38 @@ async fn run(rt: &Runtime, ctx: &Ctx, key: &str) -> Result<Action, Error> {
             ctx.forget(key);
             return Ok(Action::await_change());
         }
-        return super::delete::run(&mut pass).await;
+        return delete::run(&mut pass).await;
     }
     ctx.metrics()
         .observe_state(key, rt.status.as_ref().and_then(|s| s.state));
     ctx.metrics()
-        .observe_provisioning_completed(key, provisioning_completed(rt.status.as_ref()));
+        .observe_provisioning_completed(key, pass.provisioning_completed());
     pass.ensure_finalizer().await?;
-    let action = super::provision::run(&mut pass).await?;
-    Ok(action)
+    provision_and_configure(&mut pass).await
+}
+
+/// Provisioning and update of a Runtime that is not being deleted: steps 2–4 (the Shoot), then
+/// 5 (the kubeconfig Secret) and 6 (the administrators); requeued for the resync, or earlier
+/// when the kubeconfig is due for renewal.
+///
+/// Errors: those of the steps (each has written its `False` condition first).
+async fn provision_and_configure(pass: &mut Pass<'_>) -> Result<Action, Error> {
+    let shoot = match provision::run(pass).await? {
+        Step::Continue(shoot) => shoot,
+        Step::Stop(action) => return Ok(action),
+    };
+    let (secret, rotate_in) = kubeconfig::run(pass, &shoot).await?;
+    admins::run(pass, &secret).await?;
+    Ok(Action::requeue(pass.ctx.settings.resync.min(rotate_in)))
 }
 
 /// The kube-runtime error policy: log, then requeue after the Runtime's next backoff delay.
-pub fn error_policy(
+pub(crate) fn error_policy(
     rt: Arc<Runtime>,
     err: &Error,
     ctx: Arc<Ctx>,
 ) -> kube::runtime::controller::Action {
-    let key = key(&rt);
+    let key = context::key(&rt);
     let delay = ctx.next_backoff(&key);
     match err {
         Error::StatusDenied(_) => {
@@ -89,361 +94,4 @@ pub fn error_policy(
         }
     }
     Action::requeue(delay)
-}
-
-/// One pass over a Runtime: the latest version of it (updated after every write) and the
-/// shared context.
-pub struct Pass<'a> {
-    /// The shared state.
-    pub ctx: &'a Ctx,
-    /// The Runtime as last read or written.
-    pub rt: Runtime,
-    /// Status writes sent in this pass.
-    pub writes: u32,
-    /// Conditions of deferred updates (see [`Pass::set_deferrable`]), applied with the next
-    /// write.
-    carry: Vec<super::status::Cond>,
-}
-
-impl<'a> Pass<'a> {
-    /// A pass over `rt`.
-    pub fn new(ctx: &'a Ctx, rt: Runtime) -> Pass<'a> {
-        Pass {
-            ctx,
-            rt,
-            writes: 0,
-            carry: Vec::new(),
-        }
-    }
-
-    /// The Runtime's key (`namespace/name`).
-    pub fn key(&self) -> String {
-        key(&self.rt)
-    }
-
-    /// The Runtime's current status, if any.
-    pub fn status(&self) -> Option<&RuntimeStatus> {
-        self.rt.status.as_ref()
-    }
-
-    /// Whether the Runtime is `Ready` for its current generation: state `Ready` and every
-    /// condition observed at `metadata.generation` (no update under way).
-    pub fn ready_for_generation(&self) -> bool {
-        let generation = self.rt.metadata.generation;
-        self.status().is_some_and(|s| {
-            s.state == Some(State::Ready)
-                && s.conditions
-                    .iter()
-                    .all(|c| c.observed_generation == generation)
-        })
-    }
-
-    /// Whether the failure `error` of a step is written into the status (`Pending` with the
-    /// step's `False` condition, as the spec says for each step) before it is retried, or only
-    /// retried with the Runtime's backoff.
-    ///
-    /// Only retried: a transient error ([`Error::is_transient`]: 409, 429, 5xx, timeouts,
-    /// connection errors) of a Runtime that is `Ready` for its current generation, until its
-    /// transient errors have lasted [`super::Settings::transient_error_grace`] (counted from the
-    /// first one after its last successful reconcile). A read that failed once on a resync says
-    /// nothing about the runtime, and writing it would flip `Ready` → `Pending` → `Ready` (two or
-    /// three writes and Events) for a blip; an outage that lasts is reported. Everything else —
-    /// provisioning, updates, deletion, errors a retry will not fix — is written at once.
-    pub fn reports(&self, error: &Error) -> bool {
-        if !error.is_transient() || !self.ready_for_generation() {
-            return true;
-        }
-        let lasted = self.ctx.transient_for(&self.key());
-        if lasted >= self.ctx.settings.transient_error_grace {
-            return true;
-        }
-        tracing::debug!(runtime = %self.key(), error = %error, lasted = ?lasted, "transient error of a Ready Runtime; retrying without a status write");
-        false
-    }
-
-    /// Adds the finalizer if it is missing (JSON patch guarded by a `test` of the list read —
-    /// or of the resourceVersion when there is no list — so a stale read fails instead of
-    /// dropping someone else's finalizer).
-    ///
-    /// Errors: the patch fails (a failed `test` is retried like a conflict).
-    pub async fn ensure_finalizer(&mut self) -> Result<(), Error> {
-        let finalizers = self.rt.finalizers().to_vec();
-        if finalizers.iter().any(|f| f == FINALIZER) {
-            return Ok(());
-        }
-        let ops = if self.rt.metadata.finalizers.is_none() {
-            // No list to test: guard with the resourceVersion read instead.
-            json!([
-                {"op": "test", "path": "/metadata/resourceVersion", "value": self.rt.resource_version()},
-                {"op": "add", "path": "/metadata/finalizers", "value": [FINALIZER]},
-            ])
-        } else {
-            json!([
-                {"op": "test", "path": "/metadata/finalizers", "value": finalizers},
-                {"op": "add", "path": "/metadata/finalizers/-", "value": FINALIZER},
-            ])
-        };
-        self.patch_finalizers(ops, "adding the finalizer").await
-    }
-
-    /// Removes the finalizer (same guard as [`Pass::ensure_finalizer`]).
-    ///
-    /// Errors: the patch fails; a 404 (already gone) is success.
-    pub async fn remove_finalizer(&mut self) -> Result<(), Error> {
-        let finalizers = self.rt.finalizers().to_vec();
-        let Some(i) = finalizers.iter().position(|f| f == FINALIZER) else {
-            return Ok(());
-        };
-        let ops = json!([
-            {"op": "test", "path": "/metadata/finalizers", "value": finalizers},
-            {"op": "remove", "path": format!("/metadata/finalizers/{i}")},
-        ]);
-        match self.patch_finalizers(ops, "removing the finalizer").await {
-            Err(Error::Api { source, .. }) if error::is_not_found(&source) => Ok(()),
-            other => other,
-        }
-    }
-
-    async fn patch_finalizers(&mut self, ops: serde_json::Value, what: &str) -> Result<(), Error> {
-        let patch: json_patch::Patch = serde_json::from_value(ops)
-            .map_err(|e| Error::Other(format!("{what}: building the patch: {e}")))?;
-        let name = self.rt.name_any();
-        match self
-            .ctx
-            .runtimes
-            .patch(&name, &PatchParams::default(), &Patch::Json::<()>(patch))
-            .await
-        {
-            Ok(patched) => {
-                self.rt = patched;
-                Ok(())
-            }
-            // The guard's `test` failed (kube-apiserver answers a JSON patch that does not
-            // apply with 422, `patch.go` `applyJSPatch`) or the write conflicted: the Runtime
-            // read was stale, typically a cached copy behind a change made since. Read it again
-            // and start the pass over from the fresh copy, as for a stale status write
-            // (`Error::Stale`, at most twice per reconcile), instead of failing the reconcile
-            // and waiting out an error backoff. If it did not move, the error stands.
-            Err(e) if matches!(error::api_code(&e), Some(409 | 422)) => {
-                let fresh = self
-                    .ctx
-                    .runtimes
-                    .get(&name)
-                    .await
-                    .map_err(|e| Error::api(format!("reading Runtime {}", self.key()), e))?;
-                if fresh.metadata.resource_version != self.rt.metadata.resource_version {
-                    tracing::debug!(runtime = %self.key(), "{what}: the Runtime changed since it was read; starting over");
-                    return Err(Error::Stale(Box::new(fresh)));
-                }
-                Err(Error::api(format!("{what} of Runtime {}", self.key()), e))
-            }
-            Err(e) => Err(Error::api(format!("{what} of Runtime {}", self.key()), e)),
-        }
-    }
-
-    /// Writes the status `update` leads to, if it changes anything.
-    ///
-    /// Nothing is sent when the next status equals the current one, or when it differs only
-    /// in the progress of the Shoot's running operation ([`shoot_changed`]). Otherwise the
-    /// next status is checked against the policy as the controller's user (a denial is a bug:
-    /// logged, counted, not sent), written through the `status` subresource with the
-    /// resourceVersion read, and an Event is published for every condition whose status or
-    /// reason changed (`Warning` for `False`).
-    ///
-    /// Errors: [`Error::StatusDenied`]; the write fails (a 409 means the Runtime changed since
-    /// it was read: retried by requeue).
-    pub async fn set(&mut self, update: Update) -> Result<(), Error> {
-        self.write(update, false).await
-    }
-
-    /// As [`Pass::set`], except that an update changing nothing but conditions'
-    /// `observedGeneration` is not written on its own: it rides along with the next write of
-    /// this pass (an update that changed nothing in the Shoot then costs one write, not one per
-    /// step).
-    ///
-    /// Errors: as [`Pass::set`].
-    pub async fn set_deferrable(&mut self, update: Update) -> Result<(), Error> {
-        self.write(update, true).await
-    }
-
-    async fn write(&mut self, mut update: Update, deferrable: bool) -> Result<(), Error> {
-        let mut conditions = std::mem::take(&mut self.carry);
-        conditions.retain(|c| {
-            !update
-                .conditions
-                .iter()
-                .any(|u| u.condition_type == c.condition_type)
-        });
-        conditions.append(&mut update.conditions);
-        update.conditions = conditions;
-        let mut reread = false;
-        let (written, old_conditions) = loop {
-            let now = Utc::now();
-            let policy = &self.ctx.settings.policy;
-            let next = next_status(policy, &self.rt, &update, now);
-            if !changed(&self.rt, &next) {
-                return Ok(());
-            }
-            if update.shoot.is_some() {
-                let without = Update {
-                    shoot: None,
-                    ..update.clone()
-                };
-                let base = next_status(policy, &self.rt, &without, now);
-                if !changed(&self.rt, &base) && !shoot_changed(self.status(), &next) {
-                    return Ok(());
-                }
-            }
-            if deferrable && only_generations_differ(self.status(), &next) {
-                self.carry = update.conditions;
-                return Ok(());
-            }
-            if let Err(violations) = check(policy, &self.rt, &next, &self.ctx.settings.user, now) {
-                self.ctx.metrics().status_denied();
-                let message = denial_message(&violations);
-                tracing::error!(runtime = %self.key(), denial = %message, "status write denied by the status model; not sent (reconciler bug)");
-                return Err(Error::StatusDenied(message));
-            }
-            let old_conditions = self
-                .status()
-                .map(|s| s.conditions.clone())
-                .unwrap_or_default();
-            let mut object = self.rt.clone();
-            object.status = Some(next);
-            let name = self.rt.name_any();
-            match self
-                .ctx
-                .runtimes
-                .replace_status(&name, &PostParams::default(), &object)
-                .await
-            {
-                Ok(written) => break (written, old_conditions),
-                // The Runtime read was stale (typically a cached copy behind our own last
-                // write): read it again. If only its status moved, the pass starts over from
-                // the fresh copy (its decisions were made on an old status); if its spec or
-                // deletion moved, the write is retried by requeue.
-                Err(e) if error::is_conflict(&e) && !reread => {
-                    reread = true;
-                    let fresh =
-                        self.ctx.runtimes.get(&name).await.map_err(|e| {
-                            Error::api(format!("reading Runtime {}", self.key()), e)
-                        })?;
-                    let same_spec = fresh.metadata.generation == self.rt.metadata.generation
-                        && fresh.metadata.deletion_timestamp == self.rt.metadata.deletion_timestamp;
-                    if !same_spec {
-                        return Err(Error::api(
-                            format!("writing the status of Runtime {}", self.key()),
-                            e,
-                        ));
-                    }
-                    if fresh.status != self.rt.status {
-                        tracing::debug!(runtime = %self.key(), "status write conflicted with a newer status; starting over");
-                        return Err(Error::Stale(Box::new(fresh)));
-                    }
-                    self.rt = fresh;
-                }
-                Err(e) => {
-                    return Err(Error::api(
-                        format!("writing the status of Runtime {}", self.key()),
-                        e,
-                    ));
-                }
-            }
-        };
-        self.writes += 1;
-        self.ctx.metrics().status_written();
-        let state = written.status.as_ref().and_then(|s| s.state);
-        tracing::info!(
-            runtime = %self.key(),
-            state = state.map(|s| s.as_str()).unwrap_or("None"),
-            conditions = %summary(written.status.as_ref()),
-            "status written"
-        );
-        self.ctx.metrics().observe_state(&self.key(), state);
-        let completed = provisioning_completed(written.status.as_ref());
-        self.ctx
-            .metrics()
-            .observe_provisioning_completed(&self.key(), completed);
-        if completed && !provisioning_completed(self.status()) {
-            // The first Ready: provisioningCompleted goes from unset/false to true once.
-            if let Some(created) = written.metadata.creation_timestamp.as_ref() {
-                let millis = Utc::now().timestamp_millis() - created.0.as_millisecond();
-                let seconds = millis as f64 / 1000.0;
-                self.ctx.metrics().provisioned(seconds);
-            }
-        }
-        let new_conditions = written
-            .status
-            .as_ref()
-            .map(|s| s.conditions.clone())
-            .unwrap_or_default();
-        self.rt = written;
-        self.publish_events(&old_conditions, &new_conditions);
-        Ok(())
-    }
-
-    /// Publishes one Event per condition whose status or reason changed, in the background
-    /// (an Event that cannot be written is logged, never fails the reconcile).
-    fn publish_events(&self, old: &[Condition], new: &[Condition]) {
-        let reference = self.rt.object_ref(&());
-        for c in new {
-            let before = old.iter().find(|o| o.type_ == c.type_);
-            if before.is_some_and(|b| b.status == c.status && b.reason == c.reason) {
-                continue;
-            }
-            let type_ = if c.status == CondStatus::False.as_str() {
-                EventType::Warning
-            } else {
-                EventType::Normal
-            };
-            let mut note: String = c.message.chars().take(1000).collect();
-            if note.is_empty() {
-                note = format!("{} is {}", c.type_, c.status);
-            }
-            let event = Event {
-                type_,
-                reason: c.reason.clone(),
-                note: Some(note),
-                action: c.type_.clone(),
-                secondary: None,
-            };
-            let recorder = self.ctx.recorder.clone();
-            let reference = reference.clone();
-            tokio::spawn(async move {
-                if let Err(e) = recorder.publish(&event, &reference).await {
-                    tracing::debug!(error = %e, reason = %event.reason, "cannot publish event");
-                }
-            });
-        }
-    }
-}
-
-/// `status.provisioningCompleted` (unset is `false`).
-fn provisioning_completed(status: Option<&RuntimeStatus>) -> bool {
-    status.and_then(|s| s.provisioning_completed) == Some(true)
-}
-
-/// Whether `next` differs from `current` in conditions' `observedGeneration` only.
-fn only_generations_differ(current: Option<&RuntimeStatus>, next: &RuntimeStatus) -> bool {
-    let strip = |s: &RuntimeStatus| {
-        let mut s = s.clone();
-        for c in &mut s.conditions {
-            c.observed_generation = None;
-        }
-        s
-    };
-    current.is_some_and(|c| strip(c) == strip(next))
-}
-
-/// `Type=Status/Reason, …` of a status, for logs.
-pub fn summary(status: Option<&RuntimeStatus>) -> String {
-    status
-        .map(|s| {
-            s.conditions
-                .iter()
-                .map(|c| format!("{}={}/{}", c.type_, c.status, c.reason))
-                .collect::<Vec<_>>()
-                .join(", ")
-        })
-        .unwrap_or_default()
 }

@@ -24,11 +24,15 @@ fn instant<J: JsonView>(v: Option<&J>) -> Option<DateTime<Utc>> {
         .filter(|t| !is_zero_time(*t))
 }
 
-/// The `lastTransitionTime` of a condition whose status changes at `now` (spec §5): `now`, or
-/// one second after the `previous` transition when the clock has not passed it yet (so times
-/// never move backwards), never later than RFC 3339's last second, 9999-12-31T23:59:59Z. The
-/// reconciler stamps its own writes with it, so they never need defaulting.
+/// The `lastTransitionTime` of a condition whose status changes at `now` (spec §5): `now` in
+/// whole seconds (the precision `metav1.Time` is stored with), or one second after the
+/// `previous` transition when that second has not passed it yet (so times never move backwards
+/// and a change is never stamped with the instant it replaces — a second transition within the
+/// same second as the first gets the next second), never later than RFC 3339's last second,
+/// 9999-12-31T23:59:59Z. The reconciler stamps its own writes with it, so they never need
+/// defaulting.
 pub fn transition_stamp(previous: Option<DateTime<Utc>>, now: DateTime<Utc>) -> DateTime<Utc> {
+    let now = DateTime::from_timestamp(now.timestamp(), 0).unwrap_or(now);
     let stamp = match previous {
         Some(p) if now <= p => p + chrono::Duration::seconds(1),
         _ => now,
@@ -73,8 +77,8 @@ fn transition_time<J: JsonView>(
 /// For each condition (matched to the old one by `type`):
 /// - status changed (or new condition) and `lastTransitionTime` unset (missing, unparsable or
 ///   Go's zero time `0001-01-01T00:00:00Z`), the same instant as the old value (in any RFC 3339
-///   spelling), or earlier than it → request time (one second after the old value if the clock
-///   is behind it, so the result is stable);
+///   spelling), or earlier than it → request time in whole seconds (one second after the old
+///   value if the clock is behind it or still in its second, so the result is stable);
 /// - status unchanged but `lastTransitionTime` a different instant or unset → the old value;
 /// - `observedGeneration` missing, null or 0 (in any JSON spelling: `-0`, `0.0`, `0e0`) →
 ///   `metadata.generation`;
@@ -136,4 +140,36 @@ pub fn mutate<J: JsonView>(
         }
     }
     Patch(ops)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(seconds: i64, nanos: u32) -> DateTime<Utc> {
+        DateTime::from_timestamp(seconds, nanos).unwrap()
+    }
+
+    #[test]
+    fn a_second_transition_within_the_same_second_is_stamped_one_second_later() {
+        let previous = at(1_000, 0);
+        // Stored with second precision, `now` alone would be written as the previous instant.
+        assert_eq!(
+            transition_stamp(Some(previous), at(1_000, 900_000_000)),
+            at(1_001, 0)
+        );
+        assert_eq!(
+            transition_stamp(Some(previous), at(1_002, 300_000_000)),
+            at(1_002, 0)
+        );
+        assert_eq!(transition_stamp(None, at(1_002, 300_000_000)), at(1_002, 0));
+        assert_eq!(
+            transition_stamp(Some(at(1_000, 500_000_000)), at(1_000, 900_000_000)),
+            at(1_001, 500_000_000)
+        );
+        assert_eq!(
+            transition_stamp(Some(latest_time()), at(1_000, 0)),
+            latest_time()
+        );
+    }
 }

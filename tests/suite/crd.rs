@@ -1079,7 +1079,7 @@ fn kim_only_fields_are_carried() {
     use kim::api::Runtime;
     use kim::gardener::config::Config;
     use kim::gardener::convert::{ConversionError, runtime_to_shoot};
-    use kim::reconciler::status::{Cond, Update, next_status};
+    use kim::reconciler::status_update::{Cond, Update, next_status};
     use kim::status::{CondStatus, Policy};
 
     let mut v = load(&samples_dir().join("aws.yaml"));

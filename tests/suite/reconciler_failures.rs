@@ -581,7 +581,7 @@ async fn a_failed_initial_list_is_retried() {
         // The clients of `kim controller`: a deadline on every request, kube's retries off.
         let client = |mut c: kube::Config| {
             c.default_retry = false;
-            kim::reconciler::client::build(c, Duration::from_secs(5)).expect("client")
+            kim::reconciler::deadline::build(c, Duration::from_secs(5)).expect("client")
         };
         let mut settings = env.settings();
         settings.kcp = client(env.controller_kube_config());
@@ -650,4 +650,156 @@ async fn a_status_the_model_denies_is_never_sent() {
     );
     assert_eq!(env.runtime_json("aws-minimal").unwrap()["status"], stored);
     assert!(env.findings.lock().unwrap().is_empty());
+}
+
+/// A Runtime without `spec` — the CRD, like KIM's, does not require one — stored next to a good
+/// Runtime: the good one is provisioned as usual; the one without spec is `Failed` with
+/// `Provisioned=False/ConversionErr` naming the missing field (and a Warning Event), gets no
+/// Shoot, is never given a spec by the controller's writes, and is released when deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runtime_without_spec_fails_alone_and_is_released() {
+    let env = Env::start().await;
+    let mut bare = serde_json::to_value(sample("aws-trial.yaml")).unwrap();
+    bare.as_object_mut().unwrap().remove("spec");
+    bare["metadata"]["name"] = "no-spec".into();
+    bare["metadata"]["labels"]["kyma-project.io/runtime-id"] = "runtime-id-no-spec".into();
+    env.kcp
+        .put(&Gvr::runtimes(), bare)
+        .expect("stored without spec");
+    provision(&env, &sample("aws-minimal.yaml")).await;
+    env.wait_condition("no-spec", "Failed", "Provisioned", "False", "ConversionErr")
+        .await;
+    let (_, _, message) = env.condition("no-spec", "Provisioned").unwrap();
+    assert!(
+        message.contains("spec") && message.contains("required"),
+        "the message names the missing field: {message}"
+    );
+    assert!(
+        env.runtime_json("no-spec").unwrap().get("spec").is_none(),
+        "the controller's writes give it no spec"
+    );
+    env.wait("a Warning event for the Runtime without spec", |e| {
+        e.env
+            .kcp
+            .list(&Gvr::new("events.k8s.io", "v1", "events"), Some(NS))
+            .iter()
+            .any(|ev| {
+                ev["type"] == "Warning"
+                    && ev["reason"] == "ConversionErr"
+                    && ev["regarding"]["name"] == "no-spec"
+            })
+    })
+    .await;
+    assert_eq!(
+        shorts(&env.writes_of("no-spec")),
+        [
+            w(
+                "Pending",
+                &[c("Provisioned", "Unknown", "Initialised")],
+                None,
+                false
+            ),
+            w(
+                "Failed",
+                &[c("Provisioned", "False", "ConversionErr")],
+                None,
+                false
+            ),
+        ]
+    );
+    let shoots = || -> Vec<String> {
+        env.garden
+            .list(&Gvr::shoots(), None)
+            .iter()
+            .map(|s| s["metadata"]["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(shoots(), ["aws-minimal"]);
+    env.delete("no-spec").await;
+    env.wait("the Runtime without spec is released", |e| {
+        e.runtime_json("no-spec").is_none()
+    })
+    .await;
+    assert_eq!(shoots(), ["aws-minimal"], "the good Runtime's Shoot stays");
+    assert_eq!(env.state("aws-minimal").as_deref(), Some("Ready"));
+    env.assert_model_clean();
+}
+
+/// A provisioned Runtime whose spec is removed (the CRD allows it) is `Failed` with
+/// `Provisioned=False/ConversionErr`, its Shoot kept; deleting it then deletes the Shoot it no
+/// longer names (found by the runtime ID), the kubeconfig Secret and the structured-authentication
+/// ConfigMap: nothing is left behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runtime_whose_spec_is_removed_fails_and_its_deletion_leaves_nothing() {
+    let env = Env::start().await;
+    let mut rt = sample("aws.yaml");
+    rt.spec.shoot.kubernetes.as_mut().unwrap().version = Some("1.32.1".into());
+    provision(&env, &rt).await;
+    let config_maps = Gvr::new("", "v1", "configmaps");
+    let secrets = Gvr::new("", "v1", "secrets");
+    assert!(env.garden.list(&config_maps, Some(GARDEN_NS)).len() == 1);
+    assert!(env.kcp.list(&secrets, Some(NS)).len() == 1);
+    env.kcp
+        .modify(&Gvr::runtimes(), Some(NS), "aws-full", |rt| {
+            rt.as_object_mut().unwrap().remove("spec");
+        })
+        .expect("spec removed");
+    env.wait_condition(
+        "aws-full",
+        "Failed",
+        "Provisioned",
+        "False",
+        "ConversionErr",
+    )
+    .await;
+    assert!(env.shoot("aws-full").is_some(), "the Shoot is kept");
+    env.delete("aws-full").await;
+    env.step_until("gone", |e| e.runtime_json("aws-full").is_none())
+        .await;
+    assert!(
+        env.garden.list(&Gvr::shoots(), None).is_empty(),
+        "no Shoot left"
+    );
+    assert!(
+        env.kcp.list(&secrets, Some(NS)).is_empty(),
+        "no kubeconfig Secret left"
+    );
+    assert!(
+        env.garden.list(&config_maps, Some(GARDEN_NS)).is_empty(),
+        "no structured-authentication ConfigMap left"
+    );
+    env.assert_model_clean();
+}
+
+/// Deleting a Runtime without spec never deletes a Shoot another Runtime names, even one that
+/// carries the same runtime ID (the samples share one).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_runtime_without_spec_spares_the_shoot_another_runtime_names() {
+    let env = Env::start().await;
+    provision(&env, &sample("aws-minimal.yaml")).await;
+    let mut bare = serde_json::to_value(sample("aws-trial.yaml")).unwrap();
+    bare.as_object_mut().unwrap().remove("spec");
+    bare["metadata"]["name"] = "no-spec".into();
+    assert_eq!(
+        bare["metadata"]["labels"]["kyma-project.io/runtime-id"],
+        env.runtime_json("aws-minimal").unwrap()["metadata"]["labels"]["kyma-project.io/runtime-id"],
+        "the same runtime ID"
+    );
+    env.kcp
+        .put(&Gvr::runtimes(), bare)
+        .expect("stored without spec");
+    env.wait_condition("no-spec", "Failed", "Provisioned", "False", "ConversionErr")
+        .await;
+    env.delete("no-spec").await;
+    env.wait("the Runtime without spec is released", |e| {
+        e.runtime_json("no-spec").is_none()
+    })
+    .await;
+    let shoot = env.shoot("aws-minimal").expect("the other Runtime's Shoot");
+    assert!(
+        shoot["metadata"].get("deletionTimestamp").is_none(),
+        "not being deleted: {shoot}"
+    );
+    assert_eq!(env.state("aws-minimal").as_deref(), Some("Ready"));
+    env.assert_model_clean();
 }

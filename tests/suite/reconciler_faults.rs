@@ -20,7 +20,7 @@
 //! kube's default client retries 429/503/504 by itself (`kube::Config::default_retry`). The
 //! controller's control-cluster and Gardener clients are built here from
 //! `ServerHandle::kube_config` with `default_retry = false` and the production request deadline
-//! (`kim::reconciler::client::build`, 1 s here), so every injected fault reaches the controller.
+//! (`kim::reconciler::deadline::build`, 1 s here), so every injected fault reaches the controller.
 //! The runtime-cluster clients are built by the controller itself from the kubeconfig Secret
 //! (`kube::Config::from_custom_kubeconfig`, `Settings::runtime_timeout` = 1 s here): their
 //! default retry stays on, so a 429 from a runtime cluster is retried inside the client (counted
@@ -58,7 +58,7 @@
 //!   binary: stdout and stderr at `RUST_LOG=debug`), all Events, every status write and
 //!   condition message, the stored Runtimes and `/metrics` are searched for the token, the
 //!   marker, the key's lines and base64 pieces of the key and of the kubeconfig.
-//! - Client deadlines (`kim::reconciler::client`), from two bugs found on the way:
+//! - Client deadlines (`kim::reconciler::deadline`), from two bugs found on the way:
 //!   `runtime_cluster_calls_get_their_whole_timeout_on_a_reused_connection` (a call answered
 //!   within the deadline on a reused connection succeeds), `the_binary_gets_past_a_hung_gardener_call`
 //!   (the binary's own clients time out a Gardener call that never returns:
@@ -315,7 +315,7 @@ fn secret_of(rt: &Runtime) -> String {
 fn fault_settings(env: &Env) -> Settings {
     let client = |mut c: kube::Config| {
         c.default_retry = false;
-        kim::reconciler::client::build(c, CLIENT_TIMEOUT).expect("client")
+        kim::reconciler::deadline::build(c, CLIENT_TIMEOUT).expect("client")
     };
     let mut s = env.settings();
     s.kcp = client(env.controller_kube_config());
@@ -1115,7 +1115,7 @@ async fn the_binary_gets_past_a_hung_gardener_call() {
 async fn a_request_held_unpolled_past_its_timeout_still_gets_its_whole_timeout() {
     use futures::FutureExt as _;
     use http_body_util::BodyExt as _;
-    use kim::reconciler::client::{RequestTimedOut, RequestTimeoutLayer};
+    use kim::reconciler::deadline::{RequestTimedOut, RequestTimeoutLayer};
     use tower::{Layer as _, Service as _};
     const TIMEOUT: Duration = Duration::from_millis(400);
     type Frames = std::pin::Pin<
@@ -1243,10 +1243,10 @@ async fn idle_watches_outlive_the_request_timeout() {
     let name = name_of(&rts[0]);
     let clusters = env.runtime_clusters(&rts).await;
     let mut settings = env.settings();
-    settings.kcp =
-        kim::reconciler::client::build(env.controller_kube_config(), DEADLINE).expect("kcp client");
+    settings.kcp = kim::reconciler::deadline::build(env.controller_kube_config(), DEADLINE)
+        .expect("kcp client");
     settings.garden =
-        kim::reconciler::client::build(env.garden.kube_config(None), DEADLINE).expect("client");
+        kim::reconciler::deadline::build(env.garden.kube_config(None), DEADLINE).expect("client");
     settings.runtime_timeout = DEADLINE;
     let controller = env.spawn(settings);
     env.create(&rts[0]).await;

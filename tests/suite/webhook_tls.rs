@@ -318,9 +318,7 @@ async fn oversized_body_gets_a_413_review_and_the_server_keeps_serving() {
         let r = c
             .post(url(server.addr, "/mutate"))
             .header("content-type", JSON)
-            .body(reqwest::Body::wrap_stream(futures::stream::iter(
-                chunks,
-            )))
+            .body(reqwest::Body::wrap_stream(futures::stream::iter(chunks)))
             .send()
             .await
             .unwrap();

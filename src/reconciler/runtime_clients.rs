@@ -1,4 +1,6 @@
-//! The runtime-cluster clients of step 6 ([`super::admins`]): a small bounded cache.
+//! The runtime-cluster clients of step 6 ([`super::admins`]): a small bounded cache (named for
+//! what it holds, the clients of the runtime clusters; how every client of the reconciler gets its
+//! request deadlines is [`super::deadline`]).
 //!
 //! A runtime-cluster client is a complete kube client stack: a hyper connection pool (with a
 //! keep-alive connection to its cluster), a rustls `ClientConfig`, a tower buffer task — about

@@ -1,7 +1,11 @@
-//! Status writes of the reconciler: build the next status the way `meta.SetStatusCondition`
-//! does, check it against the status model (the same [`crate::status::evaluate`] the webhook
-//! uses — a denied write is a bug in the reconciler, never sent), and decide whether anything
-//! changed (no change → no write, so a resync writes nothing and status writes never loop).
+//! Status updates of the reconciler: what a step asks to write ([`Update`]), the next status it
+//! leads to, built the way `meta.SetStatusCondition` does ([`next_status`]), its check against
+//! the status model (the same [`crate::status::evaluate`] the webhook uses — a denied write is a
+//! bug in the reconciler, never sent), and whether anything changed (no change → no write, so a
+//! resync writes nothing and status writes never loop). The write itself is
+//! `Pass::set` (`pass.rs`).
+//!
+//! Named `status_update` to keep it apart from [`crate::status`], the status model it obeys.
 
 use crate::api::{LastError, LastOperation, Runtime, RuntimeStatus};
 use crate::status::{self, CondStatus, Facts, Policy, State, Violation};
@@ -149,7 +153,7 @@ fn transition_time(previous: &Time, now: DateTime<Utc>) -> Time {
 }
 
 /// Whether `new` differs from the Runtime's current status.
-pub fn changed(runtime: &Runtime, new: &RuntimeStatus) -> bool {
+pub(crate) fn changed(runtime: &Runtime, new: &RuntimeStatus) -> bool {
     runtime.status.as_ref() != Some(new)
 }
 
@@ -157,7 +161,7 @@ pub fn changed(runtime: &Runtime, new: &RuntimeStatus) -> bool {
 /// worth a write: another operation type or state, or other errors. Progress, description
 /// and `lastUpdateTime` of a running operation alone are not (they change on every Gardener
 /// step and would cost a status write each).
-pub fn shoot_changed(old: Option<&RuntimeStatus>, new: &RuntimeStatus) -> bool {
+pub(crate) fn shoot_changed(old: Option<&RuntimeStatus>, new: &RuntimeStatus) -> bool {
     let op = |s: Option<&RuntimeStatus>| {
         s.and_then(|s| s.shoot_last_operation.as_ref())
             .map(|o| (o.type_.clone(), o.state.clone()))
@@ -175,7 +179,7 @@ pub fn shoot_changed(old: Option<&RuntimeStatus>, new: &RuntimeStatus) -> bool {
 }
 
 /// The condition of `condition_type` in `status`, if any.
-pub fn condition<'a>(
+pub(crate) fn condition<'a>(
     status: Option<&'a RuntimeStatus>,
     condition_type: &str,
 ) -> Option<&'a Condition> {
@@ -184,7 +188,7 @@ pub fn condition<'a>(
 
 /// `now` as a `metav1.Time` with the second precision it is stored with, so that a status
 /// read back compares equal to the one written.
-pub fn k8s_time(now: DateTime<Utc>) -> Time {
+pub(crate) fn k8s_time(now: DateTime<Utc>) -> Time {
     Time(
         k8s_openapi::jiff::Timestamp::from_second(now.timestamp())
             .unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
@@ -195,7 +199,7 @@ pub fn k8s_time(now: DateTime<Utc>) -> Time {
 /// then validate), as the reconciler's own user.
 ///
 /// Errors: the violations — a reconciler bug; the write must not be sent.
-pub fn check(
+pub(crate) fn check(
     policy: &Policy,
     runtime: &Runtime,
     new: &RuntimeStatus,
@@ -210,5 +214,62 @@ pub fn check(
         Ok(())
     } else {
         Err(d.violations)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::status::table::reasons::{GARDENER_ERR, PENDING};
+    use crate::status::table::types::PROVISIONED;
+
+    /// A condition that changes twice within one second (an error, then its retry succeeding)
+    /// gets a `lastTransitionTime` the webhook leaves alone: one second after the first change,
+    /// not the first change's instant again.
+    #[test]
+    fn two_transitions_within_one_second_need_no_defaulting() {
+        let policy = Policy::builtin();
+        let mut rt = Runtime::new("rt", Default::default());
+        rt.metadata.generation = Some(1);
+        let first = DateTime::from_timestamp(1_800_000_000, 100_000_000).unwrap();
+        let update = |status| {
+            Update::new(
+                State::Pending,
+                vec![Cond::new(PROVISIONED, status, PENDING)],
+            )
+        };
+        rt.status = Some(next_status(
+            &policy,
+            &rt,
+            &update(CondStatus::Unknown),
+            first,
+        ));
+        let failed = Update::new(
+            State::Pending,
+            vec![Cond::new(PROVISIONED, CondStatus::False, GARDENER_ERR)],
+        );
+        for (update, nanos) in [
+            (failed, 400_000_000),
+            (update(CondStatus::Unknown), 900_000_000),
+        ] {
+            let now = DateTime::from_timestamp(1_800_000_000, nanos).unwrap();
+            let next = next_status(&policy, &rt, &update, now);
+            let old = serde_json::to_value(&rt).unwrap();
+            let mut new = old.clone();
+            new["status"] = serde_json::to_value(&next).unwrap();
+            let decision = status::evaluate(&policy, Some(&old), &new, &Facts::by("kim", now));
+            assert!(
+                decision.patch.0.is_empty(),
+                "needs defaulting: {:?}",
+                decision.patch
+            );
+            rt.status = Some(next);
+        }
+        let ltt = &rt.status.unwrap().conditions[0].last_transition_time;
+        assert_eq!(
+            ltt.0.as_second(),
+            1_800_000_002,
+            "one second per transition"
+        );
     }
 }

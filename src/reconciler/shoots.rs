@@ -1,0 +1,99 @@
+//! The Gardener side of a Runtime: its Shoot, read, annotated and applied through calls that are
+//! timed and counted ([`timed`]), shared by the steps that create, update, wait on and delete it.
+
+use super::context::Ctx;
+use super::error::Error;
+use crate::api::{ANNOTATION_OPERATION, LastError, LastOperation, OPERATION_RETRY, Runtime, Shoot};
+use kube::ResourceExt;
+use kube::api::{Patch, PatchParams};
+use kube::runtime::controller::Action;
+use serde_json::json;
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+/// Field manager of every server-side apply `kim` sends.
+pub(crate) const FIELD_MANAGER: &str = "kim";
+
+/// Runs the Gardener call `call`, recording its latency as operation `operation` and, when it
+/// fails, the error by code.
+pub(crate) async fn timed<T>(
+    ctx: &Ctx,
+    operation: &'static str,
+    call: impl Future<Output = Result<T, kube::Error>>,
+) -> Result<T, kube::Error> {
+    let started = Instant::now();
+    let out = call.await;
+    ctx.metrics().gardener_call(operation, started);
+    if let Err(e) = &out {
+        ctx.metrics()
+            .gardener_error(operation, super::metrics::gardener_error_code(e));
+    }
+    out
+}
+
+/// The Runtime's Shoot, if it exists.
+///
+/// Errors: the GET fails.
+pub(crate) async fn get_shoot(ctx: &Ctx, name: &str) -> Result<Option<Shoot>, kube::Error> {
+    timed(ctx, "get", ctx.shoots.get_opt(name)).await
+}
+
+/// Whether `shoot` was created for `rt` (its runtime-id annotation is the Runtime's).
+pub(crate) fn owned_by(shoot: &Shoot, rt: &Runtime) -> bool {
+    shoot.runtime_id().is_some() && shoot.runtime_id() == rt.runtime_id()
+}
+
+/// The Shoot's `status.lastOperation` and `status.lastErrors`, to copy into the Runtime's
+/// status.
+pub(crate) fn last_operation(shoot: &Shoot) -> (Option<LastOperation>, Vec<LastError>) {
+    shoot
+        .status
+        .as_ref()
+        .map(|s| (s.last_operation.clone(), s.last_errors.clone()))
+        .unwrap_or_default()
+}
+
+/// For an operation of `shoot` that failed with retryable codes (`description`, `codes`): once
+/// [`super::Settings::gardener_retry_delay`] has passed since it was first seen, annotate the
+/// Shoot `gardener.cloud/operation: retry` (Gardener does not retry a `Failed` operation by
+/// itself); until then, requeue for then. The failure is told apart from a later one by its
+/// `lastOperation.lastUpdateTime` and description.
+///
+/// Errors: the annotation cannot be written.
+pub(crate) async fn request_retry(
+    ctx: &Ctx,
+    key: &str,
+    shoot: &Shoot,
+    description: &str,
+    codes: &[String],
+) -> Result<Action, Error> {
+    let updated = shoot
+        .status
+        .as_ref()
+        .and_then(|s| s.last_operation.as_ref())
+        .map(|o| o.last_update_time.0.to_string())
+        .unwrap_or_default();
+    let fingerprint = format!("{updated}|{description}");
+    if let Some(wait) = ctx.retry_due(key, &fingerprint) {
+        return Ok(Action::requeue(wait.max(Duration::from_millis(10))));
+    }
+    let already = shoot
+        .annotations()
+        .get(ANNOTATION_OPERATION)
+        .is_some_and(|v| v == OPERATION_RETRY);
+    if !already {
+        let name = shoot.name_any();
+        let patch = json!({"metadata": {"annotations": {ANNOTATION_OPERATION: OPERATION_RETRY}}});
+        timed(
+            ctx,
+            "annotate",
+            ctx.shoots
+                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch)),
+        )
+        .await
+        .map_err(|e| Error::api(format!("annotating Shoot {name} for a retry"), e))?;
+        tracing::info!(runtime = %key, shoot = %name, ?codes, "asked Gardener to retry the failed operation");
+    }
+    ctx.clear_retry(key);
+    Ok(Action::requeue(ctx.settings.resync))
+}
