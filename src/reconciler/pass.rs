@@ -8,6 +8,7 @@ use super::status_update::{Cond, Update, changed, check, next_status, shoot_chan
 use crate::api::{Runtime, RuntimeStatus};
 use crate::status::{CondStatus, State, denial_message, table::FINALIZER};
 use chrono::{DateTime, Utc};
+use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
@@ -301,6 +302,18 @@ impl<'a> Pass<'a> {
             self.ctx.metrics().status_denied();
             let message = denial_message(&violations);
             tracing::error!(runtime = %self.key(), denial = %message, "status write denied by the status model; not sent (reconciler bug)");
+            self.publish(Event {
+                type_: EventType::Warning,
+                reason: STATUS_DENIED_REASON.to_string(),
+                note: Some(
+                    format!("status write not sent, the status model denies it: {message}")
+                        .chars()
+                        .take(1000)
+                        .collect(),
+                ),
+                action: "WriteStatus".to_string(),
+                secondary: None,
+            });
             return Err(Error::StatusDenied(message));
         }
         Ok(Some(next))
@@ -408,16 +421,30 @@ impl<'a> Pass<'a> {
                 action: c.type_.clone(),
                 secondary: None,
             };
-            let recorder = self.ctx.recorder.clone();
-            let reference = reference.clone();
-            tokio::spawn(async move {
-                if let Err(e) = recorder.publish(&event, &reference).await {
-                    tracing::debug!(error = %e, reason = %event.reason, "cannot publish event");
-                }
-            });
+            self.publish_to(event, reference.clone());
         }
     }
+
+    /// Publishes `event` about this Runtime in the background (see [`Pass::publish_to`]).
+    fn publish(&self, event: Event) {
+        self.publish_to(event, self.rt.object_ref(&()));
+    }
+
+    /// Publishes `event` about `reference` in the background: an Event that cannot be written
+    /// is logged, never fails the reconcile.
+    fn publish_to(&self, event: Event, reference: ObjectReference) {
+        let recorder = self.ctx.recorder.clone();
+        tokio::spawn(async move {
+            if let Err(e) = recorder.publish(&event, &reference).await {
+                tracing::debug!(error = %e, reason = %event.reason, "cannot publish event");
+            }
+        });
+    }
 }
+
+/// Reason of the Warning Event published when the reconciler's own status write is denied by
+/// the status model (the write is not sent; `kim_controller_status_denied_total` counts it).
+pub(crate) const STATUS_DENIED_REASON: &str = "StatusWriteDenied";
 
 /// `status.provisioningCompleted` (unset is `false`).
 fn provisioning_completed(status: Option<&RuntimeStatus>) -> bool {

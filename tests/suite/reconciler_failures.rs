@@ -604,8 +604,9 @@ async fn a_failed_initial_list_is_retried() {
 /// although it is not being deleted (written past admission) can only get writes the model
 /// denies (nothing leads out of `Terminating`; `Terminating` again needs a deletion). The
 /// controller must send none of them: no `runtimes/status` write reaches the control cluster,
-/// the stored status stays as it was, and each denial is counted
-/// (`kim_controller_status_denied_total`, reconcile errors of kind `denied`).
+/// the stored status stays as it was, each denial is counted
+/// (`kim_controller_status_denied_total`, reconcile errors of kind `denied`) and the Runtime
+/// gets a Warning Event `StatusWriteDenied` naming the broken rule.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_status_the_model_denies_is_never_sent() {
     let env = Env::start().await;
@@ -650,6 +651,22 @@ async fn a_status_the_model_denies_is_never_sent() {
     );
     assert_eq!(env.runtime_json("aws-minimal").unwrap()["status"], stored);
     assert!(env.findings.lock().unwrap().is_empty());
+    // The Runtime gets a Warning Event saying why (Events stay once written).
+    env.wait("a StatusWriteDenied Event", |e| {
+        e.env
+            .kcp
+            .list(&Gvr::new("events.k8s.io", "v1", "events"), Some(NS))
+            .iter()
+            .any(|ev| {
+                ev["type"] == "Warning"
+                    && ev["reason"] == "StatusWriteDenied"
+                    && ev["regarding"]["name"] == "aws-minimal"
+                    && ev["note"].as_str().is_some_and(|n| {
+                        n.contains("[transition] status.state: transition Terminating -> Pending")
+                    })
+            })
+    })
+    .await;
 }
 
 /// A Runtime without `spec` — the CRD, like KIM's, does not require one — stored next to a good
