@@ -16,9 +16,10 @@ pub enum Error {
         source: Box<kube::Error>,
     },
     /// The status about to be written is one the status model denies: a bug in the
-    /// reconciler. Logged and counted; the write is not sent.
-    #[error("status write denied by the status model (reconciler bug): {0}")]
-    StatusDenied(String),
+    /// reconciler. Logged, counted and published as an Event; the write is not sent. Carries
+    /// every violation (the denying ones make the message).
+    #[error("status write denied by the status model (reconciler bug): {}", crate::status::denial_message(.0))]
+    StatusDenied(Vec<crate::status::Violation>),
     /// The runtime cluster cannot be reached with the stored kubeconfig, or a binding cannot
     /// be managed there.
     #[error("runtime cluster: {0}")]

@@ -314,7 +314,7 @@ impl<'a> Pass<'a> {
                 action: "WriteStatus".to_string(),
                 secondary: None,
             });
-            return Err(Error::StatusDenied(message));
+            return Err(Error::StatusDenied(violations));
         }
         Ok(Some(next))
     }

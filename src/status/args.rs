@@ -71,7 +71,7 @@ pub enum PolicyArgsError {
     File(#[from] PolicyError),
     /// `--allowed-writers` does not parse.
     #[error("--allowed-writers: {0}")]
-    Writers(String),
+    Writers(super::FieldError),
 }
 
 impl PolicyArgs {

@@ -75,21 +75,25 @@ impl Writers {
     /// group, `*` allows anyone and anything else is a user name, e.g.
     /// `system:serviceaccount:kim-system:kim-controller,group:system:masters`.
     ///
-    /// Errors: an empty list or an empty entry.
-    pub fn parse_list(s: &str) -> Result<Writers, String> {
+    /// Errors: an empty list or an empty entry ([`FieldError`] with path `allowed writers`).
+    pub fn parse_list(s: &str) -> Result<Writers, FieldError> {
         let mut w = Writers::default();
         for raw in s.split(',') {
             let entry = raw.trim();
             if entry.is_empty() {
-                return Err(format!(
-                    "allowed writers {s:?}: empty entry (expected user, group:NAME or *)"
+                return Err(FieldError::new(
+                    "allowed writers",
+                    format!("{s:?}: empty entry (expected user, group:NAME or *)"),
                 ));
             }
             if entry == "*" {
                 w.any = true;
             } else if let Some(g) = entry.strip_prefix("group:") {
                 if g.is_empty() {
-                    return Err(format!("allowed writers {s:?}: \"group:\" without a name"));
+                    return Err(FieldError::new(
+                        "allowed writers",
+                        format!("{s:?}: \"group:\" without a name"),
+                    ));
                 }
                 w.groups.push(g.to_string());
             } else {
