@@ -191,7 +191,7 @@ impl Report {
     }
 
     /// Violations per rule, in spec order.
-    pub fn by_rule(&self) -> BTreeMap<RuleId, usize> {
+    pub(crate) fn by_rule(&self) -> BTreeMap<RuleId, usize> {
         let mut m = BTreeMap::new();
         for v in self.violations() {
             *m.entry(v.rule).or_default() += 1;
@@ -200,7 +200,7 @@ impl Report {
     }
 
     /// Violations per action (`deny`, `warn`).
-    pub fn by_action(&self) -> BTreeMap<Action, usize> {
+    pub(crate) fn by_action(&self) -> BTreeMap<Action, usize> {
         let mut m = BTreeMap::new();
         for v in self.violations() {
             *m.entry(v.action).or_default() += 1;
@@ -209,7 +209,7 @@ impl Report {
     }
 
     /// [`EXIT_VIOLATIONS`] when any Runtime has a violation, else [`EXIT_CLEAN`].
-    pub fn exit_code(&self) -> u8 {
+    pub(crate) fn exit_code(&self) -> u8 {
         if self.findings.is_empty() {
             EXIT_CLEAN
         } else {
@@ -219,7 +219,7 @@ impl Report {
 
     /// The summary line (stderr), e.g. `kim audit: 12 Runtimes read in all namespaces, 5 with
     /// violations; 7 violations (6 deny, 1 warn): malformed 1, reason-unknown 2, …`.
-    pub fn summary_line(&self) -> String {
+    pub(crate) fn summary_line(&self) -> String {
         let read = format!(
             "kim audit: {} Runtime{} read {}",
             self.runtimes,
@@ -305,7 +305,7 @@ impl Report {
     /// report (no copy of it as a `Value`).
     ///
     /// Errors: those of `out`.
-    pub fn write_json(&self, out: &mut dyn Write) -> std::io::Result<()> {
+    pub(crate) fn write_json(&self, out: &mut dyn Write) -> std::io::Result<()> {
         let doc = JsonReport {
             items: self
                 .findings

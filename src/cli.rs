@@ -89,7 +89,7 @@ pub struct PolicyCmdArgs {
 /// Reads a file (or stdin for `-`) and parses it as JSON, or YAML when it is not JSON.
 ///
 /// Errors: one line, `FILE: line L column C: what was expected` where the parser says so.
-pub fn read_document(path: &str) -> Result<Value, String> {
+pub(crate) fn read_document(path: &str) -> Result<Value, String> {
     let mut text = String::new();
     if path == "-" {
         std::io::stdin()

@@ -28,7 +28,7 @@ pub enum Format {
 impl Format {
     /// The format to answer a request with this `Accept` header in: 0.0.4 only when the
     /// client names `text/plain` and not `application/openmetrics-text`.
-    pub fn negotiate(accept: Option<&str>) -> Format {
+    pub(crate) fn negotiate(accept: Option<&str>) -> Format {
         let accept = accept.unwrap_or_default().to_ascii_lowercase();
         let names = |media: &str| {
             accept.split(',').any(|part| {
@@ -70,7 +70,7 @@ impl Format {
 
 /// Converts an OpenMetrics text exposition into the Prometheus text format 0.0.4 (see the
 /// module documentation for what changes).
-pub fn to_text_004(openmetrics: &str) -> String {
+pub(crate) fn to_text_004(openmetrics: &str) -> String {
     use std::collections::HashMap;
     // The family types first: `# HELP` comes before `# TYPE` in the input.
     let types: HashMap<&str, &str> = openmetrics

@@ -173,7 +173,7 @@ pub fn is_runtime(object: &Value) -> bool {
 /// The Runtimes of an AdmissionReview that the API server checks against the schema:
 /// `request.object` and `request.oldObject`, labelled so, when they are objects and either
 /// declares itself a Runtime or `request.kind` is the Runtime's group/version/kind.
-pub fn review_runtimes(review: &Value) -> Vec<(&'static str, &Value)> {
+pub(crate) fn review_runtimes(review: &Value) -> Vec<(&'static str, &Value)> {
     let request = &review["request"];
     let kind = &request["kind"];
     let by_kind = kind["group"].as_str() == Some(Runtime::group(&()).as_ref())

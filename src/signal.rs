@@ -3,7 +3,7 @@
 use anyhow::Context as _;
 
 /// Waits for SIGTERM or SIGINT; returns its name.
-pub async fn shutdown_signal() -> anyhow::Result<&'static str> {
+pub(crate) async fn shutdown_signal() -> anyhow::Result<&'static str> {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};

@@ -573,7 +573,7 @@ impl Config {
 
     /// How long after issuing an admin kubeconfig it should be renewed:
     /// `expirationSeconds × rotationFraction`.
-    pub fn kubeconfig_rotation_after(&self) -> Duration {
+    pub(crate) fn kubeconfig_rotation_after(&self) -> Duration {
         Duration::from_secs_f64(
             self.kubeconfig.expiration_seconds as f64 * self.kubeconfig.rotation_fraction,
         )
@@ -660,7 +660,7 @@ const MAX_WINDOW_SECONDS: i64 = 6 * 3600;
 
 /// Parses `HHMMSS+ZZZZ` (or `-ZZZZ`) into seconds after midnight UTC (may be negative or
 /// ≥ 86400 before normalisation); `None` when malformed.
-pub fn parse_window_time(s: &str) -> Option<i64> {
+pub(crate) fn parse_window_time(s: &str) -> Option<i64> {
     let b = s.as_bytes();
     if b.len() != 11 || !(b[6] == b'+' || b[6] == b'-') {
         return None;

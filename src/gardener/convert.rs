@@ -241,7 +241,7 @@ pub enum OidcPlacement {
 
 impl OidcPlacement {
     /// The placement for Kubernetes `version`; unparsable versions count as recent.
-    pub fn for_version(version: &str, has_additional: bool) -> OidcPlacement {
+    pub(crate) fn for_version(version: &str, has_additional: bool) -> OidcPlacement {
         let v = parse_version(version).unwrap_or((u64::MAX, 0, 0));
         let (major, minor) = (v.0, v.1);
         if (major, minor) >= (1, 32) || ((major, minor) >= (1, 30) && has_additional) {
@@ -254,7 +254,7 @@ impl OidcPlacement {
 
 /// Name of the structured-authentication ConfigMap of Shoot `shoot_name`
 /// (`structured-auth-config-<shoot>`, as upstream KIM).
-pub fn structured_auth_config_map_name(shoot_name: &str) -> String {
+pub(crate) fn structured_auth_config_map_name(shoot_name: &str) -> String {
     format!("{STRUCTURED_AUTH_CONFIG_MAP_PREFIX}{shoot_name}")
 }
 

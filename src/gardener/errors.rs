@@ -137,13 +137,13 @@ pub const ERROR_CODES: [(&str, bool); 11] = [
 ];
 
 /// Whether a single error code is retryable (everything but [`TERMINAL_CODES`]).
-pub fn is_retryable_code(code: &str) -> bool {
+pub(crate) fn is_retryable_code(code: &str) -> bool {
     !TERMINAL_CODES.contains(&code)
 }
 
 /// Whether a failed operation with these `lastErrors` is retryable: at least one error and
 /// no terminal code (upstream KIM `IsRetryable`).
-pub fn is_retryable(last_errors: &[LastError]) -> bool {
+pub(crate) fn is_retryable(last_errors: &[LastError]) -> bool {
     !last_errors.is_empty()
         && error_codes(last_errors)
             .iter()
@@ -151,7 +151,7 @@ pub fn is_retryable(last_errors: &[LastError]) -> bool {
 }
 
 /// All codes of `last_errors`, in order, without duplicates.
-pub fn error_codes(last_errors: &[LastError]) -> Vec<String> {
+pub(crate) fn error_codes(last_errors: &[LastError]) -> Vec<String> {
     let mut codes: Vec<String> = Vec::new();
     for c in last_errors.iter().flat_map(|e| e.codes.iter().flatten()) {
         if !codes.contains(c) {
@@ -163,7 +163,7 @@ pub fn error_codes(last_errors: &[LastError]) -> Vec<String> {
 
 /// The errors' descriptions as `1) first 2) second` (upstream `CombineErrorDescriptions`,
 /// without its trailing space).
-pub fn combine_descriptions(last_errors: &[LastError]) -> String {
+pub(crate) fn combine_descriptions(last_errors: &[LastError]) -> String {
     last_errors
         .iter()
         .enumerate()

@@ -108,7 +108,7 @@ pub enum SubnetError {
 
 impl SubnetError {
     /// True when the error is about the zones rather than the node CIDR.
-    pub fn is_zone_error(&self) -> bool {
+    pub(crate) fn is_zone_error(&self) -> bool {
         matches!(
             self,
             SubnetError::ZoneCount { .. }
@@ -119,7 +119,7 @@ impl SubnetError {
 }
 
 /// Parses a canonical IPv4 CIDR (host bits must be zero).
-pub fn parse_ipv4_cidr(cidr: &str) -> Result<Ipv4Net, SubnetError> {
+pub(crate) fn parse_ipv4_cidr(cidr: &str) -> Result<Ipv4Net, SubnetError> {
     let net: Ipv4Net = cidr.trim().parse().map_err(|_| SubnetError::Unparsable {
         cidr: cidr.to_string(),
     })?;
@@ -159,7 +159,7 @@ fn net(base: u64, prefix: u8) -> Ipv4Net {
 ///
 /// Errors: unparsable or non-canonical CIDR, 0 or more than 8 zones, a duplicate zone, a range
 /// too small (`/28` at most for up to three zones, `/26` beyond).
-pub fn aws_zone_subnets(
+pub(crate) fn aws_zone_subnets(
     nodes_cidr: &str,
     zones: &[String],
 ) -> Result<Vec<AwsZoneSubnets>, SubnetError> {
@@ -215,7 +215,7 @@ pub fn aws_zone_subnets(
 ///
 /// Errors: unparsable or non-canonical CIDR, prefix outside 16–24, 0 or more than 8 zones, a
 /// duplicate zone, a zone name that is not a number 1–8 (upstream silently drops those).
-pub fn azure_zone_subnets(
+pub(crate) fn azure_zone_subnets(
     nodes_cidr: &str,
     zones: &[String],
 ) -> Result<Vec<AzureZoneSubnet>, SubnetError> {
@@ -254,7 +254,7 @@ fn object(v: Value) -> OpenObject {
 }
 
 /// AWS `InfrastructureConfig` for the node CIDR and zones.
-pub fn aws_infrastructure_config(
+pub(crate) fn aws_infrastructure_config(
     nodes_cidr: &str,
     zones: &[String],
 ) -> Result<OpenObject, SubnetError> {
@@ -277,13 +277,13 @@ pub fn aws_infrastructure_config(
 }
 
 /// AWS `ControlPlaneConfig` (empty apart from the type).
-pub fn aws_control_plane_config() -> OpenObject {
+pub(crate) fn aws_control_plane_config() -> OpenObject {
     object(json!({"apiVersion": AWS_API_VERSION, "kind": "ControlPlaneConfig"}))
 }
 
 /// AWS `WorkerConfig` requiring IMDSv2 (`httpTokens: required`, hop limit 2), upstream
 /// `NewWorkerConfig`.
-pub fn aws_imdsv2_worker_config() -> OpenObject {
+pub(crate) fn aws_imdsv2_worker_config() -> OpenObject {
     object(json!({
         "apiVersion": AWS_API_VERSION,
         "kind": "WorkerConfig",
@@ -292,7 +292,7 @@ pub fn aws_imdsv2_worker_config() -> OpenObject {
 }
 
 /// Azure `InfrastructureConfig` for the node CIDR and zones (`zoned: true`).
-pub fn azure_infrastructure_config(
+pub(crate) fn azure_infrastructure_config(
     nodes_cidr: &str,
     zones: &[String],
 ) -> Result<OpenObject, SubnetError> {
@@ -318,13 +318,13 @@ pub fn azure_infrastructure_config(
 }
 
 /// Azure `ControlPlaneConfig` (empty apart from the type).
-pub fn azure_control_plane_config() -> OpenObject {
+pub(crate) fn azure_control_plane_config() -> OpenObject {
     object(json!({"apiVersion": AZURE_API_VERSION, "kind": "ControlPlaneConfig"}))
 }
 
 /// GCP `InfrastructureConfig`: `networks.workers` (and the deprecated `networks.worker`) =
 /// the node CIDR.
-pub fn gcp_infrastructure_config(nodes_cidr: &str) -> Result<OpenObject, SubnetError> {
+pub(crate) fn gcp_infrastructure_config(nodes_cidr: &str) -> Result<OpenObject, SubnetError> {
     parse_ipv4_cidr(nodes_cidr)?;
     Ok(object(json!({
         "apiVersion": GCP_API_VERSION,
@@ -334,7 +334,7 @@ pub fn gcp_infrastructure_config(nodes_cidr: &str) -> Result<OpenObject, SubnetE
 }
 
 /// GCP `ControlPlaneConfig` with `zone` = the first zone.
-pub fn gcp_control_plane_config(zones: &[String]) -> Result<OpenObject, SubnetError> {
+pub(crate) fn gcp_control_plane_config(zones: &[String]) -> Result<OpenObject, SubnetError> {
     check_zones(zones)?;
     Ok(object(json!({
         "apiVersion": GCP_API_VERSION,
@@ -344,7 +344,7 @@ pub fn gcp_control_plane_config(zones: &[String]) -> Result<OpenObject, SubnetEr
 }
 
 /// OpenStack `InfrastructureConfig`: the floating pool and `networks.workers` = node CIDR.
-pub fn openstack_infrastructure_config(
+pub(crate) fn openstack_infrastructure_config(
     nodes_cidr: &str,
     floating_pool_name: &str,
 ) -> Result<OpenObject, SubnetError> {
@@ -358,7 +358,7 @@ pub fn openstack_infrastructure_config(
 }
 
 /// OpenStack `ControlPlaneConfig` with the load balancer provider.
-pub fn openstack_control_plane_config(load_balancer_provider: &str) -> OpenObject {
+pub(crate) fn openstack_control_plane_config(load_balancer_provider: &str) -> OpenObject {
     object(json!({
         "apiVersion": OPENSTACK_API_VERSION,
         "kind": "ControlPlaneConfig",
@@ -370,7 +370,7 @@ pub fn openstack_control_plane_config(load_balancer_provider: &str) -> OpenObjec
 /// e.g. a VPC ID or elastic IPs) with the `networks.zones` entries of `generated` whose
 /// `name` is not yet there appended. `generated` must have been computed from the existing
 /// zones followed by the new ones, so the new zones get the next free subnets.
-pub fn append_new_zones(existing: &OpenObject, generated: &OpenObject) -> OpenObject {
+pub(crate) fn append_new_zones(existing: &OpenObject, generated: &OpenObject) -> OpenObject {
     let mut merged = existing.clone();
     let new_zones = generated
         .get("networks")
@@ -398,7 +398,7 @@ pub fn append_new_zones(existing: &OpenObject, generated: &OpenObject) -> OpenOb
 }
 
 /// Number of zones listed in an `InfrastructureConfig`'s `networks.zones` (0 when absent).
-pub fn infrastructure_zone_count(config: &OpenObject) -> usize {
+pub(crate) fn infrastructure_zone_count(config: &OpenObject) -> usize {
     config
         .get("networks")
         .and_then(|n| n.get("zones"))

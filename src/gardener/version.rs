@@ -5,7 +5,7 @@ use std::cmp::Ordering;
 
 /// Parses `MAJOR.MINOR.PATCH` (an optional leading `v` and a `-pre`/`+build` suffix are
 /// ignored); `None` when it is not three decimal numbers.
-pub fn parse_version(v: &str) -> Option<(u64, u64, u64)> {
+pub(crate) fn parse_version(v: &str) -> Option<(u64, u64, u64)> {
     let v = v.trim().strip_prefix('v').unwrap_or(v.trim());
     let core = v.split(['-', '+']).next()?;
     let mut parts = core.split('.').map(|p| {
@@ -18,7 +18,7 @@ pub fn parse_version(v: &str) -> Option<(u64, u64, u64)> {
 }
 
 /// Numeric comparison of two `MAJOR.MINOR.PATCH` versions; `None` if either does not parse.
-pub fn compare_versions(a: &str, b: &str) -> Option<Ordering> {
+pub(crate) fn compare_versions(a: &str, b: &str) -> Option<Ordering> {
     Some(parse_version(a)?.cmp(&parse_version(b)?))
 }
 

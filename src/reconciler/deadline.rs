@@ -76,7 +76,7 @@ pub struct RequestTimedOut(pub Duration);
 
 /// Whether `request` is a watch (`watch=true` in the query, as kube sends it); its answer is a
 /// stream that ends when the server's `timeoutSeconds` runs out.
-pub fn is_watch<B>(request: &Request<B>) -> bool {
+pub(crate) fn is_watch<B>(request: &Request<B>) -> bool {
     request
         .uri()
         .query()

@@ -67,7 +67,7 @@ impl Error {
     /// changed (see [`transient`]). Errors of the runtime cluster's configuration (an unusable
     /// kubeconfig, an unmanaged binding in the way), unusable answers and model denials are
     /// not.
-    pub fn is_transient(&self) -> bool {
+    pub(crate) fn is_transient(&self) -> bool {
         match self {
             Error::Api { source, .. } => transient(source),
             Error::Stale(_) => true,
@@ -89,7 +89,7 @@ pub fn transient(e: &kube::Error) -> bool {
 }
 
 /// The HTTP status code of a `kube::Error::Api`, if any.
-pub fn api_code(e: &kube::Error) -> Option<u16> {
+pub(crate) fn api_code(e: &kube::Error) -> Option<u16> {
     match e {
         kube::Error::Api(s) => Some(s.code),
         _ => None,
@@ -97,12 +97,12 @@ pub fn api_code(e: &kube::Error) -> Option<u16> {
 }
 
 /// Whether `e` is a 404 Not Found.
-pub fn is_not_found(e: &kube::Error) -> bool {
+pub(crate) fn is_not_found(e: &kube::Error) -> bool {
     api_code(e) == Some(404)
 }
 
 /// Whether `e` is a 409 (AlreadyExists on create, Conflict on update).
-pub fn is_conflict(e: &kube::Error) -> bool {
+pub(crate) fn is_conflict(e: &kube::Error) -> bool {
     api_code(e) == Some(409)
 }
 

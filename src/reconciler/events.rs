@@ -89,7 +89,7 @@ impl Publisher {
     ///
     /// Errors: the client error of the create (e.g. 403 without RBAC, 409 if an Event of
     /// that name exists).
-    pub async fn publish(
+    pub(crate) async fn publish(
         &self,
         ev: &Event,
         regarding: &ObjectReference,

@@ -40,12 +40,12 @@ pub const ANNOTATION_EXPIRATION: &str =
     "infrastructuremanager.kyma-project.io/kubeconfig-expiration";
 
 /// Name of the kubeconfig Secret of runtime `runtime_id`.
-pub fn secret_name(runtime_id: &str) -> String {
+pub(crate) fn secret_name(runtime_id: &str) -> String {
     format!("{SECRET_PREFIX}{runtime_id}")
 }
 
 /// When the Secret's kubeconfig was last written, from [`ANNOTATION_LAST_SYNC`].
-pub fn last_sync(secret: &Secret) -> Option<DateTime<Utc>> {
+pub(crate) fn last_sync(secret: &Secret) -> Option<DateTime<Utc>> {
     secret
         .annotations()
         .get(ANNOTATION_LAST_SYNC)
@@ -55,7 +55,7 @@ pub fn last_sync(secret: &Secret) -> Option<DateTime<Utc>> {
 
 /// When the kubeconfig in `secret` expires: [`ANNOTATION_EXPIRATION`], or, for a Secret written
 /// without it, its last sync plus `lifetime` (the configured `expirationSeconds`).
-pub fn expires_at(secret: &Secret, lifetime: Duration) -> Option<DateTime<Utc>> {
+pub(crate) fn expires_at(secret: &Secret, lifetime: Duration) -> Option<DateTime<Utc>> {
     let annotated = secret
         .annotations()
         .get(ANNOTATION_EXPIRATION)
@@ -69,7 +69,11 @@ pub fn expires_at(secret: &Secret, lifetime: Duration) -> Option<DateTime<Utc>> 
 
 /// How long until `secret` must be renewed (zero: now): missing kubeconfig or sync time, or
 /// older than `rotate_after`.
-pub fn renew_in(secret: Option<&Secret>, now: DateTime<Utc>, rotate_after: Duration) -> Duration {
+pub(crate) fn renew_in(
+    secret: Option<&Secret>,
+    now: DateTime<Utc>,
+    rotate_after: Duration,
+) -> Duration {
     let Some(secret) = secret else {
         return Duration::ZERO;
     };

@@ -44,7 +44,7 @@ impl LeaderElection {
 
 /// `$POD_NAME` (or `$HOSTNAME`, else `kim`) plus a random suffix, so that a restarted pod with
 /// the same name never mistakes the previous holder's Lease for its own.
-pub fn default_identity() -> String {
+pub(crate) fn default_identity() -> String {
     let base = std::env::var("POD_NAME")
         .or_else(|_| std::env::var("HOSTNAME"))
         .unwrap_or_else(|_| "kim".to_string());
@@ -61,7 +61,7 @@ pub fn default_identity() -> String {
 /// must return soon after.
 ///
 /// Errors: the Lease cannot be read or created at start-up, or the lease manager stops.
-pub async fn run_elected<F, Fut>(
+pub(crate) async fn run_elected<F, Fut>(
     le: &LeaderElection,
     client: Client,
     metrics: &Metrics,

@@ -161,7 +161,7 @@ fn state_labels(key: &str, state: Option<State>) -> RuntimeStateLabels {
 /// The `code` label of a failed Gardener call: the HTTP status answered, `timeout` (the
 /// request deadline passed), `connection` (no answer: connection refused, reset, TLS) or
 /// `client` (the answer could not be used, e.g. not decodable).
-pub fn gardener_error_code(e: &kube::Error) -> String {
+pub(crate) fn gardener_error_code(e: &kube::Error) -> String {
     use std::error::Error as _;
     match e {
         kube::Error::Api(s) => s.code.to_string(),
@@ -291,14 +291,14 @@ impl Metrics {
     }
 
     /// Records the latency of one Gardener call.
-    pub fn gardener_call(&self, operation: &'static str, started: Instant) {
+    pub(crate) fn gardener_call(&self, operation: &'static str, started: Instant) {
         self.gardener
             .get_or_create(&OperationLabels { operation })
             .observe(started.elapsed().as_secs_f64());
     }
 
     /// Counts a failed Gardener call by operation and `code` ([`gardener_error_code`]).
-    pub fn gardener_error(&self, operation: &'static str, code: String) {
+    pub(crate) fn gardener_error(&self, operation: &'static str, code: String) {
         self.gardener_errors
             .get_or_create(&GardenerErrorLabels { operation, code })
             .inc();
@@ -310,36 +310,36 @@ impl Metrics {
     }
 
     /// Sets `status.provisioningCompleted` of the Runtime `key` (`namespace/name`).
-    pub fn observe_provisioning_completed(&self, key: &str, completed: bool) {
+    pub(crate) fn observe_provisioning_completed(&self, key: &str, completed: bool) {
         self.runtime_completed
             .get_or_create(&runtime_labels(key))
             .set(i64::from(completed));
     }
 
     /// Sets the expiry (seconds since the Unix epoch) of the kubeconfig stored for `key`.
-    pub fn set_kubeconfig_expiry(&self, key: &str, expiry_unix: i64) {
+    pub(crate) fn set_kubeconfig_expiry(&self, key: &str, expiry_unix: i64) {
         self.kubeconfig_expiry
             .get_or_create(&runtime_labels(key))
             .set(expiry_unix);
     }
 
     /// Drops the kubeconfig expiry of `key` (its kubeconfig is being deleted).
-    pub fn forget_kubeconfig(&self, key: &str) {
+    pub(crate) fn forget_kubeconfig(&self, key: &str) {
         self.kubeconfig_expiry.remove(&runtime_labels(key));
     }
 
     /// Counts a status write sent.
-    pub fn status_written(&self) {
+    pub(crate) fn status_written(&self) {
         self.status_writes.inc();
     }
 
     /// Counts a status write the model denied (not sent).
-    pub fn status_denied(&self) {
+    pub(crate) fn status_denied(&self) {
         self.status_denied.inc();
     }
 
     /// Sets the leader gauge.
-    pub fn set_leader(&self, leader: bool) {
+    pub(crate) fn set_leader(&self, leader: bool) {
         self.leader.set(i64::from(leader));
     }
 
@@ -355,7 +355,7 @@ impl Metrics {
 
     /// Records the state of the Runtime `key` (`namespace/name`); `None` for a Runtime
     /// without status.
-    pub fn observe_state(&self, key: &str, state: Option<State>) {
+    pub(crate) fn observe_state(&self, key: &str, state: Option<State>) {
         let mut states = self.states.lock().unwrap_or_else(|e| e.into_inner());
         let previous = states.insert(key.to_string(), state);
         if previous != Some(state) {
@@ -380,7 +380,7 @@ impl Metrics {
 
     /// Forgets the Runtime `key` (it is gone): its count in `kim_controller_runtimes` and
     /// its per-Runtime series.
-    pub fn forget(&self, key: &str) {
+    pub(crate) fn forget(&self, key: &str) {
         let mut states = self.states.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(p) = states.remove(key) {
             self.runtimes
@@ -397,7 +397,7 @@ impl Metrics {
 
     /// Forgets every Runtime (this replica stopped running the Controller: the next leader
     /// reports them).
-    pub fn forget_all(&self) {
+    pub(crate) fn forget_all(&self) {
         let keys: Vec<String> = self
             .states
             .lock()

@@ -30,7 +30,7 @@ pub const DEFAULT_CAPACITY: usize = 256;
 /// The fingerprint of a kubeconfig: the Secret's `resourceVersion` and a 64-bit hash of the
 /// kubeconfig bytes, so a changed kubeconfig gets a new client even if the resourceVersion were
 /// missing or reused.
-pub fn fingerprint(resource_version: &str, kubeconfig: &[u8]) -> String {
+pub(crate) fn fingerprint(resource_version: &str, kubeconfig: &[u8]) -> String {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     kubeconfig.hash(&mut h);
     format!("{resource_version}/{:016x}", h.finish())
@@ -132,11 +132,6 @@ impl<C: Clone> ClientCache<C> {
     /// Whether nothing is kept.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
-    }
-
-    /// The capacity.
-    pub fn capacity(&self) -> usize {
-        self.capacity
     }
 }
 

@@ -38,7 +38,7 @@ impl Cond {
     }
 
     /// The same condition with a specific message (e.g. the error that caused it).
-    pub fn with_message(mut self, message: impl Into<String>) -> Cond {
+    pub(crate) fn with_message(mut self, message: impl Into<String>) -> Cond {
         self.message = Some(message.into());
         self
     }
@@ -76,7 +76,11 @@ impl Update {
     }
 
     /// Also copy the Shoot's `lastOperation`/`lastErrors`.
-    pub fn with_shoot(mut self, op: Option<LastOperation>, errors: Vec<LastError>) -> Update {
+    pub(crate) fn with_shoot(
+        mut self,
+        op: Option<LastOperation>,
+        errors: Vec<LastError>,
+    ) -> Update {
         self.shoot = Some((op, errors));
         self
     }

@@ -69,7 +69,7 @@ impl Name {
 
     /// Whether the two names were declared by KIM at the same time (their date ranges
     /// overlap): the test for a (type, reason) pair of KIM's history.
-    pub fn overlaps(&self, other: &Name) -> bool {
+    pub(crate) fn overlaps(&self, other: &Name) -> bool {
         self.first_seen <= other.last_seen && other.first_seen <= self.last_seen
     }
 }

@@ -253,7 +253,7 @@ impl Policy {
     }
 
     /// Whether a compatibility switch is on.
-    pub fn has_switch(&self, switch: CompatSwitch) -> bool {
+    pub(crate) fn has_switch(&self, switch: CompatSwitch) -> bool {
         self.switches.contains(&CompatSwitchName(switch.as_str()))
     }
 
@@ -334,7 +334,7 @@ impl Policy {
 
     /// The default message of a (type, reason) pair (spec §5): the table's, or `"TYPE REASON"`
     /// for a pair the policy does not know.
-    pub fn default_message(&self, ctype: &str, reason: &str) -> String {
+    pub(crate) fn default_message(&self, ctype: &str, reason: &str) -> String {
         self.reason(ctype, reason)
             .map_or_else(|| format!("{ctype} {reason}"), |r| r.message.clone())
     }
@@ -352,7 +352,7 @@ impl Policy {
     }
 
     /// All edges out of `from`, in table order.
-    pub fn edges_from(&self, from: Option<State>) -> impl Iterator<Item = &Edge> {
+    pub(crate) fn edges_from(&self, from: Option<State>) -> impl Iterator<Item = &Edge> {
         self.transitions.iter().filter(move |e| e.from == from)
     }
 

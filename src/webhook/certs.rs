@@ -162,7 +162,7 @@ const DEBOUNCE: Duration = Duration::from_millis(100);
 
 /// Starts the reload task. `current` is the pair already serving. The task runs until
 /// aborted; dropping it also drops the directory watch.
-pub fn spawn_reloader(
+pub(crate) fn spawn_reloader(
     settings: ReloadSettings,
     tls: RustlsConfig,
     metrics: Arc<Metrics>,

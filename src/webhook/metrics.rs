@@ -152,7 +152,7 @@ impl Metrics {
     }
 
     /// Counts the violations of one review by rule and action.
-    pub fn observe_violations(&self, violations: &[(RuleId, Action)]) {
+    pub(crate) fn observe_violations(&self, violations: &[(RuleId, Action)]) {
         for (rule, action) in violations {
             self.violations
                 .get_or_create(&ViolationLabels {
@@ -164,7 +164,13 @@ impl Metrics {
     }
 
     /// Counts one admission answer and its server time.
-    pub fn observe_request(&self, path: &'static str, allowed: bool, code: u16, seconds: f64) {
+    pub(crate) fn observe_request(
+        &self,
+        path: &'static str,
+        allowed: bool,
+        code: u16,
+        seconds: f64,
+    ) {
         let decision = if allowed { "allowed" } else { "denied" };
         self.requests
             .get_or_create(&RequestLabels {
@@ -185,7 +191,7 @@ impl Metrics {
     }
 
     /// Counts a certificate reload attempt.
-    pub fn cert_reload(&self, success: bool) {
+    pub(crate) fn cert_reload(&self, success: bool) {
         let result = if success { "success" } else { "failure" };
         self.cert_reloads
             .get_or_create(&ReloadLabels { result })
@@ -194,7 +200,7 @@ impl Metrics {
     }
 
     /// Sets the expiry (`notAfter`, seconds since the Unix epoch) of the certificate in use.
-    pub fn set_cert_expiry(&self, not_after_unix: i64) {
+    pub(crate) fn set_cert_expiry(&self, not_after_unix: i64) {
         self.cert_expiry.set(not_after_unix);
     }
 
