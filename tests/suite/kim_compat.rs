@@ -135,6 +135,24 @@ fn eras() -> Vec<(&'static str, Rt)> {
     ]
 }
 
+/// KIM's last write of a provisioning or an update (kim-writes.md §3.3 W7): the namespace,
+/// OIDC/ConfigMap and bindings steps run in one reconcile and end `Ready`.
+fn kim_ready(rt: &Rt) -> Rt {
+    rt.write(
+        "Ready",
+        &[
+            ("KymaSystemNSCreated", "True", "KymaSystemNSReady"),
+            (
+                "OidcAndConfigMapConfigured",
+                "True",
+                "OidcAndConfigMapsConfigured",
+            ),
+            ("Configured", "True", "AdministratorsConfigured"),
+        ],
+    )
+    .completed()
+}
+
 /// KIM's update of an existing runtime (kim-writes.md §3.4): patch, Gardener reconciles,
 /// the chain runs to the administrators' bindings; for a runtime without a ready kubeconfig
 /// the kubeconfig step writes first (`ensure` in sFnHandleKubeconfig).
@@ -152,20 +170,7 @@ fn kim_update(start: &Rt) -> Vec<Rt> {
         "Pending",
         &[("KubeconfigReady", "True", "GardenerClusterCRReady")],
     );
-    let w4 = w3b
-        .write(
-            "Ready",
-            &[
-                ("KymaSystemNSCreated", "True", "KymaSystemNSReady"),
-                (
-                    "OidcAndConfigMapConfigured",
-                    "True",
-                    "OidcAndConfigMapsConfigured",
-                ),
-                ("Configured", "True", "AdministratorsConfigured"),
-            ],
-        )
-        .completed();
+    let w4 = kim_ready(&w3b);
     vec![w1, w2, w3, w3b, w4]
 }
 
@@ -296,20 +301,7 @@ fn kim_create_sequence_on_a_new_runtime_has_no_warning() {
         "Pending",
         &[("KubeconfigReady", "True", "GardenerClusterCRReady")],
     );
-    let w7 = w6
-        .write(
-            "Ready",
-            &[
-                ("KymaSystemNSCreated", "True", "KymaSystemNSReady"),
-                (
-                    "OidcAndConfigMapConfigured",
-                    "True",
-                    "OidcAndConfigMapsConfigured",
-                ),
-                ("Configured", "True", "AdministratorsConfigured"),
-            ],
-        )
-        .completed();
+    let w7 = kim_ready(&w6);
     let warnings = replay(&policy, "create", &start, &[w1, w2, w3, w4, w5, w6, w7]);
     assert!(warnings.is_empty(), "{warnings:#?}");
 }
