@@ -9,6 +9,7 @@ mod support;
 mod admission;
 mod api_samples;
 mod audit;
+mod breaker;
 mod cli;
 mod crd;
 mod e2e_admission;
