@@ -63,6 +63,13 @@ pub const EXIT_VIOLATIONS: u8 = 1;
 /// Exit code: the cluster could not be read, or a flag (policy file, kubeconfig) is bad.
 pub const EXIT_UNREADABLE: u8 = 2;
 
+/// Default of `--request-timeout` (seconds), as the controller's request deadline.
+pub const DEFAULT_REQUEST_TIMEOUT_SECONDS: u64 = 30;
+
+/// Longest answer to one list request (bytes): a page of `--chunk-size` Runtimes is a few
+/// MiB; a server sending more is refused rather than filling memory.
+pub const MAX_PAGE_BYTES: u64 = 256 * 1024 * 1024;
+
 /// The resource `kim audit` lists, as RBAC names it.
 pub const RESOURCE: &str = "runtimes.infrastructuremanager.kyma-project.io";
 
@@ -91,6 +98,10 @@ pub struct AuditArgs {
     /// `0` lists them all in one request.
     #[arg(long, value_name = "N", default_value_t = 500)]
     pub chunk_size: u32,
+    /// Seconds an API request may take before it fails (its answer must start, and then be
+    /// complete, within this time each), as kubectl's `--request-timeout`; `0`: no limit.
+    #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_REQUEST_TIMEOUT_SECONDS)]
+    pub request_timeout: u64,
     /// Output format: `table` (one row per violation) or `json` (one document).
     #[arg(short = 'o', long, value_enum, default_value_t = AuditOutput::Table)]
     pub output: AuditOutput,
@@ -397,20 +408,72 @@ fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }
 }
 
-/// One line: control characters (newlines, tabs, escapes) written as Rust escapes.
+/// One line that shows what is stored: control characters (newlines, tabs, escapes) and the
+/// invisible characters that change how a line displays (zero-width, bidirectional overrides
+/// and isolates, the byte order mark) written as Rust escapes.
 fn one_line(s: &str) -> String {
-    if !s.chars().any(char::is_control) {
+    if !s.chars().any(hidden) {
         return s.to_string();
     }
     s.chars()
         .map(|c| {
-            if c.is_control() {
+            if hidden(c) {
                 c.escape_default().to_string()
             } else {
                 c.to_string()
             }
         })
         .collect()
+}
+
+/// Whether `c` would not show as itself on a terminal line.
+fn hidden(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2069}' | '\u{FEFF}')
+}
+
+/// `text` cut to at most `max` characters, `…` marking a cut.
+fn cut(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        None => text.to_string(),
+        Some((i, _)) => format!("{}…", &text[..i]),
+    }
+}
+
+/// `url` as it may be printed: scheme, host, port and path, without credentials
+/// (`user:password@`) or query (`?token=…`).
+fn redacted_url(url: &http::Uri) -> String {
+    let mut out = String::new();
+    if let Some(scheme) = url.scheme_str() {
+        out.push_str(scheme);
+        out.push_str("://");
+    }
+    if let Some(host) = url.host() {
+        out.push_str(host);
+    }
+    if let Some(port) = url.port_u16() {
+        out.push_str(&format!(":{port}"));
+    }
+    out.push_str(url.path().trim_end_matches('/'));
+    out
+}
+
+/// Removes what an error text may carry of a credential: the `user:password@` of any URL in
+/// it and everything after a `?` in one (query tokens).
+fn redact(text: &str) -> String {
+    use std::sync::LazyLock;
+    static USERINFO: LazyLock<Option<regex::Regex>> =
+        LazyLock::new(|| regex::Regex::new(r"([A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]+@").ok());
+    static QUERY: LazyLock<Option<regex::Regex>> =
+        LazyLock::new(|| regex::Regex::new(r"(://[^\s?]*)\?\S*").ok());
+    let mut out = text.to_string();
+    if let Some(re) = USERINFO.as_ref() {
+        out = re.replace_all(&out, "${1}[redacted]@").into_owned();
+    }
+    if let Some(re) = QUERY.as_ref() {
+        out = re.replace_all(&out, "${1}?[redacted]").into_owned();
+    }
+    out
 }
 
 /// kubectl's tab writer (`minwidth 6, padding 3`): every cell but the last of a row padded to
@@ -476,9 +539,9 @@ async fn connect(args: &AuditArgs) -> Result<Cluster, Unreadable> {
             let kc = Kubeconfig::read_from(path).map_err(|e| kubeconfig_error(&source, &e))?;
             Some((kc, source))
         }
-        None => match Kubeconfig::from_env() {
+        None => match kubeconfig_from_env() {
             Ok(Some(kc)) => Some((kc, "KUBECONFIG".to_string())),
-            Err(e) => return Err(kubeconfig_error("KUBECONFIG", &e)),
+            Err(e) => return Err(e),
             Ok(None) => match Kubeconfig::read() {
                 Ok(kc) => Some((kc, "~/.kube/config".to_string())),
                 // No kubeconfig at all: in a cluster, its service account (as kubectl).
@@ -502,17 +565,50 @@ async fn connect(args: &AuditArgs) -> Result<Cluster, Unreadable> {
             )
         })?,
     };
-    let server = config.cluster_url.to_string();
-    let server = server.trim_end_matches('/').to_string();
+    let server = redacted_url(&config.cluster_url);
     let default_namespace = config.default_namespace.clone();
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let client = kube::Client::try_from(config)
-        .map_err(|e| format!("cannot build a client for {server}: {}", chain(&e)))?;
+    let client = crate::reconciler::deadline::build_limited(
+        config,
+        std::time::Duration::from_secs(args.request_timeout),
+        Some(MAX_PAGE_BYTES),
+    )
+    .map_err(|e| match e {
+        // An exec plugin runs when the client is built; its error quotes its command line and
+        // output, where the credential is.
+        crate::reconciler::deadline::BuildError::Kube(kube::Error::Auth(_)) => format!(
+            "cannot get credentials for {server} from the kubeconfig: its auth provider or exec plugin failed (run the plugin by hand to see why)"
+        ),
+        other => format!("cannot build a client for {server}: {}", chain(&other)),
+    })?;
     Ok(Cluster {
         client,
         server,
         default_namespace,
     })
+}
+
+/// The kubeconfig of `KUBECONFIG` (a list of files, merged in order, the first setting a value
+/// winning) as kubectl reads it: files that do not exist are skipped. `None` when the variable
+/// is unset or empty.
+///
+/// Errors: none of the files exists, or one does not load (one line, without its content).
+fn kubeconfig_from_env() -> Result<Option<Kubeconfig>, Unreadable> {
+    let Some(list) = std::env::var_os("KUBECONFIG").filter(|v| !v.is_empty()) else {
+        return Ok(None);
+    };
+    let mut merged: Option<Kubeconfig> = None;
+    for path in std::env::split_paths(&list).filter(|p| p.exists()) {
+        let source = format!("KUBECONFIG file {}", path.display());
+        let kc = Kubeconfig::read_from(&path).map_err(|e| kubeconfig_error(&source, &e))?;
+        merged = Some(match merged {
+            None => kc,
+            Some(m) => m.merge(kc).map_err(|e| kubeconfig_error(&source, &e))?,
+        });
+    }
+    merged
+        .map(Some)
+        .ok_or_else(|| "KUBECONFIG: none of its files exists".to_string())
 }
 
 /// A kubeconfig error as one line without the file's content.
@@ -552,7 +648,7 @@ fn chain(e: &dyn std::error::Error) -> String {
 /// goes straight to the process's stderr.
 pub async fn run(args: &AuditArgs, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
     let fail = |err: &mut dyn Write, msg: &str| {
-        let _ = writeln!(err, "kim audit: {msg}");
+        let _ = writeln!(err, "kim audit: {}", redact(msg));
         EXIT_UNREADABLE
     };
     let policy = match args.policy.load() {
@@ -584,7 +680,35 @@ pub async fn run(args: &AuditArgs, out: &mut dyn Write, err: &mut dyn Write) -> 
         Scope::Namespace(ns)
     };
     let progress = Progress::new();
-    let report = read(&cluster, scope, args.chunk_size, &policy, &progress).await;
+    // Read on a task of its own: a panic inside kube's client (it panics on some credentials an
+    // exec plugin hands over at request time) becomes an error line, not a crash.
+    let task = tokio::spawn(read(
+        cluster,
+        scope,
+        args.chunk_size,
+        policy,
+        progress.clone(),
+    ));
+    let previous_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let report = match task.await {
+        Ok(r) => r,
+        Err(e) => Err(match e.try_into_panic() {
+            Ok(payload) => {
+                let what = payload
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| payload.downcast_ref::<String>().cloned())
+                    .unwrap_or_default();
+                format!(
+                    "the client failed while reading the cluster ({}); are the kubeconfig's credentials (e.g. an exec plugin's token) valid HTTP header values?",
+                    cut(&one_line(&what), 200)
+                )
+            }
+            Err(e) => format!("reading the cluster was cancelled: {e}"),
+        }),
+    };
+    std::panic::set_hook(previous_hook);
     progress.finish();
     let report = match report {
         Ok(r) => r,
@@ -603,12 +727,13 @@ pub async fn run(args: &AuditArgs, out: &mut dyn Write, err: &mut dyn Write) -> 
 
 /// Lists every Runtime of `scope` page by page and judges each.
 async fn read(
-    cluster: &Cluster,
+    cluster: Cluster,
     scope: Scope,
     chunk_size: u32,
-    policy: &Policy,
-    progress: &Progress,
+    policy: Policy,
+    progress: Progress,
 ) -> Result<Report, Unreadable> {
+    let (cluster, policy) = (&cluster, &policy);
     let ns = match &scope {
         Scope::Namespace(ns) => Some(ns.as_str()),
         Scope::All => None,
@@ -620,6 +745,7 @@ async fn read(
         params = params.limit(chunk_size);
     }
     let mut report = Report::new(scope);
+    let mut tokens_seen = std::collections::HashSet::new();
     loop {
         let req = request
             .list(&params)
@@ -634,7 +760,17 @@ async fn read(
         }
         progress.page(report.runtimes, page.metadata.remaining_item_count);
         match page.metadata.continue_ {
-            Some(token) if !token.is_empty() => params.continue_token = Some(token),
+            Some(token) if !token.is_empty() => {
+                if !tokens_seen.insert(token.clone()) {
+                    return Err(format!(
+                        "{} sent a continue token it had sent before, after {} Runtime{}: the list would never end; nothing reported",
+                        cluster.server,
+                        report.runtimes,
+                        plural(report.runtimes)
+                    ));
+                }
+                params.continue_token = Some(token)
+            }
             _ => return Ok(report),
         }
     }
@@ -655,9 +791,11 @@ fn list_error(
                 "the answer of {server} to GET {path} is not a list of Runtimes: {}",
                 one_line(&e.to_string())
             ),
-            kube::Error::Auth(e) => {
-                format!("cannot authenticate to {server}: {}", chain(&e))
-            }
+            // An auth provider's or exec plugin's error can carry its command line and output
+            // (where credentials are): only what failed is said.
+            kube::Error::Auth(_) => format!(
+                "cannot get credentials for {server} from the kubeconfig: its auth provider or exec plugin failed (run the plugin by hand to see why)"
+            ),
             kube::Error::Service(e) => format!("cannot reach {server}: {}", chain(&*e)),
             kube::Error::HyperError(e) => format!("cannot reach {server}: {}", chain(&e)),
             other => format!("cannot reach {server}: {}", chain(&other)),
@@ -665,16 +803,12 @@ fn list_error(
     };
     // A body that was not a metav1 Status (a proxy's or a web server's page): its first line,
     // at most 200 characters.
+    // What the server said, at most 200 characters: a proxy's or a web server's page (not a
+    // metav1 Status) by its first line.
     let message = if s.reason == "Failed to parse error data" {
-        let first = s.message.lines().next().unwrap_or_default();
-        let cut: String = first.chars().take(200).collect();
-        if cut.len() < first.len() {
-            format!("{cut}…")
-        } else {
-            cut
-        }
+        cut(s.message.lines().next().unwrap_or_default(), 200)
     } else {
-        one_line(&s.message)
+        cut(&one_line(&s.message), 200)
     };
     let reason = if s.reason.is_empty() || s.reason == "Failed to parse error data" {
         String::new()
@@ -707,6 +841,7 @@ fn list_error(
 }
 
 /// The progress line: on stderr when it is a terminal, otherwise nothing.
+#[derive(Clone)]
 struct Progress(ProgressBar);
 
 impl Progress {

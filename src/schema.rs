@@ -38,9 +38,10 @@ pub const CLI_HELP: &str = "\
 Schema check: before the webhooks' verdict the Runtime(s) are checked as the API server checks \
 them against the CRD's openAPIV3Schema (`kim crd`): types, enums, required fields, patterns, \
 lengths, item counts, bounds and the date-time/byte formats, after dropping unknown fields (a \
-warning), dropping nulls of optional fields and applying defaults. `kim check` checks --old as \
-it is and --new with the defaulting patch applied; `kim review` checks request.object and \
-request.oldObject when they are Runtimes (a mutate review with the answered patch applied). A \
+warning), dropping nulls of optional fields and applying defaults. `kim check` checks --new \
+with the defaulting patch applied; `kim review` checks request.object when it is a Runtime (a \
+mutate review with the answered patch applied). The stored object (--old, request.oldObject) \
+is not checked: the API server does not validate it again. A \
 Runtime the API server would refuse (422 Invalid) is reported one field per line \
 (`kim: --new: invalid Runtime: spec.shoot.purpose: ...`) and exits 2, without a verdict. Not \
 checked as the API server does: metadata (names, labels, annotations), CEL rules \
@@ -141,6 +142,7 @@ pub fn check(object: &Value) -> Report {
         "",
         &mut report.unknown_fields,
     );
+    large_integers(&object, &checker.structural, "", &mut report.errors);
     for (field, expected) in [
         ("apiVersion", Runtime::api_version(&()).into_owned()),
         ("kind", Runtime::kind(&()).into_owned()),
@@ -170,22 +172,21 @@ pub fn is_runtime(object: &Value) -> bool {
         && object.get("kind").and_then(Value::as_str) == Some(Runtime::kind(&()).as_ref())
 }
 
-/// The Runtimes of an AdmissionReview that the API server checks against the schema:
-/// `request.object` and `request.oldObject`, labelled so, when they are objects and either
-/// declares itself a Runtime or `request.kind` is the Runtime's group/version/kind.
+/// The Runtime of an AdmissionReview that the API server checks against the schema:
+/// `request.object`, labelled so, when it is an object and declares itself a Runtime or
+/// `request.kind` is the Runtime's group/version/kind. `request.oldObject` is what is stored:
+/// the API server does not validate it again (a stored Runtime with, say, a retired state
+/// stays readable and writable), so neither does this.
 pub(crate) fn review_runtimes(review: &Value) -> Vec<(&'static str, &Value)> {
     let request = &review["request"];
     let kind = &request["kind"];
     let by_kind = kind["group"].as_str() == Some(Runtime::group(&()).as_ref())
         && kind["version"].as_str() == Some(Runtime::version(&()).as_ref())
         && kind["kind"].as_str() == Some(Runtime::kind(&()).as_ref());
-    [
-        ("request.object", &request["object"]),
-        ("request.oldObject", &request["oldObject"]),
-    ]
-    .into_iter()
-    .filter(|(_, o)| o.is_object() && (by_kind || is_runtime(o)))
-    .collect()
+    [("request.object", &request["object"])]
+        .into_iter()
+        .filter(|(_, o)| o.is_object() && (by_kind || is_runtime(o)))
+        .collect()
 }
 
 /// The CRD's structural schema as a JSON Schema (draft 7) with the API server's meaning
@@ -301,6 +302,48 @@ fn prepare(value: &mut Value, schema: &Value, path: &str, unknown: &mut Vec<Stri
             if let Some(item_schema) = schema.get("items") {
                 for (i, item) in items.iter_mut().enumerate() {
                     prepare(item, item_schema, &format!("{path}[{i}]"), unknown);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Largest integer the API server takes from JSON as an `integer` field: it decodes a number
+/// with a fraction or exponent (or one beyond int64) as a float64, and such a float is an
+/// integer only up to 2^53 − 1 (`IsFloat64AJSONInteger`).
+const MAX_JSON_FLOAT_INTEGER: f64 = 9_007_199_254_740_991.0;
+
+/// Numbers of `integer` fields that JSON Schema calls integers (`1e16`, `1.0e20`) but the API
+/// server refuses: floats beyond ±(2^53 − 1).
+fn large_integers(value: &Value, schema: &Value, path: &str, errors: &mut Vec<FieldError>) {
+    match value {
+        Value::Number(n) if schema.get("type").and_then(Value::as_str) == Some("integer") => {
+            if n.is_f64() && n.as_f64().is_some_and(|f| f.abs() > MAX_JSON_FLOAT_INTEGER) {
+                errors.push(FieldError {
+                    path: path.to_string(),
+                    message: format!("Invalid value: {n}: must be of type integer"),
+                });
+            }
+        }
+        Value::Object(map) => {
+            let properties = schema.get("properties").and_then(Value::as_object);
+            let additional = schema.get("additionalProperties").filter(|s| s.is_object());
+            for (key, child) in map {
+                if let Some(child_schema) = properties.and_then(|p| p.get(key)).or(additional) {
+                    let field = if path.is_empty() {
+                        key.clone()
+                    } else {
+                        format!("{path}.{key}")
+                    };
+                    large_integers(child, child_schema, &field, errors);
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item_schema) = schema.get("items") {
+                for (i, item) in items.iter().enumerate() {
+                    large_integers(item, item_schema, &format!("{path}[{i}]"), errors);
                 }
             }
         }

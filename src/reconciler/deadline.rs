@@ -59,15 +59,70 @@ pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// (`timeout` zero: none).
 ///
 /// Errors: the client cannot be built from `config` (e.g. TLS material).
-pub fn build(config: kube::Config, timeout: Duration) -> Result<kube::Client, kube::Error> {
+pub fn build(config: kube::Config, timeout: Duration) -> Result<kube::Client, BuildError> {
+    build_limited(config, timeout, None)
+}
+
+/// [`build`], and the body of every answer but a watch's is cut off with [`BodyTooLarge`] past
+/// `max_body_bytes` (kube reads whole answers into memory before decoding them).
+///
+/// Errors: as [`build`].
+pub fn build_limited(
+    config: kube::Config,
+    timeout: Duration,
+    max_body_bytes: Option<u64>,
+) -> Result<kube::Client, BuildError> {
+    check_credentials(&config)?;
     let builder = ClientBuilder::try_from(config)?;
-    if timeout.is_zero() {
+    if timeout.is_zero() && max_body_bytes.is_none() {
         return Ok(builder.build());
     }
     Ok(builder
-        .with_layer(&RequestTimeoutLayer::new(timeout))
+        .with_layer(&RequestTimeoutLayer {
+            timeout,
+            max_body_bytes,
+        })
         .build())
 }
+
+/// Why [`build`] cannot make a client.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// The bearer token cannot be sent as an HTTP header (a newline or another control
+    /// character in it, as a token pasted into a YAML block scalar gets); kube's client would
+    /// panic on it. The token itself is never part of the message.
+    #[error(
+        "the kubeconfig's bearer token cannot be sent as an HTTP header (it contains a newline or another control character)"
+    )]
+    InvalidToken,
+    /// kube cannot build a client from the configuration (e.g. its TLS material).
+    #[error(transparent)]
+    Kube(#[from] kube::Error),
+}
+
+/// Checks what kube would put into request headers unchecked: the bearer token, given inline
+/// or in a token file (kubectl reports such a token as an error; kube's client panics).
+fn check_credentials(config: &kube::Config) -> Result<(), BuildError> {
+    use secrecy::ExposeSecret as _;
+    let valid = |token: &str| http::HeaderValue::from_str(&format!("Bearer {token}")).is_ok();
+    if let Some(token) = &config.auth_info.token
+        && !valid(token.expose_secret())
+    {
+        return Err(BuildError::InvalidToken);
+    }
+    if let Some(file) = &config.auth_info.token_file
+        && let Ok(token) = std::fs::read_to_string(file)
+        && !valid(token.trim_end_matches(['\n', '\r']))
+    {
+        return Err(BuildError::InvalidToken);
+    }
+    Ok(())
+}
+
+/// An answer's body was longer than the client allows ([`build_limited`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("an answer longer than {0} bytes")]
+pub struct BodyTooLarge(pub u64);
 
 /// A request got no answer, or no complete answer, within its deadline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -87,12 +142,16 @@ pub(crate) fn is_watch<B>(request: &Request<B>) -> bool {
 #[derive(Debug, Clone, Copy)]
 pub struct RequestTimeoutLayer {
     timeout: Duration,
+    max_body_bytes: Option<u64>,
 }
 
 impl RequestTimeoutLayer {
-    /// Deadlines of `timeout` (see the module documentation).
+    /// Deadlines of `timeout` (see the module documentation); zero: none.
     pub fn new(timeout: Duration) -> RequestTimeoutLayer {
-        RequestTimeoutLayer { timeout }
+        RequestTimeoutLayer {
+            timeout,
+            max_body_bytes: None,
+        }
     }
 }
 
@@ -103,6 +162,7 @@ impl<S> Layer<S> for RequestTimeoutLayer {
         RequestTimeout {
             inner,
             timeout: self.timeout,
+            max_body_bytes: self.max_body_bytes,
         }
     }
 }
@@ -112,6 +172,7 @@ impl<S> Layer<S> for RequestTimeoutLayer {
 pub struct RequestTimeout<S> {
     inner: S,
     timeout: Duration,
+    max_body_bytes: Option<u64>,
 }
 
 impl<S, B> Service<Request<Body>> for RequestTimeout<S>
@@ -131,20 +192,29 @@ where
 
     fn call(&mut self, request: Request<Body>) -> Self::Future {
         let timeout = self.timeout;
+        let max = self.max_body_bytes;
         let watch = is_watch(&request);
         let answer = self.inner.call(request);
         async move {
             // The clock starts at the first poll (see the module documentation); `timeout_at`
             // polls the answer before the clock.
-            let deadline = Instant::now() + timeout;
-            let response = match tokio::time::timeout_at(deadline, answer).await {
-                Ok(r) => r.map_err(Into::into)?,
-                Err(_) => return Err(Box::new(RequestTimedOut(timeout)) as BoxError),
+            let response = if timeout.is_zero() {
+                answer.await.map_err(Into::into)?
+            } else {
+                let deadline = Instant::now() + timeout;
+                match tokio::time::timeout_at(deadline, answer).await {
+                    Ok(r) => r.map_err(Into::into)?,
+                    Err(_) => return Err(Box::new(RequestTimedOut(timeout)) as BoxError),
+                }
             };
             Ok(if watch {
                 response.map(Either::Left)
             } else {
-                response.map(|body| Either::Right(DeadlineBody::new(body, timeout)))
+                response.map(|body| {
+                    let mut body = DeadlineBody::new(body, timeout);
+                    body.max_bytes = max;
+                    Either::Right(body)
+                })
             })
         }
         .boxed()
@@ -159,17 +229,23 @@ where
 pub struct DeadlineBody<B> {
     body: B,
     timeout: Duration,
-    /// Armed at the first read.
+    /// Armed at the first read (never with a zero timeout).
     sleep: Option<Pin<Box<Sleep>>>,
+    /// Longest body accepted ([`BodyTooLarge`] past it); `None`: any.
+    max_bytes: Option<u64>,
+    /// Bytes read so far.
+    read: u64,
 }
 
 impl<B> DeadlineBody<B> {
-    /// `body`, which must be complete within `timeout` from its first read.
+    /// `body`, which must be complete within `timeout` from its first read (zero: no limit).
     pub fn new(body: B, timeout: Duration) -> DeadlineBody<B> {
         DeadlineBody {
             body,
             timeout,
             sleep: None,
+            max_bytes: None,
+            read: 0,
         }
     }
 }
@@ -186,17 +262,26 @@ where
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<B::Data>, BoxError>>> {
+        use bytes::Buf as _;
         let this = self.get_mut();
         let timeout = this.timeout;
-        let sleep = this
-            .sleep
-            .get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
+        if !timeout.is_zero() && this.sleep.is_none() {
+            this.sleep = Some(Box::pin(tokio::time::sleep(timeout)));
+        }
         if let Poll::Ready(frame) = Pin::new(&mut this.body).poll_frame(cx) {
+            if let (Some(Ok(f)), Some(max)) = (&frame, this.max_bytes)
+                && let Some(data) = f.data_ref()
+            {
+                this.read += data.remaining() as u64;
+                if this.read > max {
+                    return Poll::Ready(Some(Err(Box::new(BodyTooLarge(max)))));
+                }
+            }
             return Poll::Ready(frame.map(|f| f.map_err(Into::into)));
         }
-        match sleep.as_mut().poll(cx) {
-            Poll::Ready(()) => Poll::Ready(Some(Err(Box::new(RequestTimedOut(this.timeout))))),
-            Poll::Pending => Poll::Pending,
+        match this.sleep.as_mut().map(|s| s.as_mut().poll(cx)) {
+            Some(Poll::Ready(())) => Poll::Ready(Some(Err(Box::new(RequestTimedOut(timeout))))),
+            _ => Poll::Pending,
         }
     }
 

@@ -62,14 +62,24 @@ fn transition_time<J: JsonView>(
         }
         return Some(Value::String(format_time(transition_stamp(old_t, now))));
     }
-    // Status unchanged: the stored time stays (no churn). The same instant in another
-    // spelling is no change.
-    let old_ltt = old_ltt.and_then(J::as_str)?;
-    let same = match (new_t, old_t) {
-        (Some(n), Some(o)) => n == o,
-        _ => new_ltt.and_then(J::as_str) == Some(old_ltt),
+    // Status unchanged: the stored time stays (no churn); the same instant in another
+    // spelling is no change. A stored time that is not one (unparsable, Go's zero time) is
+    // never copied: the written one stays when it is a time, else the request time repairs it.
+    let stored = || {
+        old_ltt
+            .and_then(J::as_str)
+            .map(|s| Value::String(s.to_string()))
     };
-    (!same).then(|| Value::String(old_ltt.to_string()))
+    match (new_t, old_t) {
+        (Some(n), Some(o)) => (n != o).then(stored).flatten(),
+        (None, Some(_)) => stored(),
+        (Some(_), None) => None,
+        (None, None) => {
+            let unchanged_text = old_ltt.is_some() && new_ltt == old_ltt;
+            (!unchanged_text || new_ltt.is_none())
+                .then(|| Value::String(format_time(transition_stamp(None, now))))
+        }
+    }
 }
 
 /// Defaulting of spec §5 as JSON Patch operations against the object `new` was read from.

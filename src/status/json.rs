@@ -207,11 +207,13 @@ pub(super) fn matching_old<'v, J: JsonView>(
     same_index.or_else(|| find_by_type(old_status, ctype))
 }
 
-/// Short display of a JSON value for messages (strings unquoted, others as JSON, long values cut).
+/// Short display of a JSON value for messages: a string unquoted (quoted and escaped when it
+/// holds a control character, so a message stays one line), anything else as JSON; long
+/// values cut.
 pub(super) fn show<J: JsonView>(v: &J) -> String {
     let s = match v.as_str() {
-        Some(s) => s.to_string(),
-        None => v.to_json(),
+        Some(s) if !s.chars().any(char::is_control) => s.to_string(),
+        _ => v.to_json(),
     };
     if s.chars().count() > 80 {
         let mut cut: String = s.chars().take(77).collect();

@@ -228,16 +228,15 @@ impl Policy {
     /// every condition type and reason KIM declared at the same time (their date ranges
     /// overlap, [`history::Name::overlaps`]) where at least one of the two is retired, with any
     /// status (KIM never bound statuses to reasons), origin [`Origin::KimRetired`]. Pairs
-    /// already in the table keep their row.
+    /// already in the table keep their row, widened to every status.
     fn add_kim_history(&mut self) {
         let vocabulary = history::vocabulary();
         let of = |kind: Kind| vocabulary.iter().filter(move |n| n.kind == kind);
         for t in of(Kind::Type) {
             for r in of(Kind::Reason) {
-                if (t.retired() || r.retired())
-                    && t.overlaps(r)
-                    && self.reason(t.name, r.name).is_none()
-                {
+                // A pair the table has (a seed reason, say) keeps its row and gains every
+                // status; a new one is added.
+                if (t.retired() || r.retired()) && t.overlaps(r) {
                     let message = format!("{} (retired KIM vocabulary)", r.name);
                     self.add_reason(
                         t.name,

@@ -63,7 +63,7 @@ pub fn validate_stored<J: JsonView>(policy: &Policy, stored: &Snapshot<'_, J>) -
             }
         }
     }
-    check_provisioning_completed_type(status, &mut out);
+    check_provisioning_completed_type(None, status, &mut out);
     for c in &conds {
         if let Some(ltt) = c.obj.get("lastTransitionTime")
             && ltt.as_str().and_then(parse_time).is_none()
@@ -146,7 +146,7 @@ fn check_status<J: JsonView>(
     if let Some(state) = new_state {
         check_requirements(policy, old_status, status, state, &conds, out);
     }
-    check_provisioning_completed_type(status, out);
+    check_provisioning_completed_type(old_status, status, out);
     check_provisioning_completed(old_status, status, out);
     check_transition_times(old_status, &conds, out);
 }
@@ -161,11 +161,17 @@ fn malformed_status<J: JsonView>(status: &J) -> Violation {
     )
 }
 
+/// The state of a stored status for its transitions: a state of the table, or the
+/// equivalent of a retired one ([`super::table::RETIRED_STATE_EQUIVALENTS`]); `None` (∅) for
+/// no status, no state or an unknown one.
 fn state_of<J: JsonView>(status: Option<&J>) -> Option<State> {
-    status
-        .and_then(|s| s.get("state"))
-        .and_then(J::as_str)
-        .and_then(State::parse)
+    let name = status.and_then(|s| s.get("state")).and_then(J::as_str)?;
+    State::parse(name).or_else(|| {
+        super::table::RETIRED_STATE_EQUIVALENTS
+            .iter()
+            .find(|(retired, _)| *retired == name)
+            .map(|(_, equivalent)| *equivalent)
+    })
 }
 
 fn state_list(policy: &Policy) -> String {
@@ -545,9 +551,9 @@ fn unchanged<J: JsonView>(old_status: Option<&J>, cond: &J) -> bool {
         return old_conditions(old_status).any(|o| o == cond);
     }
     let (t, s, r) = (cond.get("type"), cond.get("status"), cond.get("reason"));
-    t.is_some()
-        && old_conditions(old_status)
-            .any(|o| o.get("type") == t && o.get("status") == s && o.get("reason") == r)
+    old_conditions(old_status).any(|o| {
+        o.is_object() && o.get("type") == t && o.get("status") == s && o.get("reason") == r
+    })
 }
 
 /// The old status's condition entries (objects or not).
@@ -736,21 +742,32 @@ fn deletion_alternatives(policy: &Policy, t: &str) -> String {
     }
 }
 
-/// §1 — `provisioningCompleted` is a boolean when present.
-fn check_provisioning_completed_type<J: JsonView>(status: &J, out: &mut Vec<Violation>) {
+/// §1 — `provisioningCompleted` is a boolean when present; a wrong value the stored object
+/// already had is ratcheted (spec §7: a write is judged on what it changes).
+fn check_provisioning_completed_type<J: JsonView>(
+    old_status: Option<&J>,
+    status: &J,
+    out: &mut Vec<Violation>,
+) {
     match status.get("provisioningCompleted") {
         None => {}
         Some(v) if v.is_null() || v.as_bool().is_some() => {}
-        Some(other) => out.push(violation(
-            RuleId::Malformed,
-            "status.provisioningCompleted",
-            show(other),
-            "true or false",
-            format!(
-                "status.provisioningCompleted: must be a boolean, got {}",
-                show(other)
-            ),
-        )),
+        Some(other) => {
+            let mut v = violation(
+                RuleId::Malformed,
+                "status.provisioningCompleted",
+                show(other),
+                "true or false",
+                format!(
+                    "status.provisioningCompleted: must be a boolean, got {}",
+                    show(other)
+                ),
+            );
+            if old_status.and_then(|o| o.get("provisioningCompleted")) == Some(other) {
+                v.action = Action::Ratcheted;
+            }
+            out.push(v);
+        }
     }
 }
 

@@ -443,7 +443,8 @@ fn check_refuses_what_the_api_server_would_refuse() {
     assert_eq!(o.status.code(), Some(2));
     assert_eq!(stderr(&o).lines().count(), 2, "{}", stderr(&o));
 
-    // The stored object is checked too; a date-time format error there is named as --old.
+    // The stored object is not checked again (the API server does not either): a date-time
+    // format error there leaves the verdict to the model.
     let bad_old = write(
         "bad-old.yaml",
         &seq[1]
@@ -452,15 +453,8 @@ fn check_refuses_what_the_api_server_would_refuse() {
     );
     let new = write("new.yaml", &new_rt.obj);
     let o = kim(&["check", "--old", &bad_old, "--new", &new]);
-    assert_eq!(o.status.code(), Some(2));
-    assert_eq!(
-        stderr(&o).lines().next(),
-        Some(
-            "kim: --old: invalid Runtime: status.conditions[0].lastTransitionTime: Invalid value: \"yesterday\": must be of format date-time"
-        ),
-        "{}",
-        stderr(&o)
-    );
+    assert_ne!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("invalid Runtime"), "{}", stderr(&o));
 
     // A missing lastTransitionTime (required by the schema) is what the mutating webhook
     // defaults before the API server checks the schema: allowed, with the patch.
@@ -544,17 +538,13 @@ fn review_refuses_runtimes_the_api_server_would_refuse() {
         );
     }
 
+    // The stored object (oldObject) is not checked again, as by the API server: the answer
+    // is the webhook's.
     let bad_old = seq[4].with(|o| o["status"]["conditions"][0]["status"] = json!("Maybe"));
     let review = status_review("s-2", &bad_old, &seq[5], RECONCILER, &[], false);
     let o = run("bad-old.json", &review, "validate");
-    assert_eq!(o.status.code(), Some(2));
-    assert!(
-        stderr(&o).starts_with(
-            "kim: request.oldObject: invalid Runtime: status.conditions[0].status: Unsupported value: \"Maybe\""
-        ),
-        "{}",
-        stderr(&o)
-    );
+    assert_ne!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stdout(&o).contains("\"uid\": \"s-2\""), "{}", stdout(&o));
 
     // No lastTransitionTime: the mutating webhook defaults it, so the mutate review passes;
     // a validate review cannot carry it (the API server refused it before).

@@ -9,7 +9,7 @@ mod support;
 mod admission;
 mod api_samples;
 mod audit;
-mod breaker;
+mod bad_input_audit_and_model;
 mod cli;
 mod crd;
 mod e2e_admission;

@@ -310,12 +310,29 @@ fn audit_gives_up_on_a_server_that_never_answers() {
         "{token: t}",
     );
     let out = kim_with_deadline(
-        &["audit", "--kubeconfig", kc.to_str().unwrap()],
+        &[
+            "audit",
+            "--kubeconfig",
+            kc.to_str().unwrap(),
+            "--request-timeout",
+            "2",
+        ],
         dir.path(),
         Duration::from_secs(60),
     );
     let out = out.expect("kim audit still waiting after 60 s");
-    assert_unreadable(&out);
+    let err = assert_unreadable(&out);
+    assert!(err.contains("request timeout"), "{err}");
+    // Without the flag a request is not waited for forever either.
+    let help = Command::new(env!("CARGO_BIN_EXE_kim"))
+        .args(["audit", "--help"])
+        .output()
+        .unwrap();
+    assert!(
+        text(&help.stdout).contains("[default: 30]"),
+        "{}",
+        text(&help.stdout)
+    );
 }
 
 /// A `Status` whose message is 1 MB is printed whole on the one error line (the cut to 200
