@@ -45,7 +45,7 @@ def _selects(selector: dict, labels: dict) -> bool:
 # are not to be had from PyPI or npm; the generated models there accept unknown fields): the
 # fields kim's overlay uses are typed, the other documented fields are accepted as they are
 # (`True`), anything else is an error. Rule expressions are checked by promtool (below and in
-# tests/ops_rules.rs), not here.
+# tests/suite/ops_rules.rs), not here.
 PROM_DURATION = r"^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$"
 _STRING_MAP = {"type": "object", "additionalProperties": {"type": "string"}}
 _PROM_RULE = {
@@ -151,7 +151,7 @@ def check_overlay(docs: list[dict], base: list[dict], overlay: Path) -> tuple[li
         rules_file = overlay / "rules" / "kim.rules.yaml"
         if rule.get("spec") != yaml.safe_load(rules_file.read_text()):
             errs.append("PrometheusRule kim: spec differs from rules/kim.rules.yaml "
-                        "(regenerate: KIM_UPDATE_RULES=1 cargo test --test ops_rules)")
+                        "(regenerate: KIM_UPDATE_RULES=1 cargo test --test suite ops_rules)")
         for g in (rule.get("spec") or {}).get("groups") or []:
             for r in g.get("rules") or []:
                 name = r.get("alert") or r.get("record")

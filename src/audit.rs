@@ -803,12 +803,12 @@ fn list_error(
     };
     // A body that was not a metav1 Status (a proxy's or a web server's page): its first line,
     // at most 200 characters.
-    // What the server said, at most 200 characters: a proxy's or a web server's page (not a
-    // metav1 Status) by its first line.
+    // What the server said: a metav1 Status's message up to 1 000 characters (an API server's
+    // are a few hundred), a proxy's or a web server's page by its first 200.
     let message = if s.reason == "Failed to parse error data" {
         cut(s.message.lines().next().unwrap_or_default(), 200)
     } else {
-        cut(&one_line(&s.message), 200)
+        cut(&one_line(&s.message), 1000)
     };
     let reason = if s.reason.is_empty() || s.reason == "Failed to parse error data" {
         String::new()

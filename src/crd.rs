@@ -3,7 +3,7 @@
 //!
 //! [`crd`] starts from kube's derived `Runtime::crd()` and post-processes the OpenAPI v3 schema
 //! so that it accepts every object upstream KIM's CRD accepts and stores it unchanged
-//! (`manifests/README.md`, "kim's CRD and KIM's"; `tests/crd.rs` compares the two):
+//! (`manifests/README.md`, "kim's CRD and KIM's"; `tests/suite/crd.rs` compares the two):
 //! - the root lists `apiVersion`, `kind` and `metadata` (as controller-gen does) and requires
 //!   nothing (KIM's root requires nothing, not even `spec`);
 //! - no `nullable` anywhere and no `format` on numbers (controller-gen writes neither): a `null`
@@ -16,8 +16,8 @@
 //!   `maxItems`, as in KIM's CRD: at most one condition per type (§4.1) and the evaluation's
 //!   condition limit are the webhook's rules, not the schema's.
 //!
-//! `manifests/crd.yaml` is [`crd_yaml`]'s output; `KIM_UPDATE_CRD=1 cargo test --test crd`
-//! regenerates it and `cargo test --test crd` fails when it is stale.
+//! `manifests/crd.yaml` is [`crd_yaml`]'s output; `KIM_UPDATE_CRD=1 cargo test --test suite crd`
+//! regenerates it and `cargo test --test suite crd` fails when it is stale.
 
 use crate::api::Runtime;
 use crate::status::policy::{REASON_PATTERN, TYPE_PATTERN};
@@ -38,7 +38,7 @@ pub const CONDITION_MESSAGE_MAX_LENGTH: u64 = 32768;
 
 /// Header written at the top of [`crd_yaml`].
 const YAML_HEADER: &str = "# Generated from the kim crate (src/api, src/crd.rs, src/status): do not edit.\n\
-# Regenerate with: KIM_UPDATE_CRD=1 cargo test --test crd\n";
+# Regenerate with: KIM_UPDATE_CRD=1 cargo test --test suite crd\n";
 
 /// The Runtime CRD (`apiextensions.k8s.io/v1`), with the status schema taken from the table.
 pub fn crd() -> CustomResourceDefinition {

@@ -318,13 +318,15 @@ const MAX_JSON_FLOAT_INTEGER: f64 = 9_007_199_254_740_991.0;
 /// server refuses: floats beyond ±(2^53 − 1).
 fn large_integers(value: &Value, schema: &Value, path: &str, errors: &mut Vec<FieldError>) {
     match value {
-        Value::Number(n) if schema.get("type").and_then(Value::as_str) == Some("integer") => {
-            if n.is_f64() && n.as_f64().is_some_and(|f| f.abs() > MAX_JSON_FLOAT_INTEGER) {
-                errors.push(FieldError {
-                    path: path.to_string(),
-                    message: format!("Invalid value: {n}: must be of type integer"),
-                });
-            }
+        Value::Number(n)
+            if schema.get("type").and_then(Value::as_str) == Some("integer")
+                && n.is_f64()
+                && n.as_f64().is_some_and(|f| f.abs() > MAX_JSON_FLOAT_INTEGER) =>
+        {
+            errors.push(FieldError {
+                path: path.to_string(),
+                message: format!("Invalid value: {n}: must be of type integer"),
+            });
         }
         Value::Object(map) => {
             let properties = schema.get("properties").and_then(Value::as_object);

@@ -822,7 +822,7 @@ fn bad_kubeconfig_and_flags_are_exit_2_without_secrets() {
     // The same through KUBECONFIG.
     let e = env
         .audit_env(&[], &[("KUBECONFIG", &bad)])
-        .unreadable(&["KUBECONFIG: not a valid kubeconfig"]);
+        .unreadable(&["KUBECONFIG file ", "not a valid kubeconfig"]);
     assert!(!e.contains(TOKEN), "{e}");
     // A file that is not there; no kubeconfig at all and not in a cluster.
     env.audit_env(&["--kubeconfig", "/nonexistent/kubeconfig"], &[])

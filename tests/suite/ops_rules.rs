@@ -5,7 +5,7 @@
 //! section that exists).
 //!
 //! Regenerate the PrometheusRule after editing the rules file:
-//! `KIM_UPDATE_RULES=1 cargo test --test ops_rules`.
+//! `KIM_UPDATE_RULES=1 cargo test --test suite ops_rules`.
 
 use crate::support::ops;
 
@@ -18,7 +18,7 @@ fn prometheus_rule(rules: &str) -> String {
     let body = &rules[rules.find("\ngroups:").expect("a top-level groups: key") + 1..];
     let mut out = String::from(
         "# GENERATED from rules/kim.rules.yaml (the one source of the alerts); do not edit.\n\
-         # Regenerate: KIM_UPDATE_RULES=1 cargo test --test ops_rules\n\
+         # Regenerate: KIM_UPDATE_RULES=1 cargo test --test suite ops_rules\n\
          apiVersion: monitoring.coreos.com/v1\n\
          kind: PrometheusRule\n\
          metadata:\n  name: kim\n  namespace: kim-system\n  labels:\n    \
@@ -46,7 +46,7 @@ fn the_prometheus_rule_is_generated_from_the_rules_file() {
     let have = std::fs::read_to_string(&path).unwrap_or_default();
     assert!(
         have == want,
-        "{} is not generated from {}: run KIM_UPDATE_RULES=1 cargo test --test ops_rules",
+        "{} is not generated from {}: run KIM_UPDATE_RULES=1 cargo test --test suite ops_rules",
         path.display(),
         rules_file().display()
     );
