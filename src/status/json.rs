@@ -223,3 +223,21 @@ pub(super) fn show<J: JsonView>(v: &J) -> String {
         s
     }
 }
+
+/// A JSON value quoted for messages: a string as a Rust string literal (`"Up\nDown"`, control
+/// characters escaped), anything else as JSON; long values cut.
+pub(super) fn quoted<J: JsonView>(v: &J) -> String {
+    match v.as_str() {
+        Some(s) => {
+            let q = format!("{s:?}");
+            if q.chars().count() > 80 {
+                let mut cut: String = q.chars().take(77).collect();
+                cut.push_str("...");
+                cut
+            } else {
+                q
+            }
+        }
+        None => show(v),
+    }
+}

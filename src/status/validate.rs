@@ -5,7 +5,9 @@
 
 use super::Policy;
 use super::history::Kind;
-use super::json::{Facts, JsonView, Snapshot, find_by_type, matching_old, parse_time, show};
+use super::json::{
+    Facts, JsonView, Snapshot, find_by_type, matching_old, parse_time, quoted, show,
+};
 use super::table::{Action, CondStatus, Enforcement, MAX_CONDITIONS, Requirement, RuleId, State};
 use super::violation::{Violation, violation};
 use std::fmt::Write as _;
@@ -224,7 +226,7 @@ fn read_state<J: JsonView>(
         .and_then(|s| retired_note(policy, Kind::State, s))
     {
         Some(note) => note,
-        None => format!("unknown state {:?}", show(v)),
+        None => format!("unknown state {}", quoted(v)),
     };
     let mut viol = violation(
         RuleId::StateUnknown,
@@ -803,7 +805,7 @@ fn bad_time<J: JsonView>(index: usize, ltt: &J) -> Violation {
         path.clone(),
         show(ltt),
         "an RFC 3339 time",
-        format!("{path}: {:?} is not an RFC 3339 time", show(ltt)),
+        format!("{path}: {} is not an RFC 3339 time", quoted(ltt)),
     )
 }
 
