@@ -1,33 +1,65 @@
-//! Webhook benchmark (issue 3, "Must show"): one `cargo bench --bench webhook` run measures
+//! Webhook benchmark: what one admission review costs, for three servers measured in one
+//! `cargo bench --bench webhook` run with the same ~15 KB `runtimes/status` UPDATE review, the
+//! same TLS set-up (kim's rustls `ServerConfig`: ring, TLS 1.3, ALPN `h2`/`http/1.1`) and the
+//! same keep-alive HTTP/1.1 connections:
 //!
-//! - (a) the ceiling: a bare axum + axum-server/rustls endpoint with kim's exact rustls
-//!   `ServerConfig` (TLS 1.3, ALPN `h2`/`http/1.1`) that reads the body and returns a constant
-//!   allowed AdmissionReview — served by this bench binary re-executed as a child process;
-//! - (b) `kim webhook` `POST /validate` and (c) `POST /mutate` — the real `kim` binary as a
-//!   child process — with a realistic ~15 KB `runtimes/status` UPDATE review;
+//! - (a) the floor: a bare axum + axum-server/rustls endpoint that reads the whole body and
+//!   answers a constant allowed review (this binary re-executed with `--serve-floor`);
+//! - (b) the peer: the webhook a kube-rs user would write (this binary re-executed with
+//!   `--serve-peer`, see [`peer_answer`]): axum's `Json` extractor into
+//!   `AdmissionReview<DynamicObject>`, the objects read into the typed `kim::api::Runtime`,
+//!   kim's evaluation on their JSON, an `AdmissionResponse` whose patch is a `json_patch::diff`,
+//!   answered with axum's `Json`;
+//! - (c) `kim webhook` (the release binary) with its production defaults, logging included,
+//!   `POST /validate` and `POST /mutate`.
 //!
-//! each with N (default 64) concurrent keep-alive HTTP/1.1-over-TLS connections (one connection
-//! per client task, closed loop) and with one connection, plus evaluation-only throughput of
-//! `kim::admission::review` on one thread and each server process's peak RSS (`VmHWM`).
+//! For each server and hook:
+//!
+//! 1. **server CPU per review** (the primary figure): user + system CPU time of the server
+//!    process (`/proc/<pid>/stat`) over the measured window of a closed loop over N (64)
+//!    connections, divided by the reviews answered in it;
+//! 2. **pinned throughput**: the same closed loop with the server pinned to CPU 0 and the load
+//!    generator to CPU 1 (`taskset`), so that neither takes CPU time from the other;
+//! 3. **paced latency**: an open loop at R (2 000) reviews/s over the same connections, each
+//!    latency measured from the review's scheduled send time (a late send counts against the
+//!    server, so coordinated omission is avoided): p50, p99, p99.9, max;
+//! 4. **peak RSS** (`VmHWM`) of the server process after all its passes.
+//!
+//! Before any server runs: evaluation alone on one thread (`kim::admission::review`, the
+//! peer's in-process equivalent, and serde_json merely skipping the same body with
+//! `IgnoredAny`), in interleaved rounds; before the loads: the peer's verdicts are checked
+//! against kim's on every review of the bench (allowed, status code, object after the patch).
 //!
 //! Environment (all optional; seconds may be fractional, for a CI smoke run):
-//! `WEBHOOK_BENCH_WARMUP_SECS` (2), `WEBHOOK_BENCH_SECS` (8), `WEBHOOK_BENCH_EVAL_SECS` (3),
-//! `WEBHOOK_BENCH_CONNECTIONS` (64), `WEBHOOK_BENCH_KIM_RUST_LOG` (`RUST_LOG` of the kim child;
-//! unset or empty: kim's default logging, `info`, one text line per review, as in production;
-//! `warn` drops the per-review lines). The child's stdout/stderr go to /dev/null either way.
+//! `WEBHOOK_BENCH_WARMUP_SECS` (2), `WEBHOOK_BENCH_SECS` (8), `WEBHOOK_BENCH_PACED_SECS` (8),
+//! `WEBHOOK_BENCH_PACED_RATE` (2000), `WEBHOOK_BENCH_EVAL_SECS` (3, per evaluation loop, in six
+//! rounds), `WEBHOOK_BENCH_CONNECTIONS` (64), `WEBHOOK_BENCH_PIN` (`0` skips the pinned
+//! passes), `WEBHOOK_BENCH_KIM_RUST_LOG` (`RUST_LOG` of the kim child; unset or empty: kim's
+//! default), `WEBHOOK_BENCH_KIM_BIN` (another `kim` binary, e.g. an earlier build, for a
+//! before/after comparison). Every child's stdout/stderr go to /dev/null.
 //!
-//! The targets of the issue are printed next to the figures as met / not met; nothing is
-//! asserted on them (a benchmark, not a test). Only broken set-up (a review that does not
-//! produce the expected answer in-process, a server that does not start) aborts the run.
+//! The targets are printed next to the figures as met / NOT met; nothing is asserted on them
+//! (a benchmark, not a test). Only a broken set-up (a review that does not produce the expected
+//! answer, a peer whose verdict differs from kim's, a server that does not start) aborts.
+//!
+//! Other modes: `--eval` (the evaluation loops and their targets only), `--eval-count N [DIR]`
+//! (evaluation N times, for callgrind), `--send ADDR PATH N
+//! CA_FILE [CONNECTIONS]` (N reviews to a server started by hand, for profiling it),
+//! `--serve-floor DIR` / `--serve-peer DIR` (the servers alone), `--rotation` (certificate
+//! rotation and SIGTERM under a paced load).
 
 use anyhow::{Context, anyhow, bail, ensure};
 use axum::body::Bytes;
+use base64::Engine as _;
+use chrono::{DateTime, Utc};
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1;
 use hyper_util::rt::TokioIo;
 use kim::admission::{self, Hook};
-use kim::status::Policy;
+use kim::status::{self, Facts, Policy, Snapshot};
 use kim::webhook::devcerts;
+use kube::core::DynamicObject;
+use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, ServerName};
 use serde::Deserialize;
@@ -37,19 +69,22 @@ use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 use testenv::{model, tls};
 
 /// The names the rotation certificates are made for.
 const LOCALHOST: &[&str] = &["localhost", "127.0.0.1"];
-/// Argument that turns this binary into the ceiling server (followed by the cert dir).
-const SERVE_CEILING: &str = "--serve-ceiling";
+/// Argument that turns this binary into the floor server (followed by the cert dir).
+const SERVE_FLOOR: &str = "--serve-floor";
+/// Argument that turns this binary into the peer server (followed by the cert dir).
+const SERVE_PEER: &str = "--serve-peer";
 /// The `request.uid` of the review templates; replaced by a fresh uid on every request.
 const UID_PLACEHOLDER: &str = "00000000-0000-4000-8000-000000000000";
-/// The uid of the ceiling's constant answer.
-const CEILING_UID: &str = "c0ffee00-0000-4000-8000-000000000000";
-/// The ceiling's constant answer: an allowed AdmissionReview shaped like kim's allowed answer.
-const CEILING_ANSWER: &str = concat!(
+/// The uid of the floor's constant answer.
+const FLOOR_UID: &str = "c0ffee00-0000-4000-8000-000000000000";
+/// The floor's constant answer: an allowed AdmissionReview shaped like kim's allowed answer.
+const FLOOR_ANSWER: &str = concat!(
     r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":"#,
     r#"{"uid":"c0ffee00-0000-4000-8000-000000000000","allowed":true,"status":{"code":200}}}"#
 );
@@ -58,27 +93,50 @@ const CEILING_ANSWER: &str = concat!(
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 /// Linux `USER_HZ`: the unit of utime/stime in `/proc/<pid>/stat`.
 const CLOCK_TICKS_PER_SEC: f64 = 100.0;
+/// Rounds of the evaluation-only loops (interleaved, so that a change in the machine's speed
+/// touches every loop alike); the median round counts.
+const EVAL_ROUNDS: u32 = 6;
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
-    if let Some(i) = args.iter().position(|a| a == SERVE_CEILING) {
-        let dir = args.get(i + 1).context("--serve-ceiling DIR")?;
-        return serve_ceiling(Path::new(dir));
+    let arg = |i: usize| args.get(i).map(String::as_str);
+    if let Some(i) = args.iter().position(|a| a == SERVE_FLOOR) {
+        return serve(
+            Path::new(arg(i + 1).context("--serve-floor DIR")?),
+            floor_router(),
+        );
+    }
+    if let Some(i) = args.iter().position(|a| a == SERVE_PEER) {
+        return serve(
+            Path::new(arg(i + 1).context("--serve-peer DIR")?),
+            peer_router(),
+        );
+    }
+    if args.iter().any(|a| a == EVAL) {
+        return eval_only();
     }
     if args.iter().any(|a| a == ROTATION) {
         return rotation();
     }
     if let Some(i) = args.iter().position(|a| a == EVAL_COUNT) {
-        let n: u64 = args
-            .get(i + 1)
+        let n: u64 = arg(i + 1)
             .and_then(|n| n.parse().ok())
             .context("--eval-count N [DIR]")?;
-        return eval_count(n, args.get(i + 2).map(Path::new));
+        return eval_count(n, arg(i + 2).map(Path::new));
+    }
+    if let Some(i) = args.iter().position(|a| a == SEND) {
+        let usage = "--send ADDR PATH N CA_FILE [CONNECTIONS]";
+        let addr: SocketAddr = arg(i + 1).and_then(|a| a.parse().ok()).context(usage)?;
+        let path = arg(i + 2).context(usage)?;
+        let n: u64 = arg(i + 3).and_then(|n| n.parse().ok()).context(usage)?;
+        let ca = arg(i + 4).context(usage)?;
+        let conns: usize = arg(i + 5).map_or(Ok(64), str::parse).context(usage)?;
+        return send(addr, path, n, Path::new(ca), conns);
     }
     bench()
 }
 
-/// Argument that runs only the rotation pass (issue 6 item 3), see [`rotation`].
+/// Argument that runs only the rotation pass, see [`rotation`].
 const ROTATION: &str = "--rotation";
 /// Paced rate of the rotation pass, requests per second.
 const ROTATION_RATE: f64 = 500.0;
@@ -260,7 +318,7 @@ fn rotation() -> anyhow::Result<()> {
             .get((lat.len() * 99 / 100).min(lat.len().saturating_sub(1)))
             .copied()
             .unwrap_or(f64::NAN);
-        println!("== rotation pass (issue 6 item 3), release kim binary, RUST_LOG=warn");
+        println!("== rotation pass, release kim binary, RUST_LOG=warn");
         println!(
             "paced load: {ROTATION_RATE} req/s open loop over 16 keep-alive HTTP/1.1 clients, /validate and /mutate alternating; {} sends, {late} more than 5 ms late",
             all.len()
@@ -302,9 +360,11 @@ fn rotation() -> anyhow::Result<()> {
     })
 }
 
-/// Argument for instruction counting (`valgrind --tool=callgrind`): builds the two reviews,
-/// optionally writes them to DIR (`validate.json`, `mutate.json`), then runs
-/// `admission::review` N times per hook and exits; no servers.
+/// Argument for instruction counting (`valgrind --tool=callgrind`): builds the reviews,
+/// optionally writes them to DIR (`validate.json`, `mutate.json`, `kim-era.json`), then runs
+/// each evaluation N times and exits; no servers. `WEBHOOK_BENCH_EVAL_HOOK` selects one:
+/// `validate`, `mutate`, `kim-era` (kim), `peer-validate`, `peer-mutate`, `skip` (serde_json
+/// skipping the /validate body).
 const EVAL_COUNT: &str = "--eval-count";
 
 fn eval_count(n: u64, dump: Option<&Path>) -> anyhow::Result<()> {
@@ -313,30 +373,103 @@ fn eval_count(n: u64, dump: Option<&Path>) -> anyhow::Result<()> {
     if let Some(dir) = dump {
         std::fs::write(dir.join("validate.json"), &reviews.validate)?;
         std::fs::write(dir.join("mutate.json"), &reviews.mutate)?;
+        std::fs::write(dir.join("kim-era.json"), &reviews.kim_era)?;
     }
-    let now = chrono::Utc::now();
-    // `WEBHOOK_BENCH_EVAL_HOOK=validate|mutate` runs only that hook.
+    let now = Utc::now();
     let only = std::env::var("WEBHOOK_BENCH_EVAL_HOOK").unwrap_or_default();
-    for (hook, body) in [
-        (Hook::Validate, &reviews.validate),
-        (Hook::Mutate, &reviews.mutate),
-    ] {
-        if !only.is_empty() && only != hook.as_str() {
-            continue;
-        }
-        for _ in 0..n {
-            std::hint::black_box(admission::review(
-                hook,
-                &policy,
-                std::hint::black_box(body),
-                now,
-            ));
+    let kim = |hook: Hook, body: &[u8]| {
+        std::hint::black_box(admission::review(
+            hook,
+            &policy,
+            std::hint::black_box(body),
+            now,
+        ));
+    };
+    let peer = |hook: Hook, body: &[u8]| {
+        std::hint::black_box(peer_in_process(
+            &policy,
+            hook,
+            std::hint::black_box(body),
+            now,
+        ));
+    };
+    let skip = |body: &[u8]| {
+        let _ = std::hint::black_box(serde_json::from_slice::<serde::de::IgnoredAny>(
+            std::hint::black_box(body),
+        ));
+    };
+    let runs: [(&str, &dyn Fn()); 6] = [
+        ("validate", &|| kim(Hook::Validate, &reviews.validate)),
+        ("mutate", &|| kim(Hook::Mutate, &reviews.mutate)),
+        ("kim-era", &|| kim(Hook::Validate, &reviews.kim_era)),
+        ("peer-validate", &|| peer(Hook::Validate, &reviews.validate)),
+        ("peer-mutate", &|| peer(Hook::Mutate, &reviews.mutate)),
+        ("skip", &|| skip(&reviews.validate)),
+    ];
+    for (name, run) in runs {
+        // Without a selection: kim's two hooks only, as before.
+        let selected = if only.is_empty() {
+            name == "validate" || name == "mutate"
+        } else {
+            only == name
+        };
+        if selected {
+            for _ in 0..n {
+                run();
+            }
         }
     }
     println!(
-        "{n} reviews per hook (/validate {} bytes, /mutate {} bytes)",
+        "{n} evaluations each (/validate {} bytes, /mutate {} bytes, KIM-era /validate {} bytes)",
         reviews.validate.len(),
-        reviews.mutate.len()
+        reviews.mutate.len(),
+        reviews.kim_era.len()
+    );
+    Ok(())
+}
+
+/// Argument that sends N reviews to a server started by hand (`kim webhook` under valgrind or
+/// `perf record`, or this binary with `--serve-floor`/`--serve-peer`), closed loop over the
+/// given number of connections, every answer checked; prints the count and the wall time.
+const SEND: &str = "--send";
+
+fn send(addr: SocketAddr, path: &str, n: u64, ca: &Path, conns: usize) -> anyhow::Result<()> {
+    kim::webhook::certs::install_default_provider();
+    let policy = Policy::builtin();
+    let reviews = build_reviews(&policy)?;
+    CA_PEM
+        .set(std::fs::read(ca).with_context(|| format!("reading {}", ca.display()))?)
+        .map_err(|_| anyhow!("CA set twice"))?;
+    let (path, body, patch): (&'static str, &Vec<u8>, bool) = match path {
+        "/validate" => ("/validate", &reviews.validate, false),
+        "/mutate" => ("/mutate", &reviews.mutate, true),
+        other => bail!("path {other:?}: /validate or /mutate"),
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let started = Instant::now();
+    let pass = rt.block_on(closed_loop(
+        None,
+        Job {
+            addr,
+            path,
+            template: Arc::new(body.clone()),
+            uid_at: uid_at(body)?,
+            expect: Expect { uid: None, patch },
+            warmup: Duration::ZERO,
+            measure: Duration::from_secs(3600),
+            remaining: Some(Arc::new(AtomicI64::new(n as i64))),
+        },
+        conns,
+    ))?;
+    println!(
+        "{} answers checked, {} errors{}, {:.2} s",
+        pass.requests,
+        pass.errors,
+        pass.first_error
+            .map_or(String::new(), |e| format!(" (first: {e})")),
+        started.elapsed().as_secs_f64()
     );
     Ok(())
 }
@@ -347,39 +480,44 @@ fn eval_count(n: u64, dump: Option<&Path>) -> anyhow::Result<()> {
 struct Config {
     warmup: Duration,
     measure: Duration,
+    paced: Duration,
+    paced_rate: f64,
     eval: Duration,
     connections: usize,
-    /// `RUST_LOG` of the kim child; `None`: unset (kim's default, `info`).
+    pin: bool,
+    /// `RUST_LOG` of the kim child; `None`: unset (kim's default).
     kim_rust_log: Option<String>,
 }
 
 impl Config {
-    fn from_env() -> anyhow::Result<Config> {
-        let secs = |name: &str, default: f64| -> anyhow::Result<Duration> {
+    fn from_env(cores: usize) -> anyhow::Result<Config> {
+        let number = |name: &str, default: f64| -> anyhow::Result<f64> {
             match std::env::var(name) {
                 Ok(v) => {
                     let s: f64 = v.trim().parse().with_context(|| format!("{name}={v:?}"))?;
-                    ensure!(s >= 0.0 && s.is_finite(), "{name}={v:?}: not a duration");
-                    Ok(Duration::from_secs_f64(s))
+                    ensure!(s >= 0.0 && s.is_finite(), "{name}={v:?}: not a number >= 0");
+                    Ok(s)
                 }
-                Err(_) => Ok(Duration::from_secs_f64(default)),
+                Err(_) => Ok(default),
             }
         };
-        let connections = match std::env::var("WEBHOOK_BENCH_CONNECTIONS") {
-            Ok(v) => v
-                .trim()
-                .parse()
-                .with_context(|| format!("WEBHOOK_BENCH_CONNECTIONS={v:?}"))?,
-            Err(_) => 64,
-        };
+        let secs = |name: &str, default: f64| number(name, default).map(Duration::from_secs_f64);
+        let connections = number("WEBHOOK_BENCH_CONNECTIONS", 64.0)? as usize;
         ensure!(connections >= 1, "WEBHOOK_BENCH_CONNECTIONS must be >= 1");
         let measure = secs("WEBHOOK_BENCH_SECS", 8.0)?;
         ensure!(!measure.is_zero(), "WEBHOOK_BENCH_SECS must be > 0");
+        let paced = secs("WEBHOOK_BENCH_PACED_SECS", 8.0)?;
+        ensure!(!paced.is_zero(), "WEBHOOK_BENCH_PACED_SECS must be > 0");
+        let paced_rate = number("WEBHOOK_BENCH_PACED_RATE", 2000.0)?;
+        ensure!(paced_rate >= 1.0, "WEBHOOK_BENCH_PACED_RATE must be >= 1");
         Ok(Config {
             warmup: secs("WEBHOOK_BENCH_WARMUP_SECS", 2.0)?,
             measure,
+            paced,
+            paced_rate,
             eval: secs("WEBHOOK_BENCH_EVAL_SECS", 3.0)?,
             connections,
+            pin: cores >= 2 && std::env::var("WEBHOOK_BENCH_PIN").map_or(true, |v| v.trim() != "0"),
             kim_rust_log: std::env::var("WEBHOOK_BENCH_KIM_RUST_LOG")
                 .ok()
                 .filter(|v| !v.is_empty()),
@@ -518,8 +656,14 @@ struct Reviews {
     /// Sent to `/validate`: the same write after the patch (what the apiserver sends to the
     /// validating webhook after the mutating one).
     validate: Vec<u8>,
+    /// A `/validate` review of a Runtime KIM wrote in 2024: its stored status keeps conditions
+    /// of types KIM has retired since (`AuditlogConfigured`, `OidcConfigured`), which every
+    /// later write carries unchanged, so each review ratchets them (evaluation only).
+    kim_era: Vec<u8>,
     /// Operations in the mutate answer's patch.
     patch_ops: usize,
+    /// Ratcheted violations of the KIM-era review.
+    kim_era_ratcheted: usize,
 }
 
 fn build_reviews(policy: &Policy) -> anyhow::Result<Reviews> {
@@ -527,7 +671,7 @@ fn build_reviews(policy: &Policy) -> anyhow::Result<Reviews> {
         .into_iter()
         .find(|(name, _)| name == "infrastructuremanager_v1_runtime.yaml")
         .context("sample infrastructuremanager_v1_runtime.yaml")?;
-    let seq = model::lifecycle(sample);
+    let seq = model::lifecycle(sample.clone());
     // Update flow, "Pending -> Ready" after the configuration completed (three conditions).
     let (old, new) = (&seq[7], &seq[8]);
     ensure!(new.obj["status"]["state"] == "Ready" && old.obj["status"]["state"] == "Pending");
@@ -542,7 +686,7 @@ fn build_reviews(policy: &Policy) -> anyhow::Result<Reviews> {
             c.remove("message");
         }
     });
-    let review = |new: &model::Rt| -> Value {
+    let review = |old: &model::Rt, new: &model::Rt| -> Value {
         let mut r = model::status_review(
             UID_PLACEHOLDER,
             old,
@@ -559,32 +703,72 @@ fn build_reviews(policy: &Policy) -> anyhow::Result<Reviews> {
         r["request"]["oldObject"] = as_stored(old);
         r
     };
-    let mutate = serde_json::to_vec(&review(&stripped))?;
-    let now = chrono::Utc::now();
+    let mutate = serde_json::to_vec(&review(old, &stripped))?;
+    let now = Utc::now();
     let m = admission::review(Hook::Mutate, policy, &mutate, now);
     ensure!(m.allowed && m.patched, "mutate review: {}", m.detail);
     let patch = model::patch_of(&model::response_of(&m.body, UID_PLACEHOLDER))
         .context("mutate answer has a patch")?;
-    let mut patched = review(&stripped);
+    let mut patched = review(old, &stripped);
     json_patch::patch(&mut patched["request"]["object"], &patch)?;
     let validate = serde_json::to_vec(&patched)?;
     let v = admission::review(Hook::Validate, policy, &validate, now);
     ensure!(v.allowed && !v.patched, "validate review: {}", v.detail);
+
+    // KIM's update of a Runtime it provisioned in 2024-10: Ready -> Pending, the retired
+    // conditions left as they were.
+    let era = model::Rt::new(sample)
+        .write(
+            "Ready",
+            &[
+                ("Provisioned", "True", "ShootCreationCompleted"),
+                ("KubeconfigReady", "True", "GardenerClusterCRReady"),
+                ("AuditlogConfigured", "True", "AuditLogConfigured"),
+                ("OidcConfigured", "True", "OidcConfigured"),
+                ("Configured", "True", "ConfigurationCompleted"),
+            ],
+        )
+        .completed();
+    let era_write = era
+        .bump_generation()
+        .write("Pending", &[("Provisioned", "Unknown", "Processing")]);
+    let kim_era = serde_json::to_vec(&review(&era, &era_write))?;
+    let k = admission::review(Hook::Validate, policy, &kim_era, now);
+    let kim_era_ratcheted = k
+        .violations
+        .iter()
+        .filter(|(_, a)| *a == status::Action::Ratcheted)
+        .count();
+    ensure!(
+        k.allowed && kim_era_ratcheted >= 2,
+        "KIM-era review: allowed {}, {kim_era_ratcheted} ratcheted: {}",
+        k.allowed,
+        k.detail
+    );
     Ok(Reviews {
         mutate,
         validate,
+        kim_era,
         patch_ops: patch.0.len(),
+        kim_era_ratcheted,
     })
 }
 
-// ---------------------------------------------------------------------------------------------
-// The ceiling server (child process)
+fn uid_at(body: &[u8]) -> anyhow::Result<usize> {
+    body.windows(UID_PLACEHOLDER.len())
+        .position(|w| w == UID_PLACEHOLDER.as_bytes())
+        .context("uid placeholder in the review")
+}
 
-fn serve_ceiling(dir: &Path) -> anyhow::Result<()> {
-    use axum::routing::post;
+// ---------------------------------------------------------------------------------------------
+// The floor (a) and the peer (b): servers run by this binary as child processes
+
+/// Serves `app` over HTTPS with kim's exact rustls `ServerConfig`
+/// (`kim::webhook::certs::load_dir`) on the runtime `kim webhook` uses (multi-threaded, one
+/// worker per core); prints `PORT <port>` once listening.
+fn serve(dir: &Path, app: axum::Router) -> anyhow::Result<()> {
     kim::webhook::certs::install_default_provider();
     let (_, loaded) = kim::webhook::certs::load_dir(dir)?;
-    // Same runtime as `kim webhook`: multi-threaded, one worker per core.
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -593,9 +777,6 @@ fn serve_ceiling(dir: &Path) -> anyhow::Result<()> {
         let port = listener.local_addr()?.port();
         let tls = axum_server::tls_rustls::RustlsConfig::from_config(loaded.config);
         let server = axum_server::tls_rustls::from_tcp_rustls(listener, tls)?;
-        let app = axum::Router::new()
-            .route("/validate", post(ceiling))
-            .route("/mutate", post(ceiling));
         println!("PORT {port}");
         std::io::stdout().flush()?;
         server.serve(app.into_make_service()).await?;
@@ -603,12 +784,139 @@ fn serve_ceiling(dir: &Path) -> anyhow::Result<()> {
     })
 }
 
-async fn ceiling(body: Bytes) -> impl axum::response::IntoResponse {
+fn floor_router() -> axum::Router {
+    use axum::routing::post;
+    axum::Router::new()
+        .route("/validate", post(floor))
+        .route("/mutate", post(floor))
+}
+
+/// The floor's handler: the whole body read (axum's `Bytes` extractor), a constant answer.
+async fn floor(body: Bytes) -> impl axum::response::IntoResponse {
     std::hint::black_box(body.len());
     (
         [(axum::http::header::CONTENT_TYPE, "application/json")],
-        CEILING_ANSWER,
+        FLOOR_ANSWER,
     )
+}
+
+fn peer_router() -> axum::Router {
+    use axum::extract::{DefaultBodyLimit, Json, State};
+    use axum::routing::post;
+    type Review = AdmissionReview<DynamicObject>;
+    async fn validate(State(p): State<Arc<Policy>>, Json(r): Json<Review>) -> Json<Value> {
+        Json(peer_answer(&p, Hook::Validate, r, Utc::now()))
+    }
+    async fn mutate(State(p): State<Arc<Policy>>, Json(r): Json<Review>) -> Json<Value> {
+        Json(peer_answer(&p, Hook::Mutate, r, Utc::now()))
+    }
+    axum::Router::new()
+        .route("/validate", post(validate))
+        .route("/mutate", post(mutate))
+        // kim's limit (axum's default is 2 MB).
+        .layer(DefaultBodyLimit::max(kim::webhook::BODY_LIMIT))
+        .with_state(Arc::new(Policy::builtin()))
+}
+
+/// An object as a kube-rs user reads it: as the typed `kim::api::Runtime`
+/// (`DynamicObject::try_parse` is `serde_json::to_value` + `from_value`; here `deserialize`
+/// from the same `Value`, which skips one copy), and its JSON for kim's evaluation
+/// (`serde_json::to_value` of the typed object). An object the typed Runtime cannot hold is
+/// evaluated as received: k8s-openapi's `Condition` requires `lastTransitionTime`, which is
+/// what `/mutate` is there to default.
+fn peer_object(obj: &DynamicObject) -> Value {
+    let Ok(raw) = serde_json::to_value(obj) else {
+        return Value::Null;
+    };
+    match kim::api::Runtime::deserialize(&raw) {
+        Ok(rt) => serde_json::to_value(&rt).unwrap_or(raw),
+        Err(_) => raw,
+    }
+}
+
+/// The peer's answer to a review, as a kube-rs webhook builds it: `AdmissionRequest` from the
+/// review, `AdmissionResponse::from(&req)`, kim's `status::validate` (denial message, code and
+/// warnings) or `status::mutate` (its patch applied to the object's JSON, the response's patch
+/// the `json_patch::diff` of before and after, `AdmissionResponse::with_patch`).
+///
+/// kube-core serialises `AdmissionResponse.patch` (`Vec<u8>`) as an array of numbers
+/// (kube-rs/kube#1781); the API server expects a base64 string. So the patch is taken out of
+/// the response before it is serialised and put back in as base64: `patchType` stays, set by
+/// `with_patch`.
+fn peer_answer(
+    policy: &Policy,
+    hook: Hook,
+    review: AdmissionReview<DynamicObject>,
+    now: DateTime<Utc>,
+) -> Value {
+    let req: AdmissionRequest<DynamicObject> = match review.try_into() {
+        Ok(r) => r,
+        Err(e) => return peer_encode(AdmissionResponse::invalid(e)),
+    };
+    let mut res = AdmissionResponse::from(&req);
+    let (Some(new), Some(old)) = (&req.object, &req.old_object) else {
+        res = res.deny("object and oldObject are required for a Runtime status UPDATE");
+        res.result.code = 400;
+        return peer_encode(res);
+    };
+    let facts = Facts {
+        user: req.user_info.username.clone().unwrap_or_default(),
+        groups: req.user_info.groups.clone().unwrap_or_default(),
+        dry_run: req.dry_run,
+        now,
+    };
+    let (old, new) = (peer_object(old), peer_object(new));
+    let (old_s, new_s) = (Snapshot::of_object(&old), Snapshot::of_object(&new));
+    match hook {
+        Hook::Validate => {
+            let violations = status::validate(policy, Some(&old_s), &new_s, &facts);
+            if !status::allowed(&violations) {
+                res = res.deny(status::denial_message(&violations));
+                res.result.code = status::denial_code(&violations);
+            }
+            let warnings = status::warnings(&violations);
+            if !warnings.is_empty() {
+                res.warnings = Some(warnings);
+            }
+        }
+        Hook::Mutate => {
+            let patch = status::mutate(policy, Some(&old_s), &new_s, &facts);
+            if !patch.0.is_empty() {
+                let mut after = new.clone();
+                if let Err(e) = json_patch::patch(&mut after, &patch) {
+                    res = res.deny(format!("defaulting patch does not apply: {e}"));
+                    res.result.code = 500;
+                    return peer_encode(res);
+                }
+                res = match res.with_patch(json_patch::diff(&new, &after)) {
+                    Ok(r) => r,
+                    Err(e) => AdmissionResponse::invalid(e),
+                };
+            }
+        }
+    }
+    peer_encode(res)
+}
+
+fn peer_encode(mut res: AdmissionResponse) -> Value {
+    let patch = res.patch.take();
+    let mut review = serde_json::to_value(res.into_review()).unwrap_or_default();
+    if let Some(p) = patch {
+        review["response"]["patch"] =
+            Value::String(base64::engine::general_purpose::STANDARD.encode(p));
+    }
+    review
+}
+
+/// The peer's whole review in-process: what its handler does with a body (axum's `Json`
+/// decodes with `serde_json::from_slice` and answers with `serde_json::to_vec`).
+fn peer_in_process(policy: &Policy, hook: Hook, body: &[u8], now: DateTime<Utc>) -> Vec<u8> {
+    match serde_json::from_slice::<AdmissionReview<DynamicObject>>(body) {
+        Ok(review) => {
+            serde_json::to_vec(&peer_answer(policy, hook, review, now)).unwrap_or_default()
+        }
+        Err(_) => Vec::new(),
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -633,22 +941,23 @@ impl Server {
         self.child.id()
     }
 
-    fn ceiling(cert_dir: &Path) -> anyhow::Result<Server> {
+    /// This binary re-executed as the floor (`--serve-floor`) or the peer (`--serve-peer`).
+    fn own(mode: &str, cert_dir: &Path) -> anyhow::Result<Server> {
         let mut child = Command::new(std::env::current_exe()?)
-            .arg(SERVE_CEILING)
+            .arg(mode)
             .arg(cert_dir)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
-            .context("re-executing the bench binary as the ceiling server")?;
+            .with_context(|| format!("re-executing the bench binary with {mode}"))?;
         let mut line = String::new();
         BufReader::new(child.stdout.take().context("child stdout")?).read_line(&mut line)?;
         let port: u16 = line
             .trim()
             .strip_prefix("PORT ")
             .and_then(|p| p.parse().ok())
-            .with_context(|| format!("ceiling server said {line:?}"))?;
+            .with_context(|| format!("{mode} server said {line:?}"))?;
         Ok(Server {
             child,
             addr: SocketAddr::from(([127, 0, 0, 1], port)),
@@ -659,7 +968,7 @@ impl Server {
     fn kim(cert_dir: &Path, rust_log: Option<&str>) -> anyhow::Result<Server> {
         let addr = free_port()?;
         let metrics_addr = free_port()?;
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_kim"));
+        let mut cmd = Command::new(kim_bin());
         cmd.arg("webhook")
             .arg("--cert-dir")
             .arg(cert_dir)
@@ -720,6 +1029,31 @@ impl Server {
         }
         Some((sum, count))
     }
+}
+
+/// The `kim` binary the bench runs: `WEBHOOK_BENCH_KIM_BIN` (another build, for a before/after
+/// comparison in one run), else the one cargo built with this bench.
+fn kim_bin() -> std::path::PathBuf {
+    std::env::var_os("WEBHOOK_BENCH_KIM_BIN")
+        .filter(|v| !v.is_empty())
+        .map_or_else(|| env!("CARGO_BIN_EXE_kim").into(), Into::into)
+}
+
+/// Sets the CPU affinity of every thread of process `pid` (`taskset -a -p -c CPUS PID`);
+/// threads started later inherit it.
+fn pin(pid: u32, cpus: &str) -> anyhow::Result<()> {
+    let out = Command::new("taskset")
+        .args(["-a", "-p", "-c", cpus, &pid.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .context("running taskset (util-linux)")?;
+    ensure!(
+        out.status.success(),
+        "taskset -a -p -c {cpus} {pid}: {}",
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+    Ok(())
 }
 
 fn free_port() -> anyhow::Result<SocketAddr> {
@@ -924,9 +1258,28 @@ async fn one_request(
 #[derive(Default)]
 struct TaskResult {
     latencies_ns: Vec<u64>,
+    /// Paced loop: how late each measured review was sent (after its scheduled time).
+    late_ns: Vec<u64>,
     errors: u64,
     reconnects: u64,
     first_error: Option<String>,
+}
+
+impl TaskResult {
+    fn note(&mut self, msg: String) {
+        self.errors += 1;
+        self.first_error.get_or_insert(msg);
+    }
+
+    fn merge(&mut self, r: TaskResult) {
+        self.latencies_ns.extend(r.latencies_ns);
+        self.late_ns.extend(r.late_ns);
+        self.errors += r.errors;
+        self.reconnects += r.reconnects;
+        if self.first_error.is_none() {
+            self.first_error = r.first_error;
+        }
+    }
 }
 
 struct Job {
@@ -937,69 +1290,143 @@ struct Job {
     expect: Expect,
     warmup: Duration,
     measure: Duration,
+    /// Reviews left to send (`--send`); `None`: until the window ends.
+    remaining: Option<Arc<AtomicI64>>,
 }
 
-async fn client_task(
+impl Job {
+    /// The template with a fresh uid: the body of one request.
+    fn body(&self, uid: &str) -> Bytes {
+        let mut body = self.template.as_ref().clone();
+        body[self.uid_at..self.uid_at + UID_PLACEHOLDER.len()].copy_from_slice(uid.as_bytes());
+        Bytes::from(body)
+    }
+}
+
+/// One keep-alive connection of a load: (re)connects, sends, checks each answer.
+struct Lane {
+    id: usize,
+    seq: u64,
+    sender: Option<Sender>,
+}
+
+impl Lane {
+    async fn open(
+        id: usize,
+        job: &Job,
+        tls: &tokio_rustls::TlsConnector,
+        res: &mut TaskResult,
+    ) -> Lane {
+        let sender = match connect(job.addr, tls).await {
+            Ok(s) => Some(s),
+            Err(e) => {
+                res.note(format!("connect: {e:#}"));
+                None
+            }
+        };
+        Lane { id, seq: 0, sender }
+    }
+
+    /// Sends one review (reconnecting first if needed); `Some(answered at)` when it was
+    /// answered correctly, `None` after an error (noted in `res`).
+    async fn review(
+        &mut self,
+        job: &Job,
+        tls: &tokio_rustls::TlsConnector,
+        res: &mut TaskResult,
+    ) -> Option<Instant> {
+        if self.sender.is_none() {
+            match connect(job.addr, tls).await {
+                Ok(s) => {
+                    res.reconnects += 1;
+                    self.sender = Some(s);
+                }
+                Err(e) => {
+                    res.note(format!("reconnect: {e:#}"));
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    return None;
+                }
+            }
+        }
+        let s = self.sender.as_mut()?;
+        self.seq += 1;
+        let uid = format!("{:08x}-0000-4000-8000-{:012x}", self.id, self.seq);
+        let answer =
+            tokio::time::timeout(REQUEST_TIMEOUT, one_request(s, job.path, job.body(&uid)))
+                .await
+                .unwrap_or_else(|_| Err((true, format!("no answer within {REQUEST_TIMEOUT:?}"))));
+        let done = Instant::now();
+        match answer {
+            Ok(bytes) => match check_answer(&bytes, &uid, job.expect) {
+                Ok(()) => Some(done),
+                Err(msg) => {
+                    res.note(msg);
+                    None
+                }
+            },
+            Err((broken, msg)) => {
+                res.note(msg);
+                if broken {
+                    self.sender = None;
+                }
+                None
+            }
+        }
+    }
+}
+
+/// A closed-loop client: one connection, one review at a time, until the window ends.
+async fn closed_task(
     id: usize,
     job: Arc<Job>,
     tls: tokio_rustls::TlsConnector,
     barrier: Arc<tokio::sync::Barrier>,
 ) -> TaskResult {
     let mut res = TaskResult::default();
-    let note = |res: &mut TaskResult, msg: String| {
-        res.errors += 1;
-        res.first_error.get_or_insert(msg);
-    };
-    let mut sender = match connect(job.addr, &tls).await {
-        Ok(s) => Some(s),
-        Err(e) => {
-            note(&mut res, format!("connect: {e:#}"));
-            None
-        }
-    };
+    let mut lane = Lane::open(id, &job, &tls, &mut res).await;
     barrier.wait().await;
     let t0 = Instant::now();
     let (from, until) = (t0 + job.warmup, t0 + job.warmup + job.measure);
-    let mut seq: u64 = 0;
     while Instant::now() < until {
-        let Some(s) = sender.as_mut() else {
-            match connect(job.addr, &tls).await {
-                Ok(s) => {
-                    res.reconnects += 1;
-                    sender = Some(s);
-                }
-                Err(e) => {
-                    note(&mut res, format!("reconnect: {e:#}"));
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                }
-            }
-            continue;
-        };
-        seq += 1;
-        let uid = format!("{id:08x}-0000-4000-8000-{seq:012x}");
-        let mut body = job.template.as_ref().clone();
-        body[job.uid_at..job.uid_at + UID_PLACEHOLDER.len()].copy_from_slice(uid.as_bytes());
+        if let Some(left) = &job.remaining
+            && left.fetch_sub(1, Ordering::Relaxed) <= 0
+        {
+            break;
+        }
         let started = Instant::now();
-        let answer =
-            tokio::time::timeout(REQUEST_TIMEOUT, one_request(s, job.path, Bytes::from(body)))
-                .await
-                .unwrap_or_else(|_| Err((true, format!("no answer within {REQUEST_TIMEOUT:?}"))));
-        let done = Instant::now();
-        match answer {
-            Ok(bytes) => match check_answer(&bytes, &uid, job.expect) {
-                Ok(()) => {
-                    if done >= from && done <= until {
-                        res.latencies_ns.push((done - started).as_nanos() as u64);
-                    }
-                }
-                Err(msg) => note(&mut res, msg),
-            },
-            Err((broken, msg)) => {
-                note(&mut res, msg);
-                if broken {
-                    sender = None;
-                }
-            }
+        if let Some(done) = lane.review(&job, &tls, &mut res).await
+            && done >= from
+            && done <= until
+        {
+            res.latencies_ns.push((done - started).as_nanos() as u64);
+        }
+    }
+    res
+}
+
+/// An open-loop client: takes the next scheduled review from the dispatcher, sends it on its
+/// connection, records its latency from the scheduled time.
+async fn paced_task(
+    id: usize,
+    job: Arc<Job>,
+    tls: tokio_rustls::TlsConnector,
+    barrier: Arc<tokio::sync::Barrier>,
+    due: Arc<tokio::sync::Mutex<tokio::sync::mpsc::UnboundedReceiver<Instant>>>,
+    from: Arc<std::sync::OnceLock<Instant>>,
+) -> TaskResult {
+    let mut res = TaskResult::default();
+    let mut lane = Lane::open(id, &job, &tls, &mut res).await;
+    barrier.wait().await;
+    loop {
+        let next = due.lock().await.recv().await;
+        let Some(scheduled) = next else { break };
+        let sent = Instant::now();
+        if let Some(done) = lane.review(&job, &tls, &mut res).await
+            && from.get().is_some_and(|f| scheduled >= *f)
+        {
+            res.latencies_ns.push((done - scheduled).as_nanos() as u64);
+            res.late_ns
+                .push(sent.saturating_duration_since(scheduled).as_nanos() as u64);
         }
     }
     res
@@ -1013,38 +1440,87 @@ struct Probe {
     handler: Option<(f64, f64)>,
 }
 
-fn probe(server: &Server, path: &str) -> Probe {
+fn probe(server: Option<&Server>, path: &str) -> Probe {
     Probe {
         at: Instant::now(),
-        server_cpu: cpu_secs(&server.pid().to_string()),
+        server_cpu: server.map_or(f64::NAN, |s| cpu_secs(&s.pid().to_string())),
         client_cpu: cpu_secs("self"),
-        handler: server.handler_time(path),
+        handler: server.and_then(|s| s.handler_time(path)),
     }
 }
 
+/// The figures of one pass over one server and hook.
+#[derive(Default)]
 struct Pass {
-    label: String,
-    connections: usize,
     requests: u64,
     rps: f64,
     p50_us: f64,
     p99_us: f64,
+    p999_us: f64,
     max_us: f64,
-    mean_us: f64,
+    /// Paced loop: p99 of how late reviews were sent after their scheduled time.
+    late_p99_us: f64,
     errors: u64,
     reconnects: u64,
     first_error: Option<String>,
+    /// CPU µs per review of the server process / of the load generator.
     server_cpu_us: f64,
     client_cpu_us: f64,
+    /// Server CPU time over the window, in cores (1.0 = one core busy all the time).
+    server_cores: f64,
+    /// kim's own mean server time per review (its `request_duration_seconds` histogram).
     handler_mean_us: Option<f64>,
     established: usize,
-    /// CPU time of server + load generator over the window, as a share of all cores.
-    cpu_share: f64,
 }
 
-async fn run_pass(
-    label: &str,
-    server: &Server,
+fn percentile(sorted: &[u64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let i = ((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len()) - 1;
+    sorted[i] as f64 / 1000.0
+}
+
+fn figures(
+    mut all: TaskResult,
+    p0: &Probe,
+    p1: &Probe,
+    window: Duration,
+    established: usize,
+) -> Pass {
+    let lat = &mut all.latencies_ns;
+    lat.sort_unstable();
+    all.late_ns.sort_unstable();
+    let n = lat.len() as u64;
+    // CPU over the probes' interval, scaled to the window the reviews were counted in.
+    let probed = (p1.at - p0.at).as_secs_f64();
+    let per_review = |d: f64| d / n.max(1) as f64 * 1e6 * window.as_secs_f64() / probed;
+    let handler_mean_us = match (p0.handler, p1.handler) {
+        (Some((s0, c0)), Some((s1, c1))) if c1 > c0 => Some((s1 - s0) / (c1 - c0) * 1e6),
+        _ => None,
+    };
+    Pass {
+        requests: n,
+        rps: n as f64 / window.as_secs_f64(),
+        p50_us: percentile(lat, 0.50),
+        p99_us: percentile(lat, 0.99),
+        p999_us: percentile(lat, 0.999),
+        max_us: lat.last().map_or(f64::NAN, |&x| x as f64 / 1000.0),
+        late_p99_us: percentile(&all.late_ns, 0.99),
+        errors: all.errors,
+        reconnects: all.reconnects,
+        first_error: all.first_error,
+        server_cpu_us: per_review(p1.server_cpu - p0.server_cpu),
+        client_cpu_us: per_review(p1.client_cpu - p0.client_cpu),
+        server_cores: (p1.server_cpu - p0.server_cpu) / probed,
+        handler_mean_us,
+        established,
+    }
+}
+
+/// Closed loop over `connections` connections: warm-up, then the measured window.
+async fn closed_loop(
+    server: Option<&Server>,
     job: Job,
     connections: usize,
 ) -> anyhow::Result<Pass> {
@@ -1052,61 +1528,105 @@ async fn run_pass(
     let job = Arc::new(job);
     let barrier = Arc::new(tokio::sync::Barrier::new(connections + 1));
     let tasks: Vec<_> = (0..connections)
-        .map(|id| tokio::spawn(client_task(id, job.clone(), tls.clone(), barrier.clone())))
+        .map(|id| tokio::spawn(closed_task(id, job.clone(), tls.clone(), barrier.clone())))
         .collect();
     barrier.wait().await;
     let t0 = Instant::now();
-    tokio::time::sleep_until((t0 + job.warmup).into()).await;
-    let p0 = probe(server, job.path);
-    tokio::time::sleep_until((t0 + job.warmup + job.measure / 2).into()).await;
-    let established = established(server.addr.port());
-    tokio::time::sleep_until((t0 + job.warmup + job.measure).into()).await;
-    let p1 = probe(server, job.path);
+    let mut p0 = probe(server, job.path);
+    let mut p1 = p0.clone_at(t0);
+    let mut conns = 0;
+    if job.remaining.is_none() {
+        tokio::time::sleep_until((t0 + job.warmup).into()).await;
+        p0 = probe(server, job.path);
+        tokio::time::sleep_until((t0 + job.warmup + job.measure / 2).into()).await;
+        conns = established(job.addr.port());
+        tokio::time::sleep_until((t0 + job.warmup + job.measure).into()).await;
+        p1 = probe(server, job.path);
+    }
     let mut all = TaskResult::default();
     for t in tasks {
-        let r = t.await?;
-        all.latencies_ns.extend(r.latencies_ns);
-        all.errors += r.errors;
-        all.reconnects += r.reconnects;
-        if all.first_error.is_none() {
-            all.first_error = r.first_error;
+        all.merge(t.await?);
+    }
+    let window = if job.remaining.is_some() {
+        t0.elapsed()
+    } else {
+        job.measure
+    };
+    Ok(figures(all, &p0, &p1, window, conns))
+}
+
+impl Probe {
+    fn clone_at(&self, at: Instant) -> Probe {
+        Probe {
+            at,
+            server_cpu: self.server_cpu,
+            client_cpu: self.client_cpu,
+            handler: self.handler,
         }
     }
-    let lat = &mut all.latencies_ns;
-    lat.sort_unstable();
-    let n = lat.len() as u64;
-    let pct = |p: f64| -> f64 {
-        if lat.is_empty() {
-            return f64::NAN;
+}
+
+/// Open loop at `rate` reviews/s over `connections` connections: a dispatcher thread
+/// schedules review n at `start + n / rate` (sleeping, not spinning) and hands its scheduled
+/// time to the next free connection; latency counts from the scheduled time.
+async fn paced_loop(
+    server: &Server,
+    job: Job,
+    connections: usize,
+    rate: f64,
+) -> anyhow::Result<Pass> {
+    let tls = tls_connector()?;
+    let job = Arc::new(job);
+    let barrier = Arc::new(tokio::sync::Barrier::new(connections + 1));
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Instant>();
+    let rx = Arc::new(tokio::sync::Mutex::new(rx));
+    let from = Arc::new(std::sync::OnceLock::new());
+    let tasks: Vec<_> = (0..connections)
+        .map(|id| {
+            tokio::spawn(paced_task(
+                id,
+                job.clone(),
+                tls.clone(),
+                barrier.clone(),
+                rx.clone(),
+                from.clone(),
+            ))
+        })
+        .collect();
+    barrier.wait().await;
+    let start = Instant::now() + Duration::from_millis(20);
+    let (warm_until, until) = (start + job.warmup, start + job.warmup + job.measure);
+    let _ = from.set(warm_until);
+    let period = Duration::from_secs_f64(1.0 / rate);
+    let dispatcher = std::thread::spawn(move || {
+        for n in 0u32.. {
+            let due = start + period * n;
+            if due >= until {
+                break;
+            }
+            let now = Instant::now();
+            if due > now {
+                std::thread::sleep(due - now);
+            }
+            if tx.send(due).is_err() {
+                break;
+            }
         }
-        let i = ((p * lat.len() as f64).ceil() as usize).clamp(1, lat.len()) - 1;
-        lat[i] as f64 / 1000.0
-    };
-    let window = (p1.at - p0.at).as_secs_f64();
-    let per_req = |d: f64| d / n.max(1) as f64 * 1e6;
-    let handler_mean_us = match (p0.handler, p1.handler) {
-        (Some((s0, c0)), Some((s1, c1))) if c1 > c0 => Some((s1 - s0) / (c1 - c0) * 1e6),
-        _ => None,
-    };
-    Ok(Pass {
-        label: label.to_string(),
-        connections,
-        requests: n,
-        rps: n as f64 / job.measure.as_secs_f64(),
-        p50_us: pct(0.50),
-        p99_us: pct(0.99),
-        max_us: lat.last().map_or(f64::NAN, |&x| x as f64 / 1000.0),
-        mean_us: lat.iter().sum::<u64>() as f64 / n.max(1) as f64 / 1000.0,
-        errors: all.errors,
-        reconnects: all.reconnects,
-        first_error: all.first_error,
-        server_cpu_us: per_req(p1.server_cpu - p0.server_cpu) * job.measure.as_secs_f64() / window,
-        client_cpu_us: per_req(p1.client_cpu - p0.client_cpu) * job.measure.as_secs_f64() / window,
-        handler_mean_us,
-        established,
-        cpu_share: (p1.server_cpu - p0.server_cpu + p1.client_cpu - p0.client_cpu)
-            / (window * std::thread::available_parallelism().map_or(1, |n| n.get()) as f64),
-    })
+    });
+    tokio::time::sleep_until(warm_until.into()).await;
+    let p0 = probe(Some(server), job.path);
+    tokio::time::sleep_until((warm_until + job.measure / 2).into()).await;
+    let conns = established(job.addr.port());
+    tokio::time::sleep_until(until.into()).await;
+    let p1 = probe(Some(server), job.path);
+    let mut all = TaskResult::default();
+    for t in tasks {
+        all.merge(t.await?);
+    }
+    dispatcher
+        .join()
+        .map_err(|_| anyhow!("dispatcher thread panicked"))?;
+    Ok(figures(all, &p0, &p1, job.measure, conns))
 }
 
 static CA_PEM: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
@@ -1127,50 +1647,340 @@ fn tls_connector() -> anyhow::Result<tokio_rustls::TlsConnector> {
 // ---------------------------------------------------------------------------------------------
 // Evaluation only
 
+/// One evaluation loop: its label and the thread CPU µs per call of each round.
 struct Eval {
     label: &'static str,
-    /// Per second of wall-clock time.
-    per_sec: f64,
-    /// Per second of this thread's CPU time (robust to other load on a shared machine).
-    per_cpu_sec: f64,
+    rounds_us: Vec<f64>,
 }
 
-fn eval_loop(label: &'static str, secs: Duration, mut f: impl FnMut()) -> Eval {
-    // Short warm-up (caches, allocator), then the timed loop.
-    let warm = Instant::now();
-    while warm.elapsed() < secs.min(Duration::from_millis(300)) {
-        f();
+impl Eval {
+    /// The median round, CPU µs per call.
+    fn us(&self) -> f64 {
+        let mut r = self.rounds_us.clone();
+        r.sort_by(f64::total_cmp);
+        r.get(r.len() / 2).copied().unwrap_or(f64::NAN)
     }
-    let start = Instant::now();
-    let cpu0 = cpu_secs("thread-self");
-    let mut n: u64 = 0;
-    loop {
-        for _ in 0..64 {
+}
+
+/// Runs each loop for `total / EVAL_ROUNDS` per round, the loops taking turns, and records the
+/// thread's CPU time per call (`/proc/thread-self/stat`, robust to other load).
+fn eval_rounds(total: Duration, loops: &mut [(&'static str, &mut dyn FnMut())]) -> Vec<Eval> {
+    let per_round = total / EVAL_ROUNDS;
+    // Short warm-up (caches, allocator).
+    for (_, f) in loops.iter_mut() {
+        let warm = Instant::now();
+        while warm.elapsed() < per_round.min(Duration::from_millis(100)) {
             f();
         }
-        n += 64;
-        if start.elapsed() >= secs {
-            break;
+    }
+    let mut out: Vec<Eval> = loops
+        .iter()
+        .map(|(label, _)| Eval {
+            label,
+            rounds_us: Vec::new(),
+        })
+        .collect();
+    for _ in 0..EVAL_ROUNDS {
+        for (i, (_, f)) in loops.iter_mut().enumerate() {
+            let start = Instant::now();
+            let cpu0 = cpu_secs("thread-self");
+            let mut n: u64 = 0;
+            loop {
+                for _ in 0..32 {
+                    f();
+                }
+                n += 32;
+                if start.elapsed() >= per_round {
+                    break;
+                }
+            }
+            let cpu = cpu_secs("thread-self") - cpu0;
+            out[i].rounds_us.push(cpu / n as f64 * 1e6);
         }
     }
-    let wall = start.elapsed().as_secs_f64();
-    let cpu = cpu_secs("thread-self") - cpu0;
-    Eval {
-        label,
-        per_sec: n as f64 / wall,
-        per_cpu_sec: n as f64 / cpu,
+    out
+}
+
+/// Evaluation alone on one thread: kim's two hooks and the KIM-era review, serde_json skipping
+/// each body, and the peer's whole review in-process.
+fn evaluations(cfg: &Config, policy: &Policy, reviews: &Reviews, now: DateTime<Utc>) -> Vec<Eval> {
+    println!(
+        "-- evaluation only ({:.1} s per loop in {EVAL_ROUNDS} interleaved rounds, one thread) ...",
+        cfg.eval.as_secs_f64()
+    );
+    let (rv, rm, rk) = (&reviews.validate, &reviews.mutate, &reviews.kim_era);
+    let p = policy;
+    eval_rounds(
+        cfg.eval,
+        &mut [
+            ("kim admission::review, /validate", &mut || {
+                std::hint::black_box(admission::review(
+                    Hook::Validate,
+                    p,
+                    std::hint::black_box(rv),
+                    now,
+                ));
+            }),
+            ("kim admission::review, /mutate", &mut || {
+                std::hint::black_box(admission::review(
+                    Hook::Mutate,
+                    p,
+                    std::hint::black_box(rm),
+                    now,
+                ));
+            }),
+            ("kim admission::review, KIM-era /validate", &mut || {
+                std::hint::black_box(admission::review(
+                    Hook::Validate,
+                    p,
+                    std::hint::black_box(rk),
+                    now,
+                ));
+            }),
+            (
+                "serde_json skipping the /validate body (IgnoredAny)",
+                &mut || {
+                    let _ = std::hint::black_box(serde_json::from_slice::<serde::de::IgnoredAny>(
+                        std::hint::black_box(rv),
+                    ));
+                },
+            ),
+            (
+                "serde_json skipping the /mutate body (IgnoredAny)",
+                &mut || {
+                    let _ = std::hint::black_box(serde_json::from_slice::<serde::de::IgnoredAny>(
+                        std::hint::black_box(rm),
+                    ));
+                },
+            ),
+            (
+                "serde_json skipping the KIM-era body (IgnoredAny)",
+                &mut || {
+                    let _ = std::hint::black_box(serde_json::from_slice::<serde::de::IgnoredAny>(
+                        std::hint::black_box(rk),
+                    ));
+                },
+            ),
+            ("peer in-process, /validate", &mut || {
+                std::hint::black_box(peer_in_process(
+                    p,
+                    Hook::Validate,
+                    std::hint::black_box(rv),
+                    now,
+                ));
+            }),
+            ("peer in-process, /mutate", &mut || {
+                std::hint::black_box(peer_in_process(
+                    p,
+                    Hook::Mutate,
+                    std::hint::black_box(rm),
+                    now,
+                ));
+            }),
+        ],
+    )
+}
+
+/// Argument that runs only the evaluation loops (no servers) and prints their table and
+/// targets.
+const EVAL: &str = "--eval";
+
+fn eval_only() -> anyhow::Result<()> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cfg = Config::from_env(cores)?;
+    let policy = Policy::builtin();
+    let reviews = build_reviews(&policy)?;
+    println!("load average at start {}", loadavg());
+    let evals = evaluations(&cfg, &policy, &reviews, Utc::now());
+    report_evals(&evals);
+    println!();
+    eval_targets(&evals);
+    println!("load average at end {}", loadavg());
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// The peer's verdicts against kim's
+
+/// What the API server would do with an answer: allow or deny (with which code), and the object
+/// it would store (the request's object with the answer's patch applied).
+#[derive(Debug, PartialEq)]
+struct Verdict {
+    allowed: bool,
+    code: u64,
+    object: Value,
+}
+
+fn verdict(answer: &[u8], request: &[u8]) -> anyhow::Result<Verdict> {
+    let a: Value = serde_json::from_slice(answer).context("answer is not JSON")?;
+    let r = &a["response"];
+    let allowed = r["allowed"].as_bool().context("response.allowed")?;
+    // An allowed answer without a code is a 200 for the API server.
+    let code = r["status"]["code"]
+        .as_u64()
+        .filter(|c| *c != 0)
+        .unwrap_or(if allowed { 200 } else { 403 });
+    let req: Value = serde_json::from_slice(request)?;
+    let mut object = req["request"]["object"].clone();
+    if let Some(p) = r.get("patch") {
+        ensure!(
+            r["patchType"] == "JSONPatch",
+            "patch without patchType JSONPatch"
+        );
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(p.as_str().context("patch is not a base64 string")?)?;
+        let patch: json_patch::Patch = serde_json::from_slice(&bytes)?;
+        json_patch::patch(&mut object, &patch).context("patch does not apply")?;
     }
+    Ok(Verdict {
+        allowed,
+        code,
+        object,
+    })
+}
+
+/// kim's and the peer's verdicts on one review, over HTTPS (kim) and in-process (the peer, the
+/// code its server runs).
+async fn same_verdicts(
+    kim: &Server,
+    peer: &Server,
+    path: &'static str,
+    body: &[u8],
+) -> anyhow::Result<()> {
+    let tls = tls_connector()?;
+    let mut answers = Vec::new();
+    for server in [kim, peer] {
+        let mut s = connect(server.addr, &tls).await?;
+        let uid = "0b7b6a8c-0000-4000-8000-00000000c0de";
+        let text = String::from_utf8_lossy(body).replace(UID_PLACEHOLDER, uid);
+        let a = one_request(&mut s, path, Bytes::from(text.clone()))
+            .await
+            .map_err(|(_, e)| anyhow!("{path}: {e}"))?;
+        answers.push((verdict(&a, text.as_bytes())?, a));
+    }
+    let (k, p) = (&answers[0], &answers[1]);
+    ensure!(
+        k.0 == p.0,
+        "{path}: the peer's verdict differs from kim's\nkim:  {}\npeer: {}",
+        String::from_utf8_lossy(&k.1),
+        String::from_utf8_lossy(&p.1)
+    );
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------------
 // The run
 
+/// One server and hook: its passes and its process's peak RSS.
+struct Column {
+    label: String,
+    closed: Pass,
+    paced: Pass,
+    pinned: Option<Pass>,
+    rss_mib: f64,
+}
+
+/// What a server answers on one hook: the path, the body sent, what a correct answer is.
+struct Route {
+    label: &'static str,
+    path: &'static str,
+    body: Arc<Vec<u8>>,
+    expect: Expect,
+}
+
+/// All passes of one server: every route closed (unpinned), every route paced, then, if
+/// pinning, every route closed with the server on CPU 0 and the generator on CPU 1.
+fn measure_server(
+    cfg: &Config,
+    cores: usize,
+    rt: &tokio::runtime::Runtime,
+    server: &Server,
+    routes: &[Route],
+) -> anyhow::Result<Vec<Column>> {
+    let job = |r: &Route, warmup: Duration, measure: Duration| -> anyhow::Result<Job> {
+        Ok(Job {
+            addr: server.addr,
+            path: r.path,
+            template: r.body.clone(),
+            uid_at: uid_at(&r.body)?,
+            expect: r.expect,
+            warmup,
+            measure,
+            remaining: None,
+        })
+    };
+    let mut closed = Vec::new();
+    for r in routes {
+        println!(
+            "-- {}: closed loop, {} connections ...",
+            r.label, cfg.connections
+        );
+        let j = job(r, cfg.warmup, cfg.measure)?;
+        closed.push(rt.block_on(closed_loop(Some(server), j, cfg.connections))?);
+    }
+    let mut paced = Vec::new();
+    for r in routes {
+        settle(server);
+        println!(
+            "-- {}: paced {:.0} reviews/s, {} connections ...",
+            r.label, cfg.paced_rate, cfg.connections
+        );
+        let j = job(r, cfg.warmup.min(Duration::from_secs(1)), cfg.paced)?;
+        paced.push(rt.block_on(paced_loop(server, j, cfg.connections, cfg.paced_rate))?);
+    }
+    let mut pinned: Vec<Option<Pass>> = routes.iter().map(|_| None).collect();
+    if cfg.pin {
+        let me = std::process::id();
+        pin(server.pid(), "0")?;
+        pin(me, "1")?;
+        // One core, one thread: the generator on a current-thread runtime.
+        let one = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let result = (|| -> anyhow::Result<()> {
+            for (i, r) in routes.iter().enumerate() {
+                settle(server);
+                println!(
+                    "-- {}: closed loop pinned (server CPU 0, generator CPU 1) ...",
+                    r.label
+                );
+                let j = job(r, cfg.warmup, cfg.measure)?;
+                pinned[i] = Some(one.block_on(closed_loop(Some(server), j, cfg.connections))?);
+            }
+            Ok(())
+        })();
+        pin(me, &format!("0-{}", cores - 1))?;
+        result?;
+    }
+    let rss_mib = status_mib(server.pid(), "VmHWM");
+    Ok(routes
+        .iter()
+        .zip(closed.into_iter().zip(paced).zip(pinned))
+        .map(|(r, ((closed, paced), pinned))| Column {
+            label: r.label.to_string(),
+            closed,
+            paced,
+            pinned,
+            rss_mib,
+        })
+        .collect())
+}
+
+/// Waits (at most 2 s) until the previous pass's connections are closed on the server side, so
+/// that each pass counts only its own.
+fn settle(server: &Server) {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while established(server.addr.port()) > 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 fn bench() -> anyhow::Result<()> {
-    let cfg = Config::from_env()?;
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cfg = Config::from_env(cores)?;
     kim::webhook::certs::install_default_provider();
     let policy = Policy::builtin();
     let reviews = build_reviews(&policy)?;
-    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
 
     let tmp = tempfile::tempdir()?;
     let cert_dir = tmp.path().join("certs");
@@ -1179,390 +1989,370 @@ fn bench() -> anyhow::Result<()> {
         .set(std::fs::read(cert_dir.join("ca.crt"))?)
         .map_err(|_| anyhow!("CA set twice"))?;
 
-    let now = chrono::Utc::now();
+    let now = Utc::now();
     let v_answer = admission::review(Hook::Validate, &policy, &reviews.validate, now).body;
     let m_answer = admission::review(Hook::Mutate, &policy, &reviews.mutate, now).body;
+    let p_v_answer = peer_in_process(&policy, Hook::Validate, &reviews.validate, now);
+    let p_m_answer = peer_in_process(&policy, Hook::Mutate, &reviews.mutate, now);
     let kim_log = match &cfg.kim_rust_log {
-        Some(l) => format!("RUST_LOG={l} (no per-review log lines), stdout/stderr to /dev/null"),
-        None => "default logging (RUST_LOG unset = info: one text log line per review), stdout/stderr to /dev/null".into(),
+        Some(l) => format!("RUST_LOG={l}"),
+        None => "its default logging (RUST_LOG unset)".into(),
     };
 
-    println!("== kim webhook benchmark (issue 3)");
+    println!(
+        "== kim webhook benchmark: cost per review against a kube-rs peer and the bare TLS floor"
+    );
     println!(
         "machine: {cores} cores, {}; load average at start {}",
         cpu_model(),
         loadavg()
     );
     println!(
-        "NOTE: the load generator (this process) shares these {cores} cores with the server under test; \
-         its CPU per request is shown in the 'gen CPU' column"
-    );
-    println!(
         "review: /validate body {} bytes, /mutate body {} bytes (runtimes/status UPDATE Pending -> Ready, \
-         object + oldObject with 5 managedFields entries each, userInfo, options)",
+         object + oldObject with 5 managedFields entries each, userInfo, options); KIM-era /validate \
+         body {} bytes ({} ratcheted violations, evaluation only)",
         reviews.validate.len(),
-        reviews.mutate.len()
+        reviews.mutate.len(),
+        reviews.kim_era.len(),
+        reviews.kim_era_ratcheted
     );
     println!(
-        "answers: ceiling {} bytes (constant), kim /validate {} bytes, kim /mutate {} bytes (JSONPatch of {} ops)",
-        CEILING_ANSWER.len(),
+        "answers: floor {} bytes (constant); kim /validate {} bytes, /mutate {} bytes (JSONPatch of {} ops); \
+         peer /validate {} bytes, /mutate {} bytes",
+        FLOOR_ANSWER.len(),
         v_answer.len(),
         m_answer.len(),
-        reviews.patch_ops
+        reviews.patch_ops,
+        p_v_answer.len(),
+        p_m_answer.len()
     );
     println!(
-        "load: {} keep-alive HTTP/1.1 connections over TLS 1.3 (one per client task, closed loop, fresh uid per request, \
-         every answer checked for uid, allowed and patch) and a 1-connection pass; warm-up {:.1} s discarded, \
-         measured {:.1} s",
+        "servers: (a) floor and (b) peer: this bench binary re-executed with {SERVE_FLOOR} / {SERVE_PEER}; \
+         (c) {} webhook with {kim_log}; stdout/stderr to /dev/null; each its own process with a \
+         multi-threaded tokio runtime (one worker per core) and kim's rustls ServerConfig",
+        kim_bin().display()
+    );
+    println!(
+        "load: {} keep-alive HTTP/1.1 connections over TLS 1.3, fresh uid per review, every answer checked; \
+         closed loop (warm-up {:.1} s, measured {:.1} s), paced {:.0}/s open loop (measured {:.1} s), {}",
         cfg.connections,
         cfg.warmup.as_secs_f64(),
-        cfg.measure.as_secs_f64()
-    );
-    println!(
-        "servers: (a) this bench binary re-executed with {SERVE_CEILING}; (b)/(c) {} webhook, {kim_log}; \
-         each in its own process, both with a multi-threaded tokio runtime (one worker per core)",
-        env!("CARGO_BIN_EXE_kim")
+        cfg.measure.as_secs_f64(),
+        cfg.paced_rate,
+        cfg.paced.as_secs_f64(),
+        if cfg.pin {
+            "closed loop pinned (server taskset CPU 0, generator CPU 1)"
+        } else {
+            "no pinned passes"
+        }
     );
     println!();
 
-    // Evaluation only, before any server runs.
-    println!(
-        "-- evaluation only ({:.1} s each, one thread) ...",
-        cfg.eval.as_secs_f64()
-    );
-    let evals = vec![
-        eval_loop("admission::review Validate", cfg.eval, || {
-            std::hint::black_box(admission::review(
-                Hook::Validate,
-                &policy,
-                std::hint::black_box(&reviews.validate),
-                now,
-            ));
-        }),
-        eval_loop("admission::review Mutate", cfg.eval, || {
-            std::hint::black_box(admission::review(
-                Hook::Mutate,
-                &policy,
-                std::hint::black_box(&reviews.mutate),
-                now,
-            ));
-        }),
-        eval_loop(
-            "  reference: serde_json parse only (IgnoredAny)",
-            cfg.eval,
-            || {
-                let _ = std::hint::black_box(serde_json::from_slice::<serde::de::IgnoredAny>(
-                    std::hint::black_box(&reviews.validate),
-                ));
-            },
-        ),
-        eval_loop("  reference: serde_json parse to Value", cfg.eval, || {
-            let _ = std::hint::black_box(serde_json::from_slice::<Value>(std::hint::black_box(
-                &reviews.validate,
-            )));
-        }),
-    ];
+    let evals = evaluations(&cfg, &policy, &reviews, now);
 
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    let uid_at = |body: &[u8]| -> anyhow::Result<usize> {
-        body.windows(UID_PLACEHOLDER.len())
-            .position(|w| w == UID_PLACEHOLDER.as_bytes())
-            .context("uid placeholder in the review")
+    let routes = |label_v: &'static str,
+                  label_m: &'static str,
+                  expect_uid: Option<&'static str>,
+                  patch: bool| {
+        vec![
+            Route {
+                label: label_v,
+                path: "/validate",
+                body: Arc::new(reviews.validate.clone()),
+                expect: Expect {
+                    uid: expect_uid,
+                    patch: false,
+                },
+            },
+            Route {
+                label: label_m,
+                path: "/mutate",
+                body: Arc::new(reviews.mutate.clone()),
+                expect: Expect {
+                    uid: expect_uid,
+                    patch,
+                },
+            },
+        ]
     };
-    let job = |path: &'static str, body: &Vec<u8>, expect: Expect| -> anyhow::Result<Job> {
-        Ok(Job {
-            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
-            path,
-            template: Arc::new(body.clone()),
-            uid_at: uid_at(body)?,
-            expect,
-            warmup: cfg.warmup,
-            measure: cfg.measure,
-        })
-    };
-    let mut passes: Vec<Pass> = Vec::new();
-    let mut rss: Vec<(&str, f64, f64)> = Vec::new();
+    let mut columns: Vec<Column> = Vec::new();
 
+    // Verdicts first: the peer must answer as kim does, or its figures mean nothing.
     {
-        let server = Server::ceiling(&cert_dir)?;
-        let label = "(a) ceiling";
-        let expect = Expect {
-            uid: Some(CEILING_UID),
-            patch: false,
-        };
-        for conns in [cfg.connections, 1] {
-            println!("-- {label} (body of /validate), {conns} connection(s) ...");
-            let j = Job {
-                addr: server.addr,
-                ..job("/validate", &reviews.validate, expect)?
-            };
-            passes.push(rt.block_on(run_pass(label, &server, j, conns))?);
+        let kim = Server::kim(&cert_dir, cfg.kim_rust_log.as_deref())?;
+        let peer = Server::own(SERVE_PEER, &cert_dir)?;
+        for (path, body) in [
+            ("/validate", &reviews.validate),
+            ("/mutate", &reviews.mutate),
+            ("/validate", &reviews.kim_era),
+        ] {
+            rt.block_on(same_verdicts(&kim, &peer, path, body))?;
         }
-        rss.push((
-            "(a) ceiling",
-            status_mib(server.pid(), "VmHWM"),
-            status_mib(server.pid(), "VmRSS"),
-        ));
+        println!(
+            "-- verdicts: the peer answers the three reviews as kim does (allowed, code, object after the patch)"
+        );
+    }
+    {
+        let server = Server::own(SERVE_FLOOR, &cert_dir)?;
+        let r = routes(
+            "(a) floor, /validate body",
+            "(a) floor, /mutate body",
+            Some(FLOOR_UID),
+            false,
+        );
+        columns.extend(measure_server(&cfg, cores, &rt, &server, &r)?);
+    }
+    {
+        let server = Server::own(SERVE_PEER, &cert_dir)?;
+        let r = routes("(b) peer, /validate", "(b) peer, /mutate", None, true);
+        columns.extend(measure_server(&cfg, cores, &rt, &server, &r)?);
     }
     {
         let server = Server::kim(&cert_dir, cfg.kim_rust_log.as_deref())?;
-        let plan: [(&str, &'static str, &Vec<u8>, Expect); 2] = [
-            (
-                "(b) kim /validate",
-                "/validate",
-                &reviews.validate,
-                Expect {
-                    uid: None,
-                    patch: false,
-                },
-            ),
-            (
-                "(c) kim /mutate",
-                "/mutate",
-                &reviews.mutate,
-                Expect {
-                    uid: None,
-                    patch: true,
-                },
-            ),
-        ];
-        for (label, path, body, expect) in plan {
-            for conns in [cfg.connections, 1] {
-                println!("-- {label}, {conns} connection(s) ...");
-                let j = Job {
-                    addr: server.addr,
-                    ..job(path, body, expect)?
-                };
-                passes.push(rt.block_on(run_pass(label, &server, j, conns))?);
-            }
-        }
-        rss.push((
-            "(b/c) kim webhook",
-            status_mib(server.pid(), "VmHWM"),
-            status_mib(server.pid(), "VmRSS"),
-        ));
+        let r = routes("(c) kim, /validate", "(c) kim, /mutate", None, true);
+        columns.extend(measure_server(&cfg, cores, &rt, &server, &r)?);
     }
 
-    report(&cfg, cores, &passes, &evals, &rss);
+    report(&cfg, cores, &columns, &evals);
     Ok(())
 }
 
-fn verdict(met: bool) -> &'static str {
+fn report_evals(evals: &[Eval]) {
+    println!(
+        "== evaluation only, one thread: CPU µs per call, median of {EVAL_ROUNDS} interleaved rounds (min-max)"
+    );
+    for e in evals {
+        let lo = e.rounds_us.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = e.rounds_us.iter().copied().fold(0.0, f64::max);
+        println!("{:<56} {:>8.2}   ({lo:.2}-{hi:.2})", e.label, e.us());
+    }
+}
+
+/// The evaluation targets' rows of the targets table.
+fn eval_targets(evals: &[Eval]) {
+    let eval_us = |l: &str| {
+        evals
+            .iter()
+            .find(|e| e.label == l)
+            .map_or(f64::NAN, Eval::us)
+    };
+    let target = |what: &str, wanted: &str, measured: f64, met: bool| {
+        println!(
+            "{what:<58} {wanted:>10} {measured:>10.3}  {}",
+            verdict_word(met)
+        );
+    };
+    for (what, kim, skip) in [
+        (
+            "evaluation ÷ serde_json skip, /validate",
+            "kim admission::review, /validate",
+            "serde_json skipping the /validate body (IgnoredAny)",
+        ),
+        (
+            "evaluation ÷ serde_json skip, /mutate",
+            "kim admission::review, /mutate",
+            "serde_json skipping the /mutate body (IgnoredAny)",
+        ),
+    ] {
+        let r = eval_us(kim) / eval_us(skip);
+        target(what, "<= 1.25", r, r <= 1.25);
+    }
+    let r = eval_us("kim admission::review, KIM-era /validate")
+        / eval_us("serde_json skipping the KIM-era body (IgnoredAny)");
+    println!(
+        "{:<58} {:>10} {r:>10.3}  (no target)",
+        "evaluation ÷ serde_json skip, KIM-era /validate", ""
+    );
+}
+
+fn verdict_word(met: bool) -> &'static str {
     if met { "met" } else { "NOT met" }
 }
 
-fn report(cfg: &Config, cores: usize, passes: &[Pass], evals: &[Eval], rss: &[(&str, f64, f64)]) {
+fn report(cfg: &Config, cores: usize, columns: &[Column], evals: &[Eval]) {
     println!();
-    println!("== results (latency = client-observed round trip of one review, µs)");
-    println!(
-        "{:<20} {:>5} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>6} {:>9} {:>9} {:>6} {:>10} {:>8}",
-        "server",
-        "conns",
-        "req/s",
-        "requests",
-        "p50",
-        "p99",
-        "max",
-        "mean",
-        "errors",
-        "srv CPU",
-        "gen CPU",
-        "CPU%",
-        "handler",
-        "conns@srv"
-    );
-    for p in passes {
-        println!(
-            "{:<20} {:>5} {:>9.0} {:>8} {:>8.0} {:>8.0} {:>8.0} {:>8.0} {:>6} {:>9.1} {:>9.1} {:>6.0} {:>10} {:>8}",
-            p.label,
-            p.connections,
-            p.rps,
-            p.requests,
-            p.p50_us,
-            p.p99_us,
-            p.max_us,
-            p.mean_us,
-            p.errors,
-            p.server_cpu_us,
-            p.client_cpu_us,
-            p.cpu_share * 100.0,
-            p.handler_mean_us
-                .map_or_else(|| "-".to_string(), |h| format!("{h:.1}")),
-            p.established
-        );
-    }
-    println!(
-        "  srv CPU / gen CPU: CPU time (user+system) of the server process / of the load generator per \
-         request, µs; CPU%: (server + generator CPU) / (cores x window), the rest of the cores went \
-         to idle time or to other processes; handler: kim's own mean server time per request from its \
-         request_duration_seconds histogram (body read + review + metrics), µs; conns@srv: ESTABLISHED \
-         connections on the server port at mid-run"
-    );
-    for p in passes {
-        if p.errors > 0 || p.reconnects > 0 {
-            println!(
-                "  {} ({} conns): {} errors, {} reconnects; first: {}",
-                p.label,
-                p.connections,
-                p.errors,
-                p.reconnects,
-                p.first_error.as_deref().unwrap_or("-")
-            );
+    println!("== results, load average now {}", loadavg());
+    let label_w = 46;
+    for line in 0..2 {
+        print!("{:<label_w$}", "");
+        for c in columns {
+            let (server, hook) = c.label.split_once(", ").unwrap_or((c.label.as_str(), ""));
+            print!(" {:>14}", if line == 0 { server } else { hook });
         }
+        println!();
     }
-    let find = |prefix: &str, conns: usize| {
-        passes
-            .iter()
-            .find(|p| p.label.starts_with(prefix) && p.connections == conns)
+    let row = |name: &str, f: &dyn Fn(&Column) -> String| {
+        print!("{name:<label_w$}");
+        for c in columns {
+            print!(" {:>14}", f(c));
+        }
+        println!();
+    };
+    let num = |x: f64, prec: usize| {
+        if x.is_finite() {
+            format!("{x:.prec$}")
+        } else {
+            "-".to_string()
+        }
     };
     let n = cfg.connections;
-    let (Some(a), Some(b), Some(c)) = (find("(a)", n), find("(b)", n), find("(c)", n)) else {
-        return;
-    };
-    let (b1, c1) = (find("(b)", 1), find("(c)", 1));
-    let rb = b.rps / a.rps;
-    let rc = c.rps / a.rps;
-    println!();
-    println!("ratio (b)/(a) at {n} connections: {rb:.3}");
-    println!("ratio (c)/(a) at {n} connections: {rc:.3}");
-    println!(
-        "server CPU per request, ceiling / kim (the same ratio if the server alone had the cores): \
-         /validate {:.3}, /mutate {:.3}",
-        a.server_cpu_us / b.server_cpu_us,
-        a.server_cpu_us / c.server_cpu_us
-    );
-    println!(
-        "Little's law at {n} connections (closed loop): mean latency = {n} / throughput, e.g. /validate \
-         {n} / {:.0} req/s = {:.0} µs (measured mean {:.0} µs); p99 <= 1 ms at {n} connections needs well over \
-         {} req/s",
-        b.rps,
-        n as f64 / b.rps * 1e6,
-        b.mean_us,
-        n * 1000
-    );
-    println!();
-    println!(
-        "== evaluation only (one thread, same bodies): per second of wall-clock time, and per \
-         second of the thread's CPU time (= per core; other processes' load does not count)"
-    );
-    println!(
-        "{:<50} {:>12} {:>9} {:>14} {:>9}",
-        "", "wall /s", "µs each", "per CPU-s", "µs each"
-    );
-    for e in evals {
-        println!(
-            "{:<50} {:>12.0} {:>9.1} {:>14.0} {:>9.1}",
-            e.label,
-            e.per_sec,
-            1e6 / e.per_sec,
-            e.per_cpu_sec,
-            1e6 / e.per_cpu_sec
-        );
+    println!("closed loop, {n} connections, unpinned:");
+    row("  server CPU µs per review  (primary)", &|c| {
+        num(c.closed.server_cpu_us, 1)
+    });
+    row("  generator CPU µs per review", &|c| {
+        num(c.closed.client_cpu_us, 1)
+    });
+    row("  reviews/s", &|c| num(c.closed.rps, 0));
+    row("  kim's own mean server time µs (histogram)", &|c| {
+        c.closed.handler_mean_us.map_or("-".into(), |h| num(h, 1))
+    });
+    if cfg.pin {
+        println!("closed loop, {n} connections, server on CPU 0, generator on CPU 1:");
+        let pinned =
+            |c: &Column, f: &dyn Fn(&Pass) -> String| c.pinned.as_ref().map_or("-".into(), f);
+        row("  reviews/s  (pinned throughput)", &|c| {
+            pinned(c, &|p| num(p.rps, 0))
+        });
+        row("  server CPU µs per review", &|c| {
+            pinned(c, &|p| num(p.server_cpu_us, 1))
+        });
+        row("  server core busy %", &|c| {
+            pinned(c, &|p| num(p.server_cores * 100.0, 0))
+        });
+        row("  generator CPU µs per review", &|c| {
+            pinned(c, &|p| num(p.client_cpu_us, 1))
+        });
     }
-    println!();
-    println!("== peak RSS of the server processes (after the load)");
-    for (label, hwm, now) in rss {
-        println!("{label:<20} VmHWM {hwm:>6.1} MiB  (VmRSS now {now:.1} MiB)");
+    println!(
+        "paced {:.0} reviews/s, open loop, latency from the scheduled send time, µs:",
+        cfg.paced_rate
+    );
+    row("  p50", &|c| num(c.paced.p50_us, 0));
+    row("  p99", &|c| num(c.paced.p99_us, 0));
+    row("  p99.9", &|c| num(c.paced.p999_us, 0));
+    row("  max", &|c| num(c.paced.max_us, 0));
+    row("  sent late p99 (dispatch + free connection)", &|c| {
+        num(c.paced.late_p99_us, 0)
+    });
+    row("  reviews/s achieved", &|c| num(c.paced.rps, 0));
+    row("  server CPU µs per review", &|c| {
+        num(c.paced.server_cpu_us, 1)
+    });
+    row("peak RSS of the server process (VmHWM), MiB", &|c| {
+        num(c.rss_mib, 1)
+    });
+    row("errors (all passes)", &|c| {
+        (c.closed.errors + c.paced.errors + c.pinned.as_ref().map_or(0, |p| p.errors)).to_string()
+    });
+    row("connections seen by the server (mid-run)", &|c| {
+        let mut v = vec![c.closed.established, c.paced.established];
+        v.extend(c.pinned.as_ref().map(|p| p.established));
+        v.iter().map(usize::to_string).collect::<Vec<_>>().join("/")
+    });
+    for c in columns {
+        for (what, p) in [
+            ("closed", Some(&c.closed)),
+            ("paced", Some(&c.paced)),
+            ("pinned", c.pinned.as_ref()),
+        ] {
+            let Some(p) = p else { continue };
+            if p.errors > 0 || p.reconnects > 0 {
+                println!(
+                    "  {} {what}: {} errors, {} reconnects; first: {}",
+                    c.label,
+                    p.errors,
+                    p.reconnects,
+                    p.first_error.as_deref().unwrap_or("-")
+                );
+            }
+        }
     }
 
-    let eval_of = |l: &str| {
-        evals
-            .iter()
-            .find(|e| e.label.ends_with(l))
-            .map_or(f64::NAN, |e| e.per_cpu_sec)
-    };
-    let kim_rss = rss
-        .iter()
-        .find(|r| r.0.contains("kim"))
-        .map_or(f64::NAN, |r| r.1);
     println!();
-    println!("== targets (issue 3); machine: {cores} cores shared by load generator and server");
+    report_evals(evals);
+
+    let col = |prefix: &str| columns.iter().find(|c| c.label.starts_with(prefix));
+    println!();
+    println!("== targets ({cores} cores)");
     println!(
-        "{:<40} {:>12} {:>16}  verdict",
+        "{:<58} {:>10} {:>10}  verdict",
         "target", "wanted", "measured"
     );
-    let row = |what: String, wanted: &str, measured: String, met: bool| {
-        println!("{what:<40} {wanted:>12} {measured:>16}  {}", verdict(met));
+    let target = |what: String, wanted: &str, measured: f64, met: bool| {
+        println!(
+            "{what:<58} {wanted:>10} {measured:>10.3}  {}",
+            verdict_word(met)
+        );
     };
-    row(
-        "ratio (b)/(a) /validate".into(),
-        ">= 0.80",
-        format!("{rb:.3}"),
-        rb >= 0.8,
-    );
-    row(
-        "ratio (c)/(a) /mutate".into(),
-        ">= 0.80",
-        format!("{rc:.3}"),
-        rc >= 0.8,
-    );
-    row(
-        format!("p99 /validate, {n} connections"),
-        "<= 1000 µs",
-        format!("{:.0} µs", b.p99_us),
-        b.p99_us <= 1000.0,
-    );
-    row(
-        format!("p99 /mutate, {n} connections"),
-        "<= 1000 µs",
-        format!("{:.0} µs", c.p99_us),
-        c.p99_us <= 1000.0,
-    );
-    if let Some(b1) = b1 {
-        row(
-            "p99 /validate, 1 connection".into(),
-            "<= 1000 µs",
-            format!("{:.0} µs", b1.p99_us),
-            b1.p99_us <= 1000.0,
+    for (hook, floor, peer, kim) in [
+        (
+            "/validate",
+            "(a) floor, /validate",
+            "(b) peer, /validate",
+            "(c) kim, /validate",
+        ),
+        (
+            "/mutate",
+            "(a) floor, /mutate",
+            "(b) peer, /mutate",
+            "(c) kim, /mutate",
+        ),
+    ] {
+        let (Some(f), Some(p), Some(k)) = (col(floor), col(peer), col(kim)) else {
+            continue;
+        };
+        let r = f.closed.server_cpu_us / k.closed.server_cpu_us;
+        target(
+            format!("server CPU per review, floor ÷ kim, {hook}"),
+            ">= 0.5",
+            r,
+            r >= 0.5,
+        );
+        let r = k.closed.server_cpu_us / p.closed.server_cpu_us;
+        target(
+            format!("server CPU per review, kim ÷ peer, {hook}"),
+            "<= 0.333",
+            r,
+            r <= 1.0 / 3.0,
+        );
+        target(
+            format!("paced p99 ms, kim {hook}"),
+            "<= 1",
+            k.paced.p99_us / 1000.0,
+            k.paced.p99_us <= 1000.0,
         );
     }
-    if let Some(c1) = c1 {
-        row(
-            "p99 /mutate, 1 connection".into(),
-            "<= 1000 µs",
-            format!("{:.0} µs", c1.p99_us),
-            c1.p99_us <= 1000.0,
+    eval_targets(evals);
+    if let Some(k) = col("(c) kim, /validate") {
+        target(
+            "kim peak RSS, MiB".into(),
+            "<= 64",
+            k.rss_mib,
+            k.rss_mib <= 64.0,
         );
     }
-    let ev = eval_of("Validate");
-    let em = eval_of("Mutate");
-    row(
-        "evaluation Validate, per CPU-second".into(),
-        ">= 50000/s",
-        format!("{ev:.0}/s"),
-        ev >= 50_000.0,
-    );
-    row(
-        "evaluation Mutate, per CPU-second".into(),
-        ">= 50000/s",
-        format!("{em:.0}/s"),
-        em >= 50_000.0,
-    );
-    row(
-        "kim peak RSS under load (VmHWM)".into(),
-        "<= 64 MiB",
-        format!("{kim_rss:.1} MiB"),
-        kim_rss <= 64.0,
-    );
-    let errors: u64 = passes.iter().map(|p| p.errors).sum();
-    row(
-        "errors (all passes)".into(),
-        "0",
-        errors.to_string(),
-        errors == 0,
-    );
-    let conns_ok = passes.iter().all(|p| p.established == p.connections);
-    row(
-        "connections seen by the server".into(),
-        "as configured",
-        if conns_ok {
-            "yes".into()
-        } else {
-            "differs".into()
-        },
-        conns_ok,
+    let errors: u64 = columns
+        .iter()
+        .map(|c| c.closed.errors + c.paced.errors + c.pinned.as_ref().map_or(0, |p| p.errors))
+        .sum();
+    target("errors, all passes".into(), "0", errors as f64, errors == 0);
+    let conns_ok = columns.iter().all(|c| {
+        c.closed.established == cfg.connections
+            && c.paced.established == cfg.connections
+            && c.pinned
+                .as_ref()
+                .is_none_or(|p| p.established == cfg.connections)
+    });
+    println!(
+        "{:<58} {:>10} {:>10}  {}",
+        "connections seen by the server",
+        "as set",
+        if conns_ok { "yes" } else { "differs" },
+        verdict_word(conns_ok)
     );
     println!("load average at end {}", loadavg());
 }
