@@ -171,9 +171,9 @@ pub(super) struct UidOnly<'a> {
 #[derive(Deserialize)]
 pub(super) struct MetaIn<'a> {
     #[serde(default)]
-    generation: Option<i64>,
+    pub(super) generation: Option<i64>,
     #[serde(rename = "deletionTimestamp", borrow, default)]
-    deletion_timestamp: Option<&'a RawValue>,
+    pub(super) deletion_timestamp: Option<&'a RawValue>,
 }
 
 /// `request.object` / `request.oldObject`: the metadata kim reads and the `status` as `S`
@@ -181,9 +181,9 @@ pub(super) struct MetaIn<'a> {
 #[derive(Deserialize)]
 pub(super) struct ObjectIn<'a, S = Value> {
     #[serde(borrow, default)]
-    metadata: Option<MetaIn<'a>>,
+    pub(super) metadata: Option<MetaIn<'a>>,
     #[serde(default = "none")]
-    status: Option<S>,
+    pub(super) status: Option<S>,
 }
 
 impl<S: JsonView> ObjectIn<'_, S> {

@@ -233,12 +233,7 @@ impl<'de> Visitor<'de> for NodeVisitor {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Node<'de>, A::Error> {
         let mut members: Vec<(Cow<'de, str>, Node<'de>)> = Vec::with_capacity(8);
         while let Some(BorrowedStr(key)) = map.next_key::<BorrowedStr<'de>>()? {
-            // Left to `Value`: a repeated key (last wins there), very many keys (the
-            // linear search for repeats), and the key `Value` reads as a raw value marker.
-            if members.len() == MAX_KEYS
-                || key == RAW_VALUE_TOKEN
-                || members.iter().any(|(k, _)| *k == key)
-            {
+            if !holds(&members, &key) {
                 return Err(de::Error::custom("object not read as a Node"));
             }
             let value = map.next_value::<Node<'de>>()?;
@@ -246,6 +241,14 @@ impl<'de> Visitor<'de> for NodeVisitor {
         }
         Ok(Node::Obj(members))
     }
+}
+
+/// Whether an object whose members so far are `members` can take `key` as a [`Node`]: not a
+/// repeated key (last wins in `Value`), not more than [`MAX_KEYS`] members (the linear search
+/// for repeats), not the key `Value` reads as a raw value marker. Otherwise the object is left
+/// to `Value`.
+pub(super) fn holds(members: &[(Cow<'_, str>, Node<'_>)], key: &str) -> bool {
+    members.len() < MAX_KEYS && key != RAW_VALUE_TOKEN && !members.iter().any(|(k, _)| k == key)
 }
 
 impl<'de: 'a, 'a> Deserialize<'de> for Node<'a> {
@@ -315,10 +318,10 @@ pub(crate) fn has_raw_value_key(text: &str) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     //! Differential tests: for every body, `review` with statuses read as [`Node`]s answers
     //! byte for byte as with statuses read as `Value`s (`review_values`).
-    use super::super::{Hook, Outcome, fast_review, review, review_values};
+    use super::super::{Hook, Outcome, fast_review, review, review_serde, review_values, scan};
     use super::Node;
     use crate::status::Policy;
     use proptest::prelude::*;
@@ -466,8 +469,9 @@ mod tests {
         list
     }
 
-    fn same(a: &Outcome, b: &Outcome) -> bool {
+    pub(in crate::admission) fn same(a: &Outcome, b: &Outcome) -> bool {
         a.body == b.body
+            && a.violations == b.violations
             && a.allowed == b.allowed
             && a.code == b.code
             && a.uid == b.uid
@@ -479,24 +483,46 @@ mod tests {
             && a.detail == b.detail
     }
 
-    fn check(policy: &Policy, body: &[u8]) -> bool {
+    /// Answers `body` on every path and checks they agree: the scan (`review`), serde_json
+    /// with Nodes (`review_serde`) and serde_json with Values (`review_values`). Returns
+    /// (decoded as Nodes by serde_json, taken by the scan).
+    fn check(policy: &Policy, body: &[u8]) -> (bool, bool) {
         let now = chrono::DateTime::from_timestamp(1_795_000_000, 0).unwrap();
+        let text = std::str::from_utf8(body).ok();
+        let nodes = text.is_some_and(|t| fast_review::<Node<'_>>(t).is_some());
+        let scanned = scan::fast_review(body).is_some();
+        if scanned {
+            // The scan takes only bodies serde_json takes.
+            assert!(
+                serde_json::from_slice::<serde::de::IgnoredAny>(body).is_ok() && nodes,
+                "scanned a body serde_json refuses: {}",
+                String::from_utf8_lossy(body)
+            );
+        }
         for hook in [Hook::Validate, Hook::Mutate] {
             let fast = review(hook, policy, body, now);
-            let Ok(text) = std::str::from_utf8(body) else {
+            let serde = review_serde(hook, policy, body, now);
+            assert!(
+                same(&fast, &serde),
+                "{hook:?}: the scan differs from serde_json for body {}\nscan: {}\nserde: {}",
+                String::from_utf8_lossy(body),
+                String::from_utf8_lossy(&fast.body),
+                String::from_utf8_lossy(&serde.body)
+            );
+            let Some(text) = text else {
                 // Not UTF-8: both paths answer the same 400 before decoding.
                 continue;
             };
             let reference = review_values(hook, policy, body, text, now);
             assert!(
-                same(&fast, &reference),
+                same(&serde, &reference),
                 "{hook:?} differs for body {}\nfast: {}\nreference: {}",
                 String::from_utf8_lossy(body),
-                String::from_utf8_lossy(&fast.body),
+                String::from_utf8_lossy(&serde.body),
                 String::from_utf8_lossy(&reference.body)
             );
         }
-        std::str::from_utf8(body).is_ok_and(|t| fast_review::<Node<'_>>(t).is_some())
+        (nodes, scanned)
     }
 
     /// Values put in place of a random node of a valid review.
@@ -669,16 +695,22 @@ mod tests {
         let bases = bases();
         let pool = pool();
         let decoded = AtomicUsize::new(0);
+        let scanned = AtomicUsize::new(0);
         let total = AtomicUsize::new(0);
         for base in &bases {
             let text = serde_json::to_string(base).unwrap();
-            assert!(check(&policy, text.as_bytes()), "base not decoded: {text}");
+            assert_eq!(
+                check(&policy, text.as_bytes()),
+                (true, true),
+                "base: {text}"
+            );
             let pretty = serde_json::to_string_pretty(base).unwrap();
-            assert!(check(&policy, pretty.as_bytes()));
+            assert_eq!(check(&policy, pretty.as_bytes()), (true, true));
         }
-        let count = |d: bool| {
+        let count = |(nodes, scan): (bool, bool)| {
             total.fetch_add(1, Ordering::Relaxed);
-            decoded.fetch_add(usize::from(d), Ordering::Relaxed);
+            decoded.fetch_add(usize::from(nodes), Ordering::Relaxed);
+            scanned.fetch_add(usize::from(scan), Ordering::Relaxed);
         };
         // Structural edits: a node of a base replaced by a pool value or (one in six) removed.
         let structural = (
@@ -732,10 +764,15 @@ mod tests {
                 Ok(())
             })
             .unwrap();
-        let (decoded, total) = (decoded.into_inner(), total.into_inner());
-        // The Node path must actually be taken on many of the valid variants.
+        let (decoded, scanned, total) = (
+            decoded.into_inner(),
+            scanned.into_inner(),
+            total.into_inner(),
+        );
+        // The Node path and the scan must actually be taken on many of the valid variants.
         assert!(decoded * 20 > total, "decoded {decoded} of {total}");
-        eprintln!("decoded as Nodes: {decoded} of {total} bodies");
+        assert!(scanned * 20 > total, "scanned {scanned} of {total}");
+        eprintln!("decoded as Nodes: {decoded} of {total} bodies, scanned: {scanned}");
     }
 
     #[test]
@@ -788,14 +825,18 @@ mod tests {
         ] {
             let text = serde_json::to_string(&base).unwrap().replacen(from, to, 1);
             assert_ne!(text, serde_json::to_string(&base).unwrap());
-            assert!(!check(&policy, text.as_bytes()), "read as Nodes: {text}");
+            assert_eq!(
+                check(&policy, text.as_bytes()),
+                (false, false),
+                "read as Nodes: {text}"
+            );
         }
         for (n, nodes) in [(31, true), (32, true), (33, false)] {
             let mut v = base.clone();
             v["request"]["object"]["status"]["extra"] =
                 Value::Object((0..n).map(|i| (format!("k{i}"), json!(i))).collect());
             let text = serde_json::to_string(&v).unwrap();
-            assert_eq!(check(&policy, text.as_bytes()), nodes, "{n} keys");
+            assert_eq!(check(&policy, text.as_bytes()), (nodes, nodes), "{n} keys");
         }
     }
 }
