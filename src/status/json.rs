@@ -2,9 +2,11 @@
 //! admission decoder's borrowed values), the [`Snapshot`] of a Runtime, the [`Facts`] of a
 //! request, and helpers over conditions and times shared by defaulting and validation.
 
+use super::table::MAX_CONDITIONS;
 use chrono::{DateTime, SecondsFormat, Utc};
 use jsonptr::PointerBuf;
 use serde_json::Value;
+use std::sync::LazyLock;
 
 /// Read access to a JSON value, as evaluation needs it. Implemented for [`serde_json::Value`]
 /// and for the admission decoder's borrowed values, so the same rules run on either without
@@ -160,9 +162,27 @@ fn pointer(tokens: &[&str]) -> PointerBuf {
     PointerBuf::from_tokens(tokens.iter().copied())
 }
 
-/// `/status/conditions/<i>/<name>`: one string when `name` needs no escaping (the field names
-/// used here), otherwise token by token.
+/// The condition fields defaulting sets, whose pointers [`condition_field`] keeps ready.
+const DEFAULTED_FIELDS: [&str; 3] = ["lastTransitionTime", "observedGeneration", "message"];
+
+/// `/status/conditions/<i>/<name>` for every defaulted field of every condition a list may
+/// have, made once.
+static CONDITION_FIELDS: LazyLock<Vec<[PointerBuf; 3]>> = LazyLock::new(|| {
+    (0..MAX_CONDITIONS)
+        .map(|i| {
+            DEFAULTED_FIELDS.map(|name| pointer(&["status", "conditions", &i.to_string(), name]))
+        })
+        .collect()
+});
+
+/// `/status/conditions/<i>/<name>`: a copy of a ready one for the defaulted fields, one string
+/// when `name` needs no escaping, otherwise token by token.
 pub(super) fn condition_field(i: usize, name: &str) -> PointerBuf {
+    if let Some(f) = DEFAULTED_FIELDS.iter().position(|n| *n == name)
+        && let Some(ready) = CONDITION_FIELDS.get(i)
+    {
+        return ready[f].clone();
+    }
     if !name.contains(['~', '/'])
         && let Ok(p) = PointerBuf::parse(format!("/status/conditions/{i}/{name}"))
     {
