@@ -235,7 +235,7 @@ pub(super) fn show<J: JsonView>(v: &J) -> String {
         Some(s) if !s.chars().any(char::is_control) => s.to_string(),
         _ => v.to_json(),
     };
-    if s.chars().count() > 80 {
+    if s.len() > 80 && s.chars().count() > 80 {
         let mut cut: String = s.chars().take(77).collect();
         cut.push_str("...");
         cut

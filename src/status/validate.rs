@@ -4,7 +4,7 @@
 //! Pure functions over [`JsonView`]s; every rule is looked up in the [`Policy`].
 
 use super::Policy;
-use super::history::Kind;
+use super::history::{self, Kind};
 use super::json::{
     Facts, JsonView, Snapshot, find_by_type, matching_old, parse_time, quoted, show,
 };
@@ -188,13 +188,26 @@ fn state_list(policy: &Policy) -> String {
 /// `"NAME" was retired by KIM after D (declared F to D)` for a retired name (spec §7.6), short
 /// enough to fit a warning line with its path.
 fn retired_note(policy: &Policy, kind: Kind, name: &str) -> Option<String> {
-    policy.retired(kind, name).map(|n| {
-        format!(
-            "{name:?} was retired by KIM after {} (declared {} to {})",
-            n.last_seen, n.first_seen, n.last_seen
-        )
-    })
+    let n = policy.retired(kind, name)?;
+    let made = history::vocabulary()
+        .iter()
+        .position(|v| std::ptr::eq(v, n))
+        .and_then(|i| RETIRED_NOTES.get(i));
+    Some(made.cloned().unwrap_or_else(|| note_of(n)))
 }
+
+fn note_of(n: &history::Name) -> String {
+    format!(
+        "{:?} was retired by KIM after {} (declared {} to {})",
+        n.name, n.last_seen, n.first_seen, n.last_seen
+    )
+}
+
+/// [`retired_note`] of every vocabulary row, in `history::vocabulary()`'s order, made once:
+/// KIM-era Runtimes carry retired names on every write, and formatting the dates each time was
+/// most of what judging such a write cost.
+static RETIRED_NOTES: std::sync::LazyLock<Vec<String>> =
+    std::sync::LazyLock::new(|| history::vocabulary().iter().map(note_of).collect());
 
 /// §1 — `status.state`: required, one of the states. An unknown state the stored object
 /// already had is ratcheted (spec §7.4).
@@ -472,23 +485,25 @@ fn check_type_and_reason(
     out: &mut Vec<Violation>,
 ) -> bool {
     let Some(entry) = policy.condition_type(t) else {
-        let known: Vec<_> = policy
+        let known = policy
             .types
             .iter()
             .map(|t| t.condition_type.as_str())
-            .collect();
+            .collect::<Vec<_>>()
+            .join(", ");
         let what = match retired_note(policy, Kind::Type, t) {
             Some(note) => format!(
                 "{note}; a stored condition may stay unchanged, writing it anew needs the compatibility switch kimHistory"
             ),
             None => format!("unknown condition type {t:?}"),
         };
+        let message = format!("{at}.type: {what}; allowed: {known}");
         out.push(violation(
             RuleId::ConditionTypeUnknown,
             format!("{at}.type"),
             t,
-            known.join(", "),
-            format!("{at}.type: {what}; allowed: {}", known.join(", ")),
+            known,
+            message,
         ));
         return false;
     };

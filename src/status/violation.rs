@@ -34,6 +34,10 @@ impl Violation {
     /// `[condition-type-unknown] (ratcheted) status.conditions[3].type: …`.
     pub fn warning(&self) -> String {
         let text = format!("[{}] ({}) {}", self.rule, self.action, self.message);
+        // No more bytes than the limit: no more characters either.
+        if text.len() <= WARNING_LIMIT {
+            return text;
+        }
         match text.char_indices().nth(WARNING_LIMIT - 3) {
             Some((i, _)) if text.chars().count() > WARNING_LIMIT => format!("{}...", &text[..i]),
             _ => text,
@@ -156,6 +160,10 @@ const MESSAGE_LIMIT: usize = 1000;
 const LISTED_VIOLATIONS: usize = 20;
 
 fn cut(s: String, limit: usize) -> String {
+    // No more bytes than the limit: no more characters either.
+    if s.len() <= limit {
+        return s;
+    }
     match s.char_indices().nth(limit) {
         None => s,
         Some((i, _)) => format!("{}...", &s[..i]),
