@@ -171,12 +171,15 @@ fn answer<'a, O: ObjectSource<'a>>(
         dry_run: req.dry_run.unwrap_or(false),
         now,
     };
-    let base = |o: Outcome| Outcome {
-        uid: uid.to_string(),
-        operation: operation.clone(),
-        user: facts.user.clone(),
-        dry_run: facts.dry_run,
-        ..o
+    // What every answer below carries about the request (moved in once it is answered).
+    let base = |operation: String, user: String, dry_run: bool| {
+        move |o: Outcome| Outcome {
+            uid: uid.to_string(),
+            operation,
+            user,
+            dry_run,
+            ..o
+        }
     };
 
     let resource = req.resource.unwrap_or_default();
@@ -203,6 +206,7 @@ fn answer<'a, O: ObjectSource<'a>>(
                 }
             )
         };
+        let base = base(operation, facts.user, facts.dry_run);
         return response::not_checked(api_version, uid, &what, warnings, base);
     }
 
@@ -212,6 +216,7 @@ fn answer<'a, O: ObjectSource<'a>>(
     ) {
         (Ok(n), Ok(o)) => (n, o),
         (Err(e), _) | (_, Err(e)) => {
+            let base = base(operation, facts.user, facts.dry_run);
             return base(response::denied(api_version, uid, 400, &e, &warnings));
         }
     };
@@ -221,10 +226,12 @@ fn answer<'a, O: ObjectSource<'a>>(
     match hook {
         Hook::Mutate => {
             let patch = status::mutate(policy, Some(&old), &new, &facts);
+            let base = base(operation, facts.user, facts.dry_run);
             response::patched(api_version, uid, &patch, &warnings, base)
         }
         Hook::Validate => {
             let violations = status::validate(policy, Some(&old), &new, &facts);
+            let base = base(operation, facts.user, facts.dry_run);
             response::validated(api_version, uid, &violations, warnings, base)
         }
     }
