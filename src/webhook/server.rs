@@ -55,22 +55,49 @@ const INLINE_REVIEW_LIMIT: usize = 256 * 1024;
 /// Longest uid, user or detail written to a log line; longer values are cut.
 const LOG_FIELD_LIMIT: usize = 512;
 
-/// A request-controlled string made safe for a log line: cut to [`LOG_FIELD_LIMIT`]
-/// characters, control characters (newline, ESC, …) escaped so nothing can forge a line.
-fn log_safe(s: &str) -> String {
-    let mut out = String::with_capacity(s.len().min(LOG_FIELD_LIMIT));
-    for (i, c) in s.chars().enumerate() {
-        if i == LOG_FIELD_LIMIT {
-            out.push_str("...");
-            break;
+/// A request-controlled string made safe for a log line as it is displayed (no copy): cut to
+/// [`LOG_FIELD_LIMIT`] characters, control characters (newline, ESC, …) escaped so nothing can
+/// forge a line.
+struct LogSafe<'a>(&'a str);
+
+impl std::fmt::Display for LogSafe<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use std::fmt::Write as _;
+        let s = self.0;
+        // The common case: short (bytes bound characters) and printable, written as is.
+        if s.len() <= LOG_FIELD_LIMIT && !s.chars().any(char::is_control) {
+            return f.write_str(s);
         }
-        if c.is_control() {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
+        for (i, c) in s.chars().enumerate() {
+            if i == LOG_FIELD_LIMIT {
+                f.write_str("...")?;
+                break;
+            }
+            if c.is_control() {
+                for e in c.escape_default() {
+                    f.write_char(e)?;
+                }
+            } else {
+                f.write_char(c)?;
+            }
         }
+        Ok(())
     }
-    out
+}
+
+/// Rule ids joined by commas as they are displayed (no copy).
+struct Rules<'a>(&'a [&'static str]);
+
+impl std::fmt::Display for Rules<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, r) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            f.write_str(r)?;
+        }
+        Ok(())
+    }
 }
 
 /// When the declared `Content-Length` is already over the limit, only this much of the body
@@ -564,16 +591,16 @@ async fn admit(st: &Arc<AppState>, hook: Hook, path: &'static str, req: Request)
     st.metrics.observe_violations(&o.violations);
     tracing::info!(
         path,
-        uid = %log_safe(&o.uid),
-        operation = %log_safe(&o.operation),
-        user = %log_safe(&o.user),
+        uid = %LogSafe(&o.uid),
+        operation = %LogSafe(&o.operation),
+        user = %LogSafe(&o.user),
         decision = if o.allowed { "allowed" } else { "denied" },
         code = o.code,
-        rules = %o.rules.join(","),
+        rules = %Rules(&o.rules),
         latency_us = latency.as_micros() as u64,
         dry_run = o.dry_run,
         patched = o.patched,
-        detail = %log_safe(&o.detail),
+        detail = %LogSafe(&o.detail),
         "admission review"
     );
     let mut resp = Response::new(Body::from(o.body));
