@@ -30,13 +30,19 @@
 //! `IgnoredAny`), in interleaved rounds; before the loads: the peer's verdicts are checked
 //! against kim's on every review of the bench (allowed, status code, object after the patch).
 //!
+//! The passes run in rounds (`WEBHOOK_BENCH_ROUNDS`, 4): each round runs every server and hook
+//! in turn, so that other processes on a shared machine disturb all of them alike; CPU figures
+//! are the median round, latencies are pooled over the rounds.
+//!
 //! Environment (all optional; seconds may be fractional, for a CI smoke run):
-//! `WEBHOOK_BENCH_WARMUP_SECS` (2), `WEBHOOK_BENCH_SECS` (8), `WEBHOOK_BENCH_PACED_SECS` (8),
+//! `WEBHOOK_BENCH_WARMUP_SECS` (0.5, per round and pass), `WEBHOOK_BENCH_SECS` (8, per server and
+//! hook over all rounds), `WEBHOOK_BENCH_PACED_SECS` (8, likewise), `WEBHOOK_BENCH_ROUNDS` (4),
 //! `WEBHOOK_BENCH_PACED_RATE` (2000), `WEBHOOK_BENCH_EVAL_SECS` (3, per evaluation loop, in six
 //! rounds), `WEBHOOK_BENCH_CONNECTIONS` (64), `WEBHOOK_BENCH_PIN` (`0` skips the pinned
 //! passes), `WEBHOOK_BENCH_KIM_RUST_LOG` (`RUST_LOG` of the kim child; unset or empty: kim's
-//! default), `WEBHOOK_BENCH_KIM_BIN` (another `kim` binary, e.g. an earlier build, for a
-//! before/after comparison). Every child's stdout/stderr go to /dev/null.
+//! default), `WEBHOOK_BENCH_KIM_BIN` (the `kim` binary measured as (c) instead of the one cargo
+//! built), `WEBHOOK_BENCH_KIM_BASELINE` (a second `kim` binary, e.g. an earlier build, measured
+//! as (d) in the same rounds). Every child's stdout/stderr go to /dev/null.
 //!
 //! The targets are printed next to the figures as met / NOT met; nothing is asserted on them
 //! (a benchmark, not a test). Only a broken set-up (a review that does not produce the expected
@@ -484,6 +490,7 @@ struct Config {
     paced_rate: f64,
     eval: Duration,
     connections: usize,
+    rounds: u32,
     pin: bool,
     /// `RUST_LOG` of the kim child; `None`: unset (kim's default).
     kim_rust_log: Option<String>,
@@ -511,12 +518,13 @@ impl Config {
         let paced_rate = number("WEBHOOK_BENCH_PACED_RATE", 2000.0)?;
         ensure!(paced_rate >= 1.0, "WEBHOOK_BENCH_PACED_RATE must be >= 1");
         Ok(Config {
-            warmup: secs("WEBHOOK_BENCH_WARMUP_SECS", 2.0)?,
+            warmup: secs("WEBHOOK_BENCH_WARMUP_SECS", 0.5)?,
             measure,
             paced,
             paced_rate,
             eval: secs("WEBHOOK_BENCH_EVAL_SECS", 3.0)?,
             connections,
+            rounds: (number("WEBHOOK_BENCH_ROUNDS", 4.0)? as u32).max(1),
             pin: cores >= 2 && std::env::var("WEBHOOK_BENCH_PIN").map_or(true, |v| v.trim() != "0"),
             kim_rust_log: std::env::var("WEBHOOK_BENCH_KIM_RUST_LOG")
                 .ok()
@@ -966,9 +974,14 @@ impl Server {
     }
 
     fn kim(cert_dir: &Path, rust_log: Option<&str>) -> anyhow::Result<Server> {
+        Server::kim_from(&kim_bin(), cert_dir, rust_log)
+    }
+
+    /// `kim webhook` of the binary `bin`.
+    fn kim_from(bin: &Path, cert_dir: &Path, rust_log: Option<&str>) -> anyhow::Result<Server> {
         let addr = free_port()?;
         let metrics_addr = free_port()?;
-        let mut cmd = Command::new(kim_bin());
+        let mut cmd = Command::new(bin);
         cmd.arg("webhook")
             .arg("--cert-dir")
             .arg(cert_dir)
@@ -1471,6 +1484,13 @@ struct Pass {
     /// kim's own mean server time per review (its `request_duration_seconds` histogram).
     handler_mean_us: Option<f64>,
     established: usize,
+    /// Measured window, seconds.
+    window_s: f64,
+    /// Server CPU µs per review of each round ([`merge`]); one value for a single pass.
+    server_cpu_rounds: Vec<f64>,
+    /// The latencies and send delays behind the percentiles (ns, sorted).
+    latencies_ns: Vec<u64>,
+    late_ns: Vec<u64>,
 }
 
 fn percentile(sorted: &[u64], p: f64) -> f64 {
@@ -1499,6 +1519,7 @@ fn figures(
         (Some((s0, c0)), Some((s1, c1))) if c1 > c0 => Some((s1 - s0) / (c1 - c0) * 1e6),
         _ => None,
     };
+    let server_cpu_us = per_review(p1.server_cpu - p0.server_cpu);
     Pass {
         requests: n,
         rps: n as f64 / window.as_secs_f64(),
@@ -1510,11 +1531,70 @@ fn figures(
         errors: all.errors,
         reconnects: all.reconnects,
         first_error: all.first_error,
-        server_cpu_us: per_review(p1.server_cpu - p0.server_cpu),
+        server_cpu_us,
         client_cpu_us: per_review(p1.client_cpu - p0.client_cpu),
         server_cores: (p1.server_cpu - p0.server_cpu) / probed,
         handler_mean_us,
         established,
+        window_s: window.as_secs_f64(),
+        server_cpu_rounds: vec![server_cpu_us],
+        latencies_ns: all.latencies_ns,
+        late_ns: all.late_ns,
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.retain(|x| x.is_finite());
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+/// One server and hook's rounds as one pass: CPU figures are the median round (robust to a
+/// round that other processes on the machine disturbed), latencies and counts pooled.
+fn merge(rounds: Vec<Pass>) -> Pass {
+    let mut lat: Vec<u64> = rounds
+        .iter()
+        .flat_map(|p| p.latencies_ns.iter().copied())
+        .collect();
+    let mut late: Vec<u64> = rounds
+        .iter()
+        .flat_map(|p| p.late_ns.iter().copied())
+        .collect();
+    lat.sort_unstable();
+    late.sort_unstable();
+    let requests: u64 = rounds.iter().map(|p| p.requests).sum();
+    let window_s: f64 = rounds.iter().map(|p| p.window_s).sum();
+    let med = |f: fn(&Pass) -> f64| median(rounds.iter().map(f).collect());
+    let handler: Vec<f64> = rounds.iter().filter_map(|p| p.handler_mean_us).collect();
+    Pass {
+        requests,
+        rps: requests as f64 / window_s,
+        p50_us: percentile(&lat, 0.50),
+        p99_us: percentile(&lat, 0.99),
+        p999_us: percentile(&lat, 0.999),
+        max_us: lat.last().map_or(f64::NAN, |&x| x as f64 / 1000.0),
+        late_p99_us: percentile(&late, 0.99),
+        errors: rounds.iter().map(|p| p.errors).sum(),
+        reconnects: rounds.iter().map(|p| p.reconnects).sum(),
+        first_error: rounds.iter().find_map(|p| p.first_error.clone()),
+        server_cpu_us: med(|p| p.server_cpu_us),
+        client_cpu_us: med(|p| p.client_cpu_us),
+        server_cores: med(|p| p.server_cores),
+        handler_mean_us: (!handler.is_empty()).then(|| median(handler)),
+        // The first round that saw another count than the others, else the common count.
+        established: rounds
+            .iter()
+            .map(|p| p.established)
+            .find(|&e| e != rounds[0].established)
+            .unwrap_or_else(|| rounds.first().map_or(0, |p| p.established)),
+        window_s,
+        server_cpu_rounds: rounds.iter().map(|p| p.server_cpu_us).collect(),
+        latencies_ns: Vec::new(),
+        late_ns: Vec::new(),
     }
 }
 
@@ -1547,6 +1627,9 @@ async fn closed_loop(
     for t in tasks {
         all.merge(t.await?);
     }
+    // Lets the connections' tasks see their senders gone and close (on a current-thread
+    // runtime they run only while it is driven).
+    tokio::time::sleep(Duration::from_millis(30)).await;
     let window = if job.remaining.is_some() {
         t0.elapsed()
     } else {
@@ -1626,6 +1709,7 @@ async fn paced_loop(
     dispatcher
         .join()
         .map_err(|_| anyhow!("dispatcher thread panicked"))?;
+    tokio::time::sleep(Duration::from_millis(30)).await;
     Ok(figures(all, &p0, &p1, job.measure, conns))
 }
 
@@ -1656,9 +1740,7 @@ struct Eval {
 impl Eval {
     /// The median round, CPU µs per call.
     fn us(&self) -> f64 {
-        let mut r = self.rounds_us.clone();
-        r.sort_by(f64::total_cmp);
-        r.get(r.len() / 2).copied().unwrap_or(f64::NAN)
+        median(self.rounds_us.clone())
     }
 }
 
@@ -1888,80 +1970,92 @@ struct Route {
     expect: Expect,
 }
 
-/// All passes of one server: every route closed (unpinned), every route paced, then, if
-/// pinning, every route closed with the server on CPU 0 and the generator on CPU 1.
-fn measure_server(
+/// Every pass of every server and hook, in rounds: each round runs every route once, so that
+/// a change in the machine's load (other processes) touches all servers alike. Per route: the
+/// closed loop (unpinned), the paced loop, and, if pinning, the closed loop with the server on
+/// CPU 0 and the generator on CPU 1.
+fn measure_all(
     cfg: &Config,
     cores: usize,
     rt: &tokio::runtime::Runtime,
-    server: &Server,
-    routes: &[Route],
+    targets: &[(&Server, Route)],
 ) -> anyhow::Result<Vec<Column>> {
-    let job = |r: &Route, warmup: Duration, measure: Duration| -> anyhow::Result<Job> {
-        Ok(Job {
-            addr: server.addr,
-            path: r.path,
-            template: r.body.clone(),
-            uid_at: uid_at(&r.body)?,
-            expect: r.expect,
-            warmup,
-            measure,
-            remaining: None,
-        })
-    };
-    let mut closed = Vec::new();
-    for r in routes {
+    let rounds = cfg.rounds.max(1);
+    let per_round = |d: Duration| d / rounds;
+    let job =
+        |server: &Server, r: &Route, warmup: Duration, measure: Duration| -> anyhow::Result<Job> {
+            Ok(Job {
+                addr: server.addr,
+                path: r.path,
+                template: r.body.clone(),
+                uid_at: uid_at(&r.body)?,
+                expect: r.expect,
+                warmup,
+                measure,
+                remaining: None,
+            })
+        };
+    let n = targets.len();
+    let empty = || (0..n).map(|_| Vec::new()).collect::<Vec<Vec<Pass>>>();
+    let (mut closed, mut paced, mut pinned) = (empty(), empty(), empty());
+    for round in 1..=rounds {
         println!(
-            "-- {}: closed loop, {} connections ...",
-            r.label, cfg.connections
+            "-- round {round}/{rounds}: closed loop, {} connections, every server and hook ...",
+            cfg.connections
         );
-        let j = job(r, cfg.warmup, cfg.measure)?;
-        closed.push(rt.block_on(closed_loop(Some(server), j, cfg.connections))?);
-    }
-    let mut paced = Vec::new();
-    for r in routes {
-        settle(server);
+        for (i, (server, r)) in targets.iter().enumerate() {
+            settle(server);
+            let j = job(server, r, cfg.warmup, per_round(cfg.measure))?;
+            closed[i].push(rt.block_on(closed_loop(Some(server), j, cfg.connections))?);
+        }
         println!(
-            "-- {}: paced {:.0} reviews/s, {} connections ...",
-            r.label, cfg.paced_rate, cfg.connections
+            "-- round {round}/{rounds}: paced {:.0} reviews/s, every server and hook ...",
+            cfg.paced_rate
         );
-        let j = job(r, cfg.warmup.min(Duration::from_secs(1)), cfg.paced)?;
-        paced.push(rt.block_on(paced_loop(server, j, cfg.connections, cfg.paced_rate))?);
+        for (i, (server, r)) in targets.iter().enumerate() {
+            settle(server);
+            let j = job(
+                server,
+                r,
+                cfg.warmup.min(Duration::from_millis(500)),
+                per_round(cfg.paced),
+            )?;
+            paced[i].push(rt.block_on(paced_loop(server, j, cfg.connections, cfg.paced_rate))?);
+        }
+        if cfg.pin {
+            println!(
+                "-- round {round}/{rounds}: closed loop pinned (server CPU 0, generator CPU 1) ..."
+            );
+            let me = std::process::id();
+            // One core, one thread: the generator on a current-thread runtime.
+            let one = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            pin(me, "1")?;
+            let result = (|| -> anyhow::Result<()> {
+                for (i, (server, r)) in targets.iter().enumerate() {
+                    settle(server);
+                    pin(server.pid(), "0")?;
+                    let j = job(server, r, cfg.warmup, per_round(cfg.measure))?;
+                    let pass = one.block_on(closed_loop(Some(server), j, cfg.connections));
+                    pin(server.pid(), &format!("0-{}", cores - 1))?;
+                    pinned[i].push(pass?);
+                }
+                Ok(())
+            })();
+            pin(me, &format!("0-{}", cores - 1))?;
+            result?;
+        }
     }
-    let mut pinned: Vec<Option<Pass>> = routes.iter().map(|_| None).collect();
-    if cfg.pin {
-        let me = std::process::id();
-        pin(server.pid(), "0")?;
-        pin(me, "1")?;
-        // One core, one thread: the generator on a current-thread runtime.
-        let one = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
-        let result = (|| -> anyhow::Result<()> {
-            for (i, r) in routes.iter().enumerate() {
-                settle(server);
-                println!(
-                    "-- {}: closed loop pinned (server CPU 0, generator CPU 1) ...",
-                    r.label
-                );
-                let j = job(r, cfg.warmup, cfg.measure)?;
-                pinned[i] = Some(one.block_on(closed_loop(Some(server), j, cfg.connections))?);
-            }
-            Ok(())
-        })();
-        pin(me, &format!("0-{}", cores - 1))?;
-        result?;
-    }
-    let rss_mib = status_mib(server.pid(), "VmHWM");
-    Ok(routes
+    Ok(targets
         .iter()
         .zip(closed.into_iter().zip(paced).zip(pinned))
-        .map(|(r, ((closed, paced), pinned))| Column {
+        .map(|((server, r), ((closed, paced), pinned))| Column {
             label: r.label.to_string(),
-            closed,
-            paced,
-            pinned,
-            rss_mib,
+            closed: merge(closed),
+            paced: merge(paced),
+            pinned: (!pinned.is_empty()).then(|| merge(pinned)),
+            rss_mib: status_mib(server.pid(), "VmHWM"),
         })
         .collect())
 }
@@ -2034,8 +2128,10 @@ fn bench() -> anyhow::Result<()> {
     );
     println!(
         "load: {} keep-alive HTTP/1.1 connections over TLS 1.3, fresh uid per review, every answer checked; \
-         closed loop (warm-up {:.1} s, measured {:.1} s), paced {:.0}/s open loop (measured {:.1} s), {}",
+         {} rounds, each running every server and hook in turn (new connections and a {:.1} s warm-up each time); \
+         closed loop measured {:.1} s, paced {:.0}/s open loop measured {:.1} s per server and hook in all; {}",
         cfg.connections,
+        cfg.rounds,
         cfg.warmup.as_secs_f64(),
         cfg.measure.as_secs_f64(),
         cfg.paced_rate,
@@ -2078,43 +2174,61 @@ fn bench() -> anyhow::Result<()> {
             },
         ]
     };
-    let mut columns: Vec<Column> = Vec::new();
-
+    let floor = Server::own(SERVE_FLOOR, &cert_dir)?;
+    let peer = Server::own(SERVE_PEER, &cert_dir)?;
+    let kim = Server::kim(&cert_dir, cfg.kim_rust_log.as_deref())?;
     // Verdicts first: the peer must answer as kim does, or its figures mean nothing.
-    {
-        let kim = Server::kim(&cert_dir, cfg.kim_rust_log.as_deref())?;
-        let peer = Server::own(SERVE_PEER, &cert_dir)?;
-        for (path, body) in [
-            ("/validate", &reviews.validate),
-            ("/mutate", &reviews.mutate),
-            ("/validate", &reviews.kim_era),
-        ] {
-            rt.block_on(same_verdicts(&kim, &peer, path, body))?;
-        }
-        println!(
-            "-- verdicts: the peer answers the three reviews as kim does (allowed, code, object after the patch)"
+    for (path, body) in [
+        ("/validate", &reviews.validate),
+        ("/mutate", &reviews.mutate),
+        ("/validate", &reviews.kim_era),
+    ] {
+        rt.block_on(same_verdicts(&kim, &peer, path, body))?;
+    }
+    println!(
+        "-- verdicts: the peer answers the three reviews as kim does (allowed, code, object after the patch)"
+    );
+    let mut targets: Vec<(&Server, Route)> = Vec::new();
+    for (server, (v, m, uid, patch)) in [
+        (
+            &floor,
+            (
+                "(a) floor, /validate body",
+                "(a) floor, /mutate body",
+                Some(FLOOR_UID),
+                false,
+            ),
+        ),
+        (
+            &peer,
+            ("(b) peer, /validate", "(b) peer, /mutate", None, true),
+        ),
+        (&kim, ("(c) kim, /validate", "(c) kim, /mutate", None, true)),
+    ] {
+        targets.extend(routes(v, m, uid, patch).into_iter().map(|r| (server, r)));
+    }
+    // An earlier kim build measured in the same rounds, for a before/after comparison.
+    let baseline = match std::env::var_os("WEBHOOK_BENCH_KIM_BASELINE").filter(|v| !v.is_empty()) {
+        Some(bin) => Some(Server::kim_from(
+            Path::new(&bin),
+            &cert_dir,
+            cfg.kim_rust_log.as_deref(),
+        )?),
+        None => None,
+    };
+    if let Some(b) = &baseline {
+        targets.extend(
+            routes(
+                "(d) baseline, /validate",
+                "(d) baseline, /mutate",
+                None,
+                true,
+            )
+            .into_iter()
+            .map(|r| (b, r)),
         );
     }
-    {
-        let server = Server::own(SERVE_FLOOR, &cert_dir)?;
-        let r = routes(
-            "(a) floor, /validate body",
-            "(a) floor, /mutate body",
-            Some(FLOOR_UID),
-            false,
-        );
-        columns.extend(measure_server(&cfg, cores, &rt, &server, &r)?);
-    }
-    {
-        let server = Server::own(SERVE_PEER, &cert_dir)?;
-        let r = routes("(b) peer, /validate", "(b) peer, /mutate", None, true);
-        columns.extend(measure_server(&cfg, cores, &rt, &server, &r)?);
-    }
-    {
-        let server = Server::kim(&cert_dir, cfg.kim_rust_log.as_deref())?;
-        let r = routes("(c) kim, /validate", "(c) kim, /mutate", None, true);
-        columns.extend(measure_server(&cfg, cores, &rt, &server, &r)?);
-    }
+    let columns = measure_all(&cfg, cores, &rt, &targets)?;
 
     report(&cfg, cores, &columns, &evals);
     Ok(())
@@ -2199,9 +2313,16 @@ fn report(cfg: &Config, cores: usize, columns: &[Column], evals: &[Eval]) {
         }
     };
     let n = cfg.connections;
-    println!("closed loop, {n} connections, unpinned:");
+    let rounds = cfg.rounds;
+    println!("closed loop, {n} connections, unpinned (CPU: the median of {rounds} rounds):");
     row("  server CPU µs per review  (primary)", &|c| {
         num(c.closed.server_cpu_us, 1)
+    });
+    row("    rounds min-max", &|c| {
+        let r = &c.closed.server_cpu_rounds;
+        let lo = r.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = r.iter().copied().fold(0.0, f64::max);
+        format!("{}-{}", num(lo, 1), num(hi, 1))
     });
     row("  generator CPU µs per review", &|c| {
         num(c.closed.client_cpu_us, 1)
@@ -2211,7 +2332,9 @@ fn report(cfg: &Config, cores: usize, columns: &[Column], evals: &[Eval]) {
         c.closed.handler_mean_us.map_or("-".into(), |h| num(h, 1))
     });
     if cfg.pin {
-        println!("closed loop, {n} connections, server on CPU 0, generator on CPU 1:");
+        println!(
+            "closed loop, {n} connections, server on CPU 0, generator on CPU 1 (CPU: median round):"
+        );
         let pinned =
             |c: &Column, f: &dyn Fn(&Pass) -> String| c.pinned.as_ref().map_or("-".into(), f);
         row("  reviews/s  (pinned throughput)", &|c| {
@@ -2228,7 +2351,7 @@ fn report(cfg: &Config, cores: usize, columns: &[Column], evals: &[Eval]) {
         });
     }
     println!(
-        "paced {:.0} reviews/s, open loop, latency from the scheduled send time, µs:",
+        "paced {:.0} reviews/s, open loop, latency from the scheduled send time (all rounds), µs:",
         cfg.paced_rate
     );
     row("  p50", &|c| num(c.paced.p50_us, 0));
