@@ -42,7 +42,8 @@
 //! passes), `WEBHOOK_BENCH_KIM_RUST_LOG` (`RUST_LOG` of the kim child; unset or empty: kim's
 //! default), `WEBHOOK_BENCH_KIM_BIN` (the `kim` binary measured as (c) instead of the one cargo
 //! built), `WEBHOOK_BENCH_KIM_BASELINE` (a second `kim` binary, e.g. an earlier build, measured
-//! as (d) in the same rounds). Every child's stdout/stderr go to /dev/null.
+//! as (d) in the same rounds; `WEBHOOK_BENCH_BASELINE_RUST_LOG` sets its `RUST_LOG`, else it
+//! has that of (c)). Every child's stdout/stderr go to /dev/null.
 //!
 //! The targets are printed next to the figures as met / NOT met; nothing is asserted on them
 //! (a benchmark, not a test). Only a broken set-up (a review that does not produce the expected
@@ -2209,11 +2210,13 @@ fn bench() -> anyhow::Result<()> {
     }
     // An earlier kim build measured in the same rounds, for a before/after comparison.
     let baseline = match std::env::var_os("WEBHOOK_BENCH_KIM_BASELINE").filter(|v| !v.is_empty()) {
-        Some(bin) => Some(Server::kim_from(
-            Path::new(&bin),
-            &cert_dir,
-            cfg.kim_rust_log.as_deref(),
-        )?),
+        Some(bin) => {
+            // Its own RUST_LOG if given (e.g. to measure the log line: the same binary with
+            // `warn`), else that of (c).
+            let log = std::env::var("WEBHOOK_BENCH_BASELINE_RUST_LOG").ok();
+            let log = log.as_deref().or(cfg.kim_rust_log.as_deref());
+            Some(Server::kim_from(Path::new(&bin), &cert_dir, log)?)
+        }
         None => None,
     };
     if let Some(b) = &baseline {
