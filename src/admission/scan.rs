@@ -752,8 +752,7 @@ mod tests {
     //! then answers byte for byte as the serde path (`review_serde`) does.
     use super::super::node::tests::same;
     use super::super::{Hook, review, review_serde};
-    use crate::status::JsonView;
-    use crate::status::Policy;
+    use crate::status::{Action, CompatSwitch, Enforcement, JsonView, Policy};
     use proptest::prelude::*;
     use serde_json::{Value, json};
 
@@ -1131,6 +1130,153 @@ mod tests {
         }
     }
 
+    /// Every AdmissionReview of the shared samples (`../shared/samples/admission`), by name.
+    fn samples() -> Vec<(String, Vec<u8>)> {
+        let dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/samples/admission");
+        let mut out: Vec<(String, Vec<u8>)> = std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "json"))
+            .map(|p| {
+                let name = p.file_name().unwrap().to_string_lossy().into_owned();
+                (name, std::fs::read(&p).unwrap())
+            })
+            .collect();
+        out.sort();
+        assert!(!out.is_empty(), "no samples in {}", dir.display());
+        out
+    }
+
+    /// The policies the answers depend on: the built-in one, every rule in warn mode, KIM's
+    /// history switched on, and both switches with warn mode.
+    fn policies() -> Vec<Policy> {
+        vec![
+            Policy::builtin(),
+            Policy::builtin().with_enforcement(Enforcement::Warn),
+            Policy::builtin().with_switch(CompatSwitch::KimHistory),
+            Policy::builtin()
+                .with_switch(CompatSwitch::KimHistory)
+                .with_switch(CompatSwitch::TerminatingConditionType)
+                .with_enforcement(Enforcement::Warn),
+        ]
+    }
+
+    /// KIM-era writes (retired condition types, reasons and states, stored values the model
+    /// ratchets) and other writes whose answer carries warnings or ratcheted violations: taken
+    /// by the scan and answered as by serde_json under every policy, and the answers do carry
+    /// them (the check is not vacuous).
+    #[test]
+    fn kim_era_and_warned_writes_agree_in_every_mode() {
+        let base = review_value();
+        let retired = json!({"type": "RuntimeProvisioning", "status": "True", "reason": "Verified",
+            "message": "verified", "lastTransitionTime": "2024-06-11T10:00:00Z"});
+        let mut writes: Vec<(&str, Value)> = Vec::new();
+        // A retired condition type carried unchanged on a write (ratcheted).
+        let mut v = base.clone();
+        for o in ["object", "oldObject"] {
+            v["request"][o]["status"]["conditions"]
+                .as_array_mut()
+                .unwrap()
+                .push(retired.clone());
+        }
+        writes.push(("retired type carried", v.clone()));
+        // The same condition written anew (denied, warned, or accepted under kimHistory).
+        let mut anew = v.clone();
+        anew["request"]["object"]["status"]["conditions"][3]["lastTransitionTime"] =
+            json!("2026-11-01T10:00:00Z");
+        writes.push(("retired type written anew", anew));
+        // Retired reasons of a current type, and a pair KIM declared at the same time.
+        let mut r = base.clone();
+        r["request"]["object"]["status"]["conditions"][0]["reason"] = json!("ProcessingCompleted");
+        r["request"]["object"]["status"]["conditions"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"type": "OidcConfigured", "status": "True", "reason": "OidcConfigured"}));
+        writes.push(("retired reasons", r));
+        // The retired state Deleting stored, Terminating written while deleting; and written.
+        let mut d = base.clone();
+        d["request"]["oldObject"]["status"]["state"] = json!("Deleting");
+        d["request"]["object"]["status"]["state"] = json!("Terminating");
+        d["request"]["object"]["metadata"]["deletionTimestamp"] = json!("2026-11-02T00:00:00Z");
+        d["request"]["object"]["status"]["conditions"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"type": "Provisioned", "status": "Unknown", "reason": "Deletion"}));
+        writes.push(("stored Deleting", d.clone()));
+        d["request"]["object"]["status"]["state"] = json!("Deleting");
+        writes.push(("Deleting written", d));
+        // An unknown state with control and non-ASCII characters, stored and written.
+        let mut u = base.clone();
+        for o in ["object", "oldObject"] {
+            u["request"][o]["status"]["state"] = json!("R\u{e9}ady\u{1}\u{202e}");
+        }
+        writes.push(("unknown state", u));
+        // A stored unparsable lastTransitionTime and a typeless condition, both unchanged.
+        let mut t = base.clone();
+        for o in ["object", "oldObject"] {
+            let c = &mut t["request"][o]["status"]["conditions"];
+            c[0]["lastTransitionTime"] = json!("yesterday");
+            c.as_array_mut()
+                .unwrap()
+                .push(json!({"status": "True", "reason": "Whatever"}));
+        }
+        writes.push(("unparsable time, typeless condition", t));
+        // Many unknown types with long non-ASCII names: warnings cut at their limit.
+        let mut w = base.clone();
+        for i in 0..14 {
+            w["request"]["object"]["status"]["conditions"]
+                .as_array_mut()
+                .unwrap()
+                .push(
+                    json!({"type": format!("T{i}-{}", "\u{e9}\u{1F600}".repeat(40)),
+                    "status": "True", "reason": "R"}),
+                );
+        }
+        writes.push(("many long unknown types", w));
+
+        let now = chrono::DateTime::from_timestamp(1_795_000_000, 0).unwrap();
+        let (mut warned, mut ratcheted) = (0, 0);
+        for policy in &policies() {
+            for (what, v) in &writes {
+                for pretty in [false, true] {
+                    let text = body(v, pretty);
+                    assert!(agrees(policy, &text), "{what}: not scanned");
+                    let o = review(Hook::Validate, policy, &text, now);
+                    let answer: Value = serde_json::from_slice(&o.body).unwrap();
+                    let warnings = answer["response"]["warnings"]
+                        .as_array()
+                        .map_or(0, Vec::len);
+                    warned += usize::from(warnings > 0);
+                    ratcheted += o
+                        .violations
+                        .iter()
+                        .filter(|(_, a)| *a == Action::Ratcheted)
+                        .count();
+                }
+            }
+        }
+        assert!(warned > 20, "{warned} answers with warnings");
+        assert!(ratcheted > 10, "{ratcheted} ratcheted violations");
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+
+        /// A shared sample under zero to two textual edits, under any policy.
+        #[test]
+        fn edited_samples_agree(
+            sample in any::<prop::sample::Index>(),
+            policy in any::<prop::sample::Index>(),
+            edits in edits(),
+        ) {
+            let samples = samples();
+            let policies = policies();
+            let (_, text) = sample.get(&samples);
+            agrees(policy.get(&policies), &apply(text.clone(), &edits));
+        }
+    }
+
     /// The shared sample reviews, the bench-shaped review and its variants are taken by the
     /// scan and answered as by serde_json.
     #[test]
@@ -1142,15 +1288,32 @@ mod tests {
             &policy,
             &serde_json::to_vec_pretty(&review_value()).unwrap()
         ));
-        let dir =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/samples/admission");
-        let mut n = 0;
-        for entry in std::fs::read_dir(&dir).into_iter().flatten() {
-            let body = std::fs::read(entry.unwrap().path()).unwrap();
-            agrees(&policy, &body);
-            n += 1;
+        let samples = samples();
+        for (name, body) in &samples {
+            let v: Value = serde_json::from_slice(body).unwrap();
+            // Three samples are bare AdmissionRequests: the serde path answers them (as v1,
+            // with a warning); wrapped in a v1 envelope they are scanned.
+            let enveloped = v.get("kind").and_then(Value::as_str) == Some("AdmissionReview");
+            let wrapped = if enveloped {
+                v.clone()
+            } else {
+                json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                       "request": v.clone()})
+            };
+            for policy in &policies() {
+                assert_eq!(agrees(policy, body), enveloped, "sample {name}");
+                for text in [
+                    serde_json::to_vec(&wrapped).unwrap(),
+                    serde_json::to_vec_pretty(&wrapped).unwrap(),
+                ] {
+                    assert!(
+                        agrees(policy, &text),
+                        "sample {name}, enveloped, not scanned"
+                    );
+                }
+            }
         }
-        eprintln!("{n} sample reviews");
+        eprintln!("{} sample reviews", samples.len());
         // Escapes and non-ASCII text in read and skipped members, a deletion timestamp, v1beta1.
         let mut v = review_value();
         v["request"]["uid"] = json!("uid-\u{e9}-\"q\"");
