@@ -1,4 +1,4 @@
-//! Regression tests from a breaker session: each test pins one finding and FAILS on the commit
+//! Regression tests from an attack on kim with bad input: each test pins one finding and FAILS on the commit
 //! it was written against (b23c311). Areas: `kim audit` against broken kubeconfigs and
 //! misbehaving API servers (panics, hangs, secrets and unbounded text in errors), the admission
 //! answers of ratcheted writes (one-line warnings, no-op writes through both webhooks, KIM's
