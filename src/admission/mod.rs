@@ -79,6 +79,25 @@ pub struct Outcome {
     pub violations: Vec<(status::RuleId, status::Action)>,
     /// One-line summary (denial message or warning), safe to log.
     pub detail: String,
+    /// True when the review was allowed without being checked (not a Runtime status UPDATE:
+    /// the webhook configuration sends kim more than it should).
+    pub unchecked: bool,
+}
+
+impl Outcome {
+    /// A routine answer: allowed with HTTP code 200, checked, and no violation in `warn`
+    /// mode (ratcheted violations and defaulting patches are routine). The webhook logs
+    /// routine answers at `debug` and every other one at `info`, as admission servers of the
+    /// field do (none logs each allowed request at its default level).
+    pub fn is_routine(&self) -> bool {
+        self.allowed
+            && self.code == 200
+            && !self.unchecked
+            && !self
+                .violations
+                .iter()
+                .any(|(_, action)| *action != status::Action::Ratcheted)
+    }
 }
 
 /// Answers one AdmissionReview request body (`admission.k8s.io/v1`, also `v1beta1`).

@@ -82,6 +82,7 @@ pub(super) fn not_checked(
         allowed: true,
         code: 200,
         detail,
+        unchecked: true,
         ..Outcome::default()
     })
 }

@@ -1260,6 +1260,41 @@ mod tests {
         assert!(ratcheted > 10, "{ratcheted} ratcheted violations");
     }
 
+    /// What the webhook logs at `info` (see [`Outcome::is_routine`]): a ratcheted-only write
+    /// is routine; the same unknown condition type is not when its rule is in `warn` mode
+    /// (allowed too), nor when denied.
+    #[test]
+    fn ratcheted_answers_are_routine_warned_and_denied_ones_are_not() {
+        let now = chrono::DateTime::from_timestamp(1_795_000_000, 0).unwrap();
+        let unknown = json!({"type": "Unheard", "status": "True", "reason": "R"});
+        let mut carried = review_value();
+        for o in ["object", "oldObject"] {
+            carried["request"][o]["status"]["conditions"]
+                .as_array_mut()
+                .unwrap()
+                .push(unknown.clone());
+        }
+        let mut added = review_value();
+        added["request"]["object"]["status"]["conditions"]
+            .as_array_mut()
+            .unwrap()
+            .push(unknown);
+        let deny = Policy::builtin();
+        let warn = Policy::builtin().with_enforcement(Enforcement::Warn);
+        let answer = |policy: &Policy, v: &Value| {
+            let o = review(Hook::Validate, policy, &body(v, false), now);
+            let actions: Vec<Action> = o.violations.iter().map(|(_, a)| *a).collect();
+            (o.allowed, actions, o.is_routine())
+        };
+        assert_eq!(
+            answer(&deny, &carried),
+            (true, vec![Action::Ratcheted], true)
+        );
+        assert_eq!(answer(&deny, &added), (false, vec![Action::Deny], false));
+        assert_eq!(answer(&warn, &added), (true, vec![Action::Warn], false));
+        assert_eq!(answer(&deny, &review_value()), (true, vec![], true));
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
 

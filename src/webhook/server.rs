@@ -589,20 +589,31 @@ async fn admit(st: &Arc<AppState>, hook: Hook, path: &'static str, req: Request)
     st.metrics
         .observe_request(path, o.allowed, o.code, latency.as_secs_f64());
     st.metrics.observe_violations(&o.violations);
-    tracing::info!(
-        path,
-        uid = %LogSafe(&o.uid),
-        operation = %LogSafe(&o.operation),
-        user = %LogSafe(&o.user),
-        decision = if o.allowed { "allowed" } else { "denied" },
-        code = o.code,
-        rules = %Rules(&o.rules),
-        latency_us = latency.as_micros() as u64,
-        dry_run = o.dry_run,
-        patched = o.patched,
-        detail = %LogSafe(&o.detail),
-        "admission review"
-    );
+    // One line per review: routine answers (allowed, checked, nothing in warn mode) at
+    // `debug`, denials, errors, warn-mode findings and unchecked reviews at `info`.
+    macro_rules! review_line {
+        ($level:ident) => {
+            tracing::$level!(
+                path,
+                uid = %LogSafe(&o.uid),
+                operation = %LogSafe(&o.operation),
+                user = %LogSafe(&o.user),
+                decision = if o.allowed { "allowed" } else { "denied" },
+                code = o.code,
+                rules = %Rules(&o.rules),
+                latency_us = latency.as_micros() as u64,
+                dry_run = o.dry_run,
+                patched = o.patched,
+                detail = %LogSafe(&o.detail),
+                "admission review"
+            )
+        };
+    }
+    if o.is_routine() {
+        review_line!(debug);
+    } else {
+        review_line!(info);
+    }
     let mut resp = Response::new(Body::from(o.body));
     resp.headers_mut().insert(
         header::CONTENT_TYPE,

@@ -1733,8 +1733,9 @@ async fn logs_hold_no_body_and_no_key_material() {
 // ---------------------------------------------------------------------------------------------
 // The real binary.
 
-/// `kim webhook` as a user starts it (`RUST_LOG` unset, so every review is logged at info):
-/// it must keep answering after its first logged review. Regression test: `main()` used to
+/// `kim webhook` as a user starts it, with the per-review lines on (`RUST_LOG` sets
+/// `kim::webhook::server=debug`, where allowed reviews are logged): it must keep answering
+/// after its first logged review. Regression test: `main()` used to
 /// hold `stdout().lock()` while the tokio workers logged to stdout, so the first logged review
 /// never got an answer and the process stopped serving altogether (/healthz, SIGTERM too);
 /// fixed in c3cda63.
@@ -1754,7 +1755,7 @@ async fn binary_keeps_serving_after_its_first_logged_review() {
         .args(["webhook", "--dev", "--addr", "127.0.0.1:0"])
         .args(["--metrics-addr", "127.0.0.1:0", "--cert-dir"])
         .arg(dir.path())
-        .env_remove("RUST_LOG")
+        .env("RUST_LOG", "info,kim::webhook::server=debug")
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -1867,6 +1868,64 @@ async fn denials_are_bounded() {
     let logs = crate::support::logs::captured();
     let line = logs.lines().find(|l| l.contains("uid=amp-2 ")).unwrap();
     assert!(line.len() < 8192, "log line of {} bytes", line.len());
+}
+
+/// The per-review line's level: routine answers (allowed and checked) at `debug`, so that a
+/// production webhook (`info`) writes no line per allowed review; denials and reviews kim did
+/// not check at `info`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn routine_reviews_are_logged_at_debug_denials_and_unchecked_ones_at_info() {
+    let env = env().await;
+    let cases = [
+        (
+            V,
+            "level-allowed",
+            good_body("level-allowed"),
+            true,
+            "DEBUG",
+        ),
+        (
+            M,
+            "level-mutated",
+            good_body("level-mutated"),
+            true,
+            "DEBUG",
+        ),
+        (
+            V,
+            "level-denied",
+            edited("level-denied", |v| {
+                v["request"]["object"]["status"]["state"] = json!("Terminating")
+            }),
+            false,
+            "INFO",
+        ),
+        (
+            V,
+            "level-unchecked",
+            edited("level-unchecked", |v| {
+                v["request"]["resource"]["resource"] = json!("pods")
+            }),
+            true,
+            "INFO",
+        ),
+    ];
+    for (path, uid, body, allowed, _) in &cases {
+        let a = post(&env.h1, &env, path, Some(JSON), body.clone()).await;
+        let resp = review_of(&a, &is(uid), uid);
+        assert_eq!(resp["allowed"], json!(allowed), "{uid}: {resp}");
+    }
+    let logs = crate::support::logs::captured();
+    for (_, uid, _, _, level) in &cases {
+        let line = logs
+            .lines()
+            .find(|l| l.contains(&format!("uid={uid} ")))
+            .unwrap_or_else(|| panic!("no log line for {uid}"));
+        assert!(
+            line.contains(&format!(" {level} kim::webhook::server: admission review ")),
+            "{uid}: not at {level}: {line}"
+        );
+    }
 }
 
 /// The duplicate-type check compares each condition with all before it: 40 000 distinct types

@@ -542,6 +542,10 @@ async fn metrics_text(metrics: SocketAddr) -> String {
         .unwrap()
 }
 
+/// `RUST_LOG` with a line for every review: kim's default level (`info`) plus the webhook's
+/// per-review lines of routine answers (`debug`).
+const REVIEW_LINES: &str = "info,kim::webhook::server=debug";
+
 /// The uids of the `admission review` lines of a JSON log.
 fn logged_uids(json_log: &str) -> std::collections::HashSet<String> {
     json_log
@@ -626,7 +630,7 @@ async fn sigterm_under_load_fails_no_accepted_request_and_exits_within_the_grace
     let mut kim = Kim::webhook_dev(
         dir.path(),
         &["--shutdown-grace-seconds", "5", "--log-format", "json"],
-        &[],
+        &[("RUST_LOG", REVIEW_LINES)],
     );
     let (addr, metrics_addr) = kim.ports().await;
     let ca = std::fs::read_to_string(dir.path().join("ca.crt")).unwrap();
@@ -758,7 +762,7 @@ async fn sigint_stops_gracefully_like_sigterm() {
     let mut kim = Kim::webhook_dev(
         dir.path(),
         &["--shutdown-grace-seconds", "5", "--log-format", "json"],
-        &[],
+        &[("RUST_LOG", REVIEW_LINES)],
     );
     let (addr, metrics_addr) = kim.ports().await;
     let ca = std::fs::read_to_string(dir.path().join("ca.crt")).unwrap();
@@ -1368,7 +1372,7 @@ async fn expired_certificate_is_warned_about() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// 4. Secrets never leak (issue item 7, webhook side).
+// 4. Secrets never leak (webhook side).
 
 struct Secrets {
     token: String,
@@ -1526,11 +1530,16 @@ fn secret_reviews(s: &Secrets) -> Vec<(&'static str, Vec<u8>, Option<bool>)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn secrets_in_reviews_never_reach_logs_metrics_or_answers() {
     let _serial = SERIAL.lock().await;
-    // (log format, RUST_LOG): production defaults, and trace as an operator might set it.
-    for (format, rust_log) in [("text", None), ("json", None), ("json", Some("trace"))] {
-        let run = format!("{format}-{}", rust_log.unwrap_or("info"));
+    // (log format, RUST_LOG): production formats with every review's line (allowed reviews
+    // are logged at debug), and trace as an operator might set it.
+    for (format, level, rust_log) in [
+        ("text", "reviews", REVIEW_LINES),
+        ("json", "reviews", REVIEW_LINES),
+        ("json", "trace", "trace"),
+    ] {
+        let run = format!("{format}-{level}");
         let dir = tempfile::tempdir().unwrap();
-        let env: Vec<(&str, &str)> = rust_log.map(|l| ("RUST_LOG", l)).into_iter().collect();
+        let env = [("RUST_LOG", rust_log)];
         let mut kim = Kim::webhook_dev(dir.path(), &["--log-format", format], &env);
         let (addr, metrics) = kim.ports().await;
         let ca = std::fs::read_to_string(dir.path().join("ca.crt")).unwrap();

@@ -68,7 +68,7 @@ async fn serves_with_default_logging_and_exits_on_sigterm() {
         let s = start(dir.path(), format).await;
         let http = client(dir.path());
         let seq = lifecycle(sample_runtimes().remove(0).1);
-        // Several reviews, on several connections, so that worker threads log.
+        // Several allowed reviews, on several connections.
         for i in 0..8 {
             let uid = format!("proc-{format}-{i}");
             let review = status_review(&uid, &seq[i], &seq[i + 1], RECONCILER, &[], false);
@@ -82,6 +82,24 @@ async fn serves_with_default_logging_and_exits_on_sigterm() {
             let body = resp.bytes().await.unwrap();
             assert_eq!(response_of(&body, &uid)["allowed"], true);
         }
+        // One denied review: a writer the policy does not name.
+        let uid = format!("proc-{format}-denied");
+        let review = status_review(
+            &uid,
+            &seq[0],
+            &seq[1],
+            "system:serviceaccount:x:rogue",
+            &[],
+            false,
+        );
+        let resp = http
+            .post(format!("https://localhost:{}/validate?timeout=10s", s.port))
+            .json(&review)
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{format}: denied request: {e}"));
+        let body = resp.bytes().await.unwrap();
+        assert_eq!(response_of(&body, &uid)["allowed"], false);
         let metrics = reqwest::get(format!("http://{}/metrics", s.metrics))
             .await
             .unwrap()
@@ -95,13 +113,22 @@ async fn serves_with_default_logging_and_exits_on_sigterm() {
             took < Duration::from_secs(25),
             "{format}: exit took {took:?}"
         );
-        // One log line per review, with its uid; no object content.
+        // At the default level an allowed review writes no line (it is logged at debug), a
+        // denied one a line with its uid and rule id; no object content.
         for i in 0..8 {
             assert!(
-                stdout.contains(&format!("proc-{format}-{i}")),
-                "{format}: log of review {i} missing:\n{stdout}"
+                !stdout.contains(&format!("proc-{format}-{i}")),
+                "{format}: allowed review {i} logged at the default level:\n{stdout}"
             );
         }
+        let denied = stdout
+            .lines()
+            .find(|l| l.contains(&format!("proc-{format}-denied")))
+            .unwrap_or_else(|| panic!("{format}: denied review not logged:\n{stdout}"));
+        assert!(
+            denied.contains("admission review") && denied.contains("writer"),
+            "{format}: {denied}"
+        );
         assert!(
             !stdout.contains("managedFields") && !stdout.contains("BEGIN"),
             "{format}: logs carry content"

@@ -1,5 +1,6 @@
 //! The process-wide tracing subscriber of the test binary (one per process, so one for every
-//! test): every event at `info` and above, from every target, in kim's production text format
+//! test): every event at `info` and above, from every target, and the webhook's per-review
+//! lines at `debug` too (routine answers are logged there), in kim's production text format
 //! (`kim::webhook::init_tracing`, without colours as in a container) into a buffer that tests
 //! search ([`captured`]); and, filtered by `RUST_LOG` (errors only when unset), the same events
 //! to the test harness's output. Tests that need every level install their own subscriber for
@@ -37,7 +38,9 @@ pub fn init() {
         let capture = tracing_subscriber::fmt::layer()
             .with_ansi(false)
             .with_writer(move || LogWriter(w.clone()))
-            .with_filter(tracing_subscriber::EnvFilter::new("info"));
+            .with_filter(tracing_subscriber::EnvFilter::new(
+                "info,kim::webhook::server=debug",
+            ));
         let harness = tracing_subscriber::fmt::layer()
             .with_test_writer()
             .with_filter(tracing_subscriber::EnvFilter::from_default_env());
