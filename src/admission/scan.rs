@@ -1385,4 +1385,35 @@ mod tests {
         bad[at] = 0xff;
         assert!(!agrees(&policy, &bad));
     }
+
+    /// `metadata.generation` written `-0` (in `object` or `oldObject`): serde_json reads `-0`
+    /// as the float -0.0, which an `i64` refuses, so the object is not a valid Runtime and the
+    /// review is denied with 400; the scan answers the same and does not read it as 0.
+    #[test]
+    fn negative_zero_generation_is_answered_as_serde_json_answers_it() {
+        let text = serde_json::to_string(&review_value()).unwrap();
+        let now = chrono::DateTime::from_timestamp(1_795_000_000, 0).unwrap();
+        for nth in 0..2 {
+            let mut parts = text.split("\"generation\":2");
+            let mut body = String::new();
+            for (i, part) in parts.by_ref().enumerate() {
+                if i > 0 {
+                    body.push_str(if i - 1 == nth {
+                        "\"generation\":-0"
+                    } else {
+                        "\"generation\":2"
+                    });
+                }
+                body.push_str(part);
+            }
+            assert_ne!(body, text);
+            for policy in &policies() {
+                agrees(policy, body.as_bytes());
+                for hook in [Hook::Validate, Hook::Mutate] {
+                    let o = review(hook, policy, body.as_bytes(), now);
+                    assert_eq!((o.allowed, o.code), (false, 400), "{hook:?}: {body}");
+                }
+            }
+        }
+    }
 }
