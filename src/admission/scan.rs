@@ -511,14 +511,19 @@ fn typed<'a, T>(
 }
 
 /// An optional integer member (`metadata.generation`): a plain integer read directly, anything
-/// else decoded by serde_json.
+/// else decoded by serde_json (`-0` too: serde_json reads it as the float -0.0, which an `i64`
+/// refuses).
 fn opt_i64(body: &[u8], slot: &Slot) -> Option<Option<i64>> {
     let Some(r) = slot else {
         return Some(None);
     };
     let t = &body[r.clone()];
     let digits = t.strip_prefix(b"-").unwrap_or(t);
-    if !digits.is_empty() && digits.len() <= 18 && digits.iter().all(u8::is_ascii_digit) {
+    if t != b"-0"
+        && !digits.is_empty()
+        && digits.len() <= 18
+        && digits.iter().all(u8::is_ascii_digit)
+    {
         return std::str::from_utf8(t).ok()?.parse().ok().map(Some);
     }
     decode(body, slot, None)
