@@ -75,6 +75,18 @@ impl<'a> Scan<'a> {
         self.b.get(self.i).copied()
     }
 
+    /// After a member or an item: a comma (`true`, another follows) or `close` (`false`, the
+    /// container ends), either consumed; anything else is not JSON (`None`).
+    #[inline(always)]
+    fn more(&mut self, close: u8) -> Option<bool> {
+        let c = self.peek()?;
+        if c == b',' || c == close {
+            self.i += 1;
+            return Some(c == b',');
+        }
+        None
+    }
+
     /// Consumes `c` after whitespace.
     #[inline(always)]
     fn eat(&mut self, c: u8) -> Option<()> {
@@ -276,13 +288,8 @@ impl<'a> Scan<'a> {
                 } else {
                     member(self, &b[name])?;
                 }
-                match self.peek()? {
-                    b',' => self.i += 1,
-                    b'}' => {
-                        self.i += 1;
-                        break;
-                    }
-                    _ => return None,
+                if !self.more(b'}')? {
+                    break;
                 }
             }
         }
@@ -337,13 +344,8 @@ impl<'a> Scan<'a> {
                         self.eat(b':')?;
                         let value = self.node()?;
                         members.push((key, value));
-                        match self.peek()? {
-                            b',' => self.i += 1,
-                            b'}' => {
-                                self.i += 1;
-                                break;
-                            }
-                            _ => return None,
+                        if !self.more(b'}')? {
+                            break;
                         }
                     }
                 }
@@ -357,13 +359,8 @@ impl<'a> Scan<'a> {
                 } else {
                     loop {
                         items.push(self.node()?);
-                        match self.peek()? {
-                            b',' => self.i += 1,
-                            b']' => {
-                                self.i += 1;
-                                break;
-                            }
-                            _ => return None,
+                        if !self.more(b']')? {
+                            break;
                         }
                     }
                 }
@@ -465,13 +462,8 @@ impl<'a> Scan<'a> {
                         } else {
                             loop {
                                 list.push(s.string_value()?.into_owned());
-                                match s.peek()? {
-                                    b',' => s.i += 1,
-                                    b']' => {
-                                        s.i += 1;
-                                        break;
-                                    }
-                                    _ => return None,
+                                if !s.more(b']')? {
+                                    break;
                                 }
                             }
                         }
