@@ -127,6 +127,16 @@ fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
+/// `kim audit --kubeconfig KC` with `home` as its HOME, given 30 s to finish: `None` when it
+/// was still running then (and was killed).
+fn audit_with(kc: &Path, home: &Path) -> Option<Output> {
+    kim_with_deadline(
+        &["audit", "--kubeconfig", kc.to_str().unwrap()],
+        home,
+        Duration::from_secs(30),
+    )
+}
+
 /// Exit 2, one line on stderr starting `kim audit: `, no panic, nothing on stdout.
 fn assert_unreadable(out: &Output) -> String {
     let e = text(&out.stderr);
@@ -167,12 +177,7 @@ fn audit_token_with_a_newline_is_exit_2_not_a_panic() {
         ("control", "{token: \"audit-token\\u00015f0c1e\"}"),
     ] {
         let kc = kubeconfig(dir.path(), name, &server, user);
-        let out = kim_with_deadline(
-            &["audit", "--kubeconfig", kc.to_str().unwrap()],
-            dir.path(),
-            Duration::from_secs(30),
-        )
-        .expect("kim audit finishes");
+        let out = audit_with(&kc, dir.path()).expect("kim audit finishes");
         let e = assert_unreadable(&out);
         assert!(!e.contains("5f0c1e"), "the token is never printed: {e}");
     }
@@ -200,12 +205,7 @@ fn audit_errors_never_print_credentials_of_the_server_or_proxy_url() {
     ];
     for (name, cluster) in cases {
         let kc = kubeconfig(dir.path(), name, &cluster, token);
-        let out = kim_with_deadline(
-            &["audit", "--kubeconfig", kc.to_str().unwrap()],
-            dir.path(),
-            Duration::from_secs(30),
-        )
-        .expect("kim audit finishes");
+        let out = audit_with(&kc, dir.path()).expect("kim audit finishes");
         let e = assert_unreadable(&out);
         assert!(
             !e.contains("SECRETPASS"),
@@ -224,12 +224,7 @@ fn audit_errors_never_quote_an_exec_plugins_output() {
     let cluster = format!("{{server: \"http://127.0.0.1:{}\"}}", closed_port());
     let user = r#"{exec: {apiVersion: client.authentication.k8s.io/v1, command: sh, args: ["-c", "echo '{\"kind\":\"ExecCredential\",\"status\":{\"token\":\"SECRET-EXEC-TOKEN\"}}'; exit 3"], interactiveMode: Never}}"#;
     let kc = kubeconfig(dir.path(), "exec", &cluster, user);
-    let out = kim_with_deadline(
-        &["audit", "--kubeconfig", kc.to_str().unwrap()],
-        dir.path(),
-        Duration::from_secs(30),
-    )
-    .expect("kim audit finishes");
+    let out = audit_with(&kc, dir.path()).expect("kim audit finishes");
     let e = assert_unreadable(&out);
     assert!(!e.contains("SECRET-EXEC-TOKEN"), "{e}");
 }
@@ -287,11 +282,7 @@ fn audit_ends_when_the_server_repeats_its_continue_token() {
         &format!("{{server: \"{url}\"}}"),
         "{token: t}",
     );
-    let out = kim_with_deadline(
-        &["audit", "--kubeconfig", kc.to_str().unwrap()],
-        dir.path(),
-        Duration::from_secs(30),
-    );
+    let out = audit_with(&kc, dir.path());
     let out = out.expect("kim audit still listing after 30 s: it never ends");
     assert_unreadable(&out);
 }
@@ -354,12 +345,7 @@ fn audit_quotes_at_most_a_bounded_part_of_the_servers_message() {
         &format!("{{server: \"{url}\"}}"),
         "{token: t}",
     );
-    let out = kim_with_deadline(
-        &["audit", "--kubeconfig", kc.to_str().unwrap()],
-        dir.path(),
-        Duration::from_secs(30),
-    )
-    .expect("kim audit finishes");
+    let out = audit_with(&kc, dir.path()).expect("kim audit finishes");
     let e = assert_unreadable(&out);
     assert!(e.len() < 4096, "error line of {} bytes", e.len());
 }
@@ -386,12 +372,7 @@ fn audit_table_escapes_invisible_and_bidi_characters() {
         &format!("{{server: \"{url}\"}}"),
         "{token: t}",
     );
-    let out = kim_with_deadline(
-        &["audit", "--kubeconfig", kc.to_str().unwrap()],
-        dir.path(),
-        Duration::from_secs(30),
-    )
-    .expect("kim audit finishes");
+    let out = audit_with(&kc, dir.path()).expect("kim audit finishes");
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     let table = text(&out.stdout);
     for c in ['\u{202e}', '\u{200b}', '\u{2066}'] {
