@@ -5,10 +5,10 @@
 //! peak RSS and CPU time (GNU time's `%M`, `%U`, `%S`: `/usr/bin/time`, Debian package `time`)
 //! and the list requests the server answered; then the median run.
 //!
-//! The Runtimes: the specs of the six sample manifests of `../shared/samples/runtimes` in turn,
+//! The Runtimes: the specs of the six sample manifests of `samples/runtimes` in turn,
 //! 90 % in `kcp-system` and 10 % in `kyma-dev`, with statuses in these proportions (of every
 //! 100): 60 clean `Ready` (the three conditions as kim writes them), 10 the `pending` and 5
-//! the `failed` example of `../shared/samples/seed/status-examples.yaml` (clean), 5 its `ready`
+//! the `failed` example of `samples/seed/status-examples.yaml` (clean), 5 its `ready`
 //! example (`Ready` with `Provisioned` only, as in June 2024: two `ready-requires`), 10 `Ready`
 //! in KIM's 2024-10 vocabulary (retired types `AuditlogConfigured`, `OidcConfigured`), 3 an
 //! unknown reason, 3 `Failed` without a `False` condition, 2 `conditions` not a list, 2 an
@@ -142,13 +142,13 @@ fn env_or(name: &str, default: usize) -> anyhow::Result<usize> {
     }
 }
 
-fn shared_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared")
+fn samples_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("samples")
 }
 
 /// The sample manifests (specs), sorted by file name.
 fn sample_specs() -> anyhow::Result<Vec<Value>> {
-    let dir = shared_dir().join("samples/runtimes");
+    let dir = samples_dir().join("runtimes");
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .with_context(|| dir.display().to_string())?
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -166,7 +166,7 @@ fn sample_specs() -> anyhow::Result<Vec<Value>> {
 
 /// The `pending`, `ready` and `failed` statuses of the seed examples.
 fn seed_statuses() -> anyhow::Result<[Value; 3]> {
-    let path = shared_dir().join("samples/seed/status-examples.yaml");
+    let path = samples_dir().join("seed/status-examples.yaml");
     let text = std::fs::read_to_string(&path).with_context(|| path.display().to_string())?;
     let docs: Vec<Value> = serde_saphyr::from_multiple(&text).context("status-examples.yaml")?;
     let get = |name: &str| -> anyhow::Result<Value> {

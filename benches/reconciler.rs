@@ -505,7 +505,7 @@ fn runtime_object(template: &Value, id: &Ident) -> Value {
 }
 
 fn load_template() -> anyhow::Result<Value> {
-    let path = manifest_dir().join("../shared/samples/runtimes/aws-minimal.yaml");
+    let path = manifest_dir().join("samples/runtimes/aws-minimal.yaml");
     let text =
         std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
     let v: Value = serde_saphyr::from_str(&text).context("aws-minimal.yaml")?;

@@ -1127,10 +1127,9 @@ mod tests {
         }
     }
 
-    /// Every AdmissionReview of the shared samples (`../shared/samples/admission`), by name.
+    /// Every AdmissionReview of the samples (`samples/admission`), by name.
     fn samples() -> Vec<(String, Vec<u8>)> {
-        let dir =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/samples/admission");
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/admission");
         let mut out: Vec<(String, Vec<u8>)> = std::fs::read_dir(&dir)
             .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
             .map(|e| e.unwrap().path())

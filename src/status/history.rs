@@ -2,8 +2,8 @@
 //! (`api/v1/runtime_types.go`) ever declared, with the first and last day it was declared and
 //! whether KIM still declares it (spec §7.6).
 //!
-//! The data is `kim-vocabulary.tsv` beside this file, embedded at build time: a copy of
-//! `shared/samples/kim/vocabulary-history.tsv` (a test keeps the two equal). Columns, tab
+//! The data is `samples/kim/vocabulary-history.tsv` (KIM's API history; origin in
+//! `samples/README.md`), embedded at build time. Columns, tab
 //! separated, one header line: `kind` (`type` \| `reason` \| `state`), `name`, `first_seen`,
 //! `last_seen` (dates, `YYYY-MM-DD`), `in_kim_today` (`yes` \| `no`).
 //!
@@ -16,7 +16,7 @@ use serde::Serialize;
 use std::sync::LazyLock;
 
 /// The embedded vocabulary file (see the module docs for its columns).
-pub const KIM_VOCABULARY_TSV: &str = include_str!("kim-vocabulary.tsv");
+pub const KIM_VOCABULARY_TSV: &str = include_str!("../../samples/kim/vocabulary-history.tsv");
 
 /// What a vocabulary name is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -76,7 +76,7 @@ impl Name {
 
 /// A line of the vocabulary file that does not parse: its 1-based number and why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("kim-vocabulary.tsv line {line}: {message}")]
+#[error("vocabulary-history.tsv line {line}: {message}")]
 pub struct ParseError {
     pub line: usize,
     pub message: String,

@@ -148,7 +148,7 @@ fn retired_section(policy: &Policy, s: &mut String) {
     let history_on = policy.has_switch(CompatSwitch::KimHistory);
     let _ = writeln!(
         s,
-        "\n### KIM's retired vocabulary\n\nNames KIM declared and later retired (`kim-vocabulary.tsv`, from KIM's API history). Stored Runtimes may still carry them: an unchanged condition or state stays allowed, with a warning; writing one anew {}.\n\n| kind | name | declared by KIM | written anew |\n|---|---|---|---|",
+        "\n### KIM's retired vocabulary\n\nNames KIM declared and later retired (`samples/kim/vocabulary-history.tsv`, from KIM's API history). Stored Runtimes may still carry them: an unchanged condition or state stays allowed, with a warning; writing one anew {}.\n\n| kind | name | declared by KIM | written anew |\n|---|---|---|---|",
         if history_on {
             "is accepted for the pairs KIM declared at the same time (`kimHistory` is on); a retired state never"
         } else {

@@ -693,7 +693,7 @@ pub const REASONS: &[ReasonRow] = &[
 ];
 
 /// The states of the first proposal, which KIM declared until June 2024 (its retired states,
-/// `kim-vocabulary.tsv`), and what each means in today's model (spec §1, "Meaning of the
+/// `samples/kim/vocabulary-history.tsv`), and what each means in today's model (spec §1, "Meaning of the
 /// states"). A stored Runtime in one of them moves on as if it were in its equivalent: a
 /// `Deleting` one, like a `Terminating` one, never goes back (deletion is final).
 pub const RETIRED_STATE_EQUIVALENTS: &[(&str, State)] = &[

@@ -11,7 +11,7 @@
 //! sends every `runtimes/status` write of the control cluster through testenv's
 //! [`WebhookStage`], which calls the webhooks over HTTPS as kube-apiserver would (the
 //! configurations of the static-ca overlay). It creates the sample Runtimes of
-//! `../shared/samples/runtimes` (or the directory given as the first argument), prints each
+//! `samples/runtimes` (or the directory given as the first argument), prints each
 //! Runtime's status as it changes, tries two illegal status writes as a rogue client (both
 //! denied), deletes the Runtimes and prints a summary. Nothing real is touched: no cluster, no
 //! Gardener, no cloud account; everything listens on 127.0.0.1 and is gone at exit.
@@ -217,7 +217,7 @@ async fn run(tmp: &Path) -> Res<()> {
     let samples = std::env::args_os()
         .nth(1)
         .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("../shared/samples/runtimes"));
+        .unwrap_or_else(|| root.join("samples/runtimes"));
     let kim = kim_binary(&root)?;
     println!("kim binary: {}", kim.display());
     let t0 = Instant::now();

@@ -1,5 +1,5 @@
 //! Builders of Runtime objects with statuses the way the reconciler writes them
-//! (`shared/spec/reconciler.md`), from the real samples in `shared/samples/runtimes/`, and of
+//! (`shared/spec/reconciler.md`), from the real samples in `samples/runtimes/`, and of
 //! the `runtimes/status` AdmissionReviews that carry them (for kim's tests and benches; plain
 //! JSON, no kim types).
 
@@ -7,15 +7,15 @@ use chrono::{DateTime, Duration, TimeZone, Utc};
 use serde_json::{Value, json};
 use std::path::PathBuf;
 
-/// `shared/` beside the repository (CI clones the repository with `shared/` next to it; this
-/// crate is the repository's `testenv/`).
-pub fn shared_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared")
+/// The repository's `samples/` (real inputs from public projects; its README names each file's
+/// origin). This crate is the repository's `testenv/`.
+pub fn samples_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../samples")
 }
 
 /// Every sample Runtime as (file name, JSON object).
 pub fn sample_runtimes() -> Vec<(String, Value)> {
-    let dir = shared_dir().join("samples/runtimes");
+    let dir = samples_dir().join("runtimes");
     let mut out = Vec::new();
     let mut entries: Vec<_> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
@@ -271,9 +271,9 @@ pub fn update_status_review(
     })
 }
 
-/// Every file of `shared/samples/admission/` as (file name, bytes).
+/// Every file of `samples/admission/` as (file name, bytes).
 pub fn sample_reviews() -> Vec<(String, Vec<u8>)> {
-    let dir = shared_dir().join("samples/admission");
+    let dir = samples_dir().join("admission");
     let mut out: Vec<_> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())

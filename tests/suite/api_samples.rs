@@ -1,4 +1,4 @@
-//! Every real Runtime manifest in `shared/samples/runtimes/` reads into [`Runtime`] and writes
+//! Every real Runtime manifest in `samples/runtimes/` reads into [`Runtime`] and writes
 //! back to exactly the same JSON (no field lost, none invented); so do a Runtime with a full
 //! status and one that sets every optional spec field the samples leave out.
 
@@ -7,9 +7,9 @@ use kim::status::State;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 
-/// `shared/samples/runtimes/`, beside the repository (`CARGO_MANIFEST_DIR/../shared`).
+/// `samples/runtimes/` of the repository.
 fn samples_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/samples/runtimes")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/runtimes")
 }
 
 fn load_sample(file: &str) -> Value {

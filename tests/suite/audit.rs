@@ -14,14 +14,14 @@ const NS_A: &str = "kcp-system";
 const NS_B: &str = "kyma-dev";
 const TOKEN: &str = "audit-token-5f0c1e";
 
-fn shared_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared")
+fn samples_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("samples")
 }
 
 /// The sample `aws.yaml` of KIM's documentation (a realistic spec), as `ns/name`, with
 /// `status` (`Value::Null`: none).
 fn runtime(ns: &str, name: &str, status: Value) -> Value {
-    let path = shared_dir().join("samples/runtimes/aws.yaml");
+    let path = samples_dir().join("runtimes/aws.yaml");
     let text = std::fs::read_to_string(&path).expect("sample runtime");
     let mut obj: Value = serde_saphyr::from_str(&text).expect("sample parses");
     obj["metadata"]["name"] = json!(name);

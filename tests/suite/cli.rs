@@ -49,7 +49,7 @@ fn assert_clean_error(o: &Output) {
 
 #[test]
 fn review_answers_every_public_capture() {
-    let dir = shared_dir().join("samples/admission");
+    let dir = samples_dir().join("admission");
     for (name, bytes) in sample_reviews() {
         let doc: Value = serde_json::from_slice(&bytes).unwrap();
         let uid = doc.get("request").unwrap_or(&doc)["uid"]

@@ -17,7 +17,7 @@ fn manifest_path() -> PathBuf {
 }
 
 fn samples_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/samples/runtimes")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/runtimes")
 }
 
 #[test]
@@ -724,7 +724,7 @@ fn formats_follow_the_api_server() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Compatibility with KIM's CRD (`shared/samples/kim/runtimes-crd.yaml`)
+// Compatibility with KIM's CRD (`samples/kim/runtimes-crd.yaml`)
 // ---------------------------------------------------------------------------------------------
 
 /// Where kim's schema knowingly differs from KIM's: (path, difference, reason). Each is

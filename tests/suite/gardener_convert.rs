@@ -1,4 +1,4 @@
-//! Runtime → Shoot conversion over the real Runtime samples in `shared/samples/runtimes/`
+//! Runtime → Shoot conversion over the real Runtime samples in `samples/runtimes/`
 //! (plus GCP and OpenStack runtimes made by editing a sample), checked field by field against
 //! hand-computed values; conversion errors; the update path (no downgrade, added zones); the
 //! error-code classification table; the example configuration file.
@@ -23,7 +23,7 @@ fn manifest_dir() -> &'static Path {
 }
 
 fn samples_dir() -> PathBuf {
-    manifest_dir().join("../shared/samples/runtimes")
+    manifest_dir().join("samples/runtimes")
 }
 
 fn config() -> Config {

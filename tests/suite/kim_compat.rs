@@ -90,7 +90,7 @@ fn stored(state: &str, conds: &[(&str, &str, &str)]) -> Rt {
     Rt::new(sample).write(state, conds)
 }
 
-/// Runtimes as KIM left them in three eras (`kim-vocabulary.tsv`): conditions of types and
+/// Runtimes as KIM left them in three eras (`samples/kim/vocabulary-history.tsv`): conditions of types and
 /// reasons KIM has retired stay on them, because KIM never removes a condition.
 fn eras() -> Vec<(&'static str, Rt)> {
     vec![
@@ -790,8 +790,7 @@ fn policy_file_sets_enforcement_and_rejects_unknown_rules() {
 // ---- the three example statuses of the discussion that defined the model --------------------
 
 fn seed_examples() -> Vec<(String, Value)> {
-    let text =
-        std::fs::read_to_string(shared_dir().join("samples/seed/status-examples.yaml")).unwrap();
+    let text = std::fs::read_to_string(samples_dir().join("seed/status-examples.yaml")).unwrap();
     text.split("\n---")
         .filter_map(|doc| serde_saphyr::from_str::<Value>(doc).ok())
         .filter(|v| v.get("status").is_some())

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use testenv::webhook_stage::StageResult;
 use testenv::{Gvr, ResourceInfo, UserInfo};
 
-/// The sample applied with kubectl (`../shared/samples/runtimes`).
+/// The sample applied with kubectl (`samples/runtimes`).
 const SAMPLE: &str = "aws-minimal.yaml";
 /// Its name, Shoot name (label `kyma-project.io/shoot-name` and `spec.shoot.name`) and runtime
 /// id (label `kyma-project.io/runtime-id`).

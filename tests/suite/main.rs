@@ -25,6 +25,7 @@ mod reconciler_failures;
 mod reconciler_faults;
 mod reconciler_ops;
 mod reconciler_samples;
+mod samples;
 mod simulate_example;
 mod status_model;
 mod webhook_bad_input;

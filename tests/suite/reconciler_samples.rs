@@ -1,4 +1,4 @@
-//! Every Runtime sample of `shared/samples/runtimes` through its whole life with the real
+//! Every Runtime sample of `samples/runtimes` through its whole life with the real
 //! kube-runtime Controller of `kim controller` against in-memory API servers over HTTP
 //! (control cluster, Gardener with a simulated Gardener stepped by the test, runtime cluster):
 //! provisioned to `Ready` with the exact status sequence of the spec, updated (an

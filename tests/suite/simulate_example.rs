@@ -82,7 +82,7 @@ async fn simulate_runs_to_the_end_with_two_denied_writes() {
         "{}",
         refused[1]
     );
-    let samples = std::fs::read_dir(testenv::model::shared_dir().join("samples/runtimes"))
+    let samples = std::fs::read_dir(testenv::model::samples_dir().join("runtimes"))
         .unwrap()
         .filter(|e| {
             e.as_ref()

@@ -1,5 +1,5 @@
-//! Reviews over real TLS: every captured AdmissionReview in `../shared/samples/admission/` and
-//! status writes built from `../shared/samples/runtimes/` get a well-formed answer, and the
+//! Reviews over real TLS: every captured AdmissionReview in `samples/admission/` and
+//! status writes built from `samples/runtimes/` get a well-formed answer, and the
 //! webhook's answer equals what `kim::admission::review` decides in-process (the HTTP layer
 //! adds no rules).
 
@@ -17,7 +17,7 @@ const JSON: &str = "application/json";
 
 fn samples(kind: &str) -> Vec<(String, String)> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/samples")
+        .join("samples")
         .join(kind);
     let mut out: Vec<(String, String)> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))

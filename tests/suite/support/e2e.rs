@@ -340,7 +340,7 @@ pub fn write_of(name: &str, obj: &Value) -> Write {
     }
 }
 
-/// The sample Runtimes (`shared/samples/runtimes`), each with a unique name, Shoot name and
+/// The sample Runtimes (`samples/runtimes`), each with a unique name, Shoot name and
 /// runtime id (`<prefix>-<n>`), so that all can live side by side.
 pub fn sample_runtimes(prefix: &str) -> Vec<Runtime> {
     let mut files: Vec<String> = std::fs::read_dir(crate::support::reconciler::samples_dir())

@@ -41,7 +41,7 @@ pub const GARDEN_NS: &str = "garden-kyma-dev";
 pub const CONTROLLER_USER: &str = "system:serviceaccount:kim-system:kim-controller";
 const CONTROLLER_TOKEN: &str = "kim-controller-token";
 const SHOOT_ADMIN_TOKEN: &str = "shoot-admin-token";
-/// The files of `shared/samples/runtimes`, in order.
+/// The files of `samples/runtimes`, in order.
 pub const SAMPLE_FILES: [&str; 6] = [
     "aws-minimal.yaml",
     "aws-trial.yaml",
@@ -187,7 +187,7 @@ pub fn manifest_dir() -> &'static Path {
 
 /// The shared Runtime samples.
 pub fn samples_dir() -> PathBuf {
-    manifest_dir().join("../shared/samples/runtimes")
+    manifest_dir().join("samples/runtimes")
 }
 
 /// A Runtime sample by file name.
