@@ -2,9 +2,8 @@
 //! helm), as tests find them.
 //!
 //! They live in `<workspace>/target/tools/bin` (or `$KIM_TOOLS_DIR/bin`). A test that needs
-//! one calls [`require`]: under CI (`CI=true`, as `.ci/run` runs) a missing binary fails the
-//! test, since `.ci/run` installs them first; elsewhere the test is skipped with a note on
-//! stderr saying how to install them.
+//! one calls [`require`], which fails the test when the binary is missing: no test is skipped
+//! for want of a tool. `bash scripts/test.sh` installs every tool before it runs the tests.
 
 use std::path::PathBuf;
 
@@ -20,25 +19,15 @@ pub fn dir() -> PathBuf {
     }
 }
 
-/// Whether this is a CI run (`CI=true` or `CI=1`).
-pub fn under_ci() -> bool {
-    matches!(std::env::var("CI").as_deref(), Ok("true" | "1"))
-}
-
-/// The path of tool `name` (`kubectl`, `helm`) if it is installed. When it is not: panics
-/// under CI ([`under_ci`]), else prints on stderr that `test` is skipped and how to install
-/// the tools, and returns `None`.
-pub fn require(name: &str, test: &str) -> Option<PathBuf> {
+/// The path of tool `name` (`kubectl`, `helm`), which `test` needs. Panics when it is not
+/// installed, saying how to install it.
+pub fn require(name: &str, test: &str) -> PathBuf {
     let path = dir().join(name);
-    if path.is_file() {
-        return Some(path);
-    }
-    let how = "install it with `bash scripts/install-tools.sh`";
     assert!(
-        !under_ci(),
-        "{test}: {} is missing under CI ({how}; .ci/run does so before the tests)",
+        path.is_file(),
+        "{test}: {} is missing; install it with `bash scripts/install-tools.sh` \
+         (or run every test with `bash scripts/test.sh`, which installs all the tools first)",
         path.display()
     );
-    eprintln!("SKIPPED {test}: {} not found; {how}", path.display());
-    None
+    path
 }

@@ -7,8 +7,8 @@
 //!
 //! The controller runs against the in-memory control cluster and simulated Gardener of
 //! `testenv`; the webhook with `--dev` certificates. promtool comes from Debian's `prometheus`
-//! package (`scripts/install-prometheus.sh`); without it (outside CI) the promtool checks are
-//! skipped with a message, the rest runs.
+//! package (`scripts/install-prometheus.sh`); without it the tests fail, saying how to install
+//! it.
 
 use crate::support::{ops, reconciler};
 use testenv::model;
@@ -64,11 +64,9 @@ async fn scrape_until(addr: &str, what: &str, check: impl Fn(&str) -> bool) -> S
     }
 }
 
-/// `promtool check metrics` on a text-format scrape (skipped without promtool outside CI).
+/// `promtool check metrics` on a text-format scrape.
 fn promtool_check_metrics(who: &str, text: &str) {
-    let Some(promtool) = tool("promtool") else {
-        return;
-    };
+    let promtool = tool("promtool");
     let (ok, out) = ops::promtool(&promtool, &["check", "metrics"], Some(text));
     eprintln!(
         "promtool check metrics ({who}): {}",

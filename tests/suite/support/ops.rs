@@ -53,17 +53,12 @@ pub fn dashboard() -> Value {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-/// Whether this is a CI run (`CI=true`), where a missing tool fails the test.
-pub fn ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
-}
-
 /// The path of tool `name` of Debian's `prometheus` package (`promtool`, `prometheus`): from
-/// `$KIM_PROMTOOL` / `$KIM_PROMETHEUS`, else `$PATH`. Missing: under CI a panic; elsewhere
-/// `None`, after printing how to install it (the caller skips).
-pub fn tool(name: &str) -> Option<PathBuf> {
+/// `$KIM_PROMTOOL` / `$KIM_PROMETHEUS`, else `$PATH`. Panics when it is missing, saying how to
+/// install it.
+pub fn tool(name: &str) -> PathBuf {
     let var = format!("KIM_{}", name.to_ascii_uppercase());
-    let found = std::env::var_os(&var)
+    std::env::var_os(&var)
         .map(PathBuf::from)
         .filter(|p| p.is_file())
         .or_else(|| {
@@ -72,16 +67,14 @@ pub fn tool(name: &str) -> Option<PathBuf> {
                     .map(|d| d.join(name))
                     .find(|p| p.is_file())
             })
-        });
-    if found.is_none() {
-        let how = format!(
-            "{name} not found (set {var} or install Debian's prometheus package: \
-             `sudo bash scripts/install-prometheus.sh`)"
-        );
-        assert!(!ci(), "{how}; CI installs it in .ci/run");
-        eprintln!("SKIP: {how}");
-    }
-    found
+        })
+        .unwrap_or_else(|| {
+            panic!(
+                "{name} not found (set {var}, or install Debian's prometheus package with \
+                 `sudo bash scripts/install-prometheus.sh`; `bash scripts/test.sh` installs \
+                 every tool the tests need)"
+            )
+        })
 }
 
 /// Runs `promtool ARGS` (stdin: `input`); returns (success, stdout + stderr).
