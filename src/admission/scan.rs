@@ -753,6 +753,27 @@ mod tests {
     use proptest::prelude::*;
     use serde_json::{Value, json};
 
+    /// The configuration of the property tests below: `cases` cases and no failure file (by
+    /// default proptest would write one under `proptest-regressions/` in the source tree).
+    /// Instead the run's seed is printed, which the test harness shows with a failure:
+    /// `PROPTEST_RNG_SEED=<seed>` replays the run.
+    fn config(cases: u32) -> ProptestConfig {
+        use proptest::test_runner::RngSeed;
+        use std::hash::BuildHasher as _;
+        let mut config = ProptestConfig {
+            cases,
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        };
+        let seed = match config.rng_seed {
+            RngSeed::Fixed(seed) => seed,
+            RngSeed::Random => std::collections::hash_map::RandomState::new().hash_one(cases),
+        };
+        config.rng_seed = RngSeed::Fixed(seed);
+        eprintln!("proptest seed {seed}: PROPTEST_RNG_SEED={seed} replays this run");
+        config
+    }
+
     /// Checks `body` on both paths; returns whether the scan took it.
     fn agrees(policy: &Policy, body: &[u8]) -> bool {
         let scanned = super::fast_review(body).is_some();
@@ -1067,7 +1088,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig { cases: 1500, ..ProptestConfig::default() })]
+        #![proptest_config(config(1500))]
 
         /// A generated value put at a place of a review, written compactly or pretty, then
         /// zero to two textual edits.
@@ -1292,7 +1313,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+        #![proptest_config(config(400))]
 
         /// A shared sample under zero to two textual edits, under any policy.
         #[test]

@@ -13,6 +13,7 @@ use kim::admission::{self, Hook};
 use kim::status::{self, Facts, Policy};
 use model::*;
 use proptest::prelude::*;
+use proptest::test_runner::FileFailurePersistence;
 use serde_json::{Value, json};
 use std::sync::OnceLock;
 
@@ -130,8 +131,21 @@ fn object(status: Option<Value>, generation: i64, deleting: bool) -> Value {
     o
 }
 
+// Failures are kept in `properties.proptest-regressions` beside this file (checked in; its
+// seeds run before any new case). proptest's default would be a `proptest-regressions/`
+// directory beside `tests/suite/`, since this directory has a `main.rs`.
+fn config() -> ProptestConfig {
+    ProptestConfig {
+        cases: 3000,
+        failure_persistence: Some(Box::new(FileFailurePersistence::WithSource(
+            "proptest-regressions",
+        ))),
+        ..ProptestConfig::default()
+    }
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 3000, ..ProptestConfig::default() })]
+    #![proptest_config(config())]
 
     /// Random statuses: mutate's patch applies and is idempotent; nothing panics.
     #[test]
