@@ -18,8 +18,9 @@
 //!
 //! The `kim` binary: `KIM_BIN` if set, else `cargo build --bin kim` of this workspace (same
 //! profile as the example), located through cargo's JSON messages (so `CARGO_TARGET_DIR` and
-//! `--release` work). The processes' logs go to a temporary directory, kept and named when
-//! something fails.
+//! `--release` work). The processes' logs go to a temporary directory, removed at every exit
+//! (success, failure, panic, Ctrl-C, SIGTERM or SIGHUP); on a failure their last lines are
+//! printed on stderr first.
 
 use std::collections::{BTreeMap, HashMap};
 use std::error::Error;
@@ -134,7 +135,7 @@ fn copy_dir(from: &Path, to: &Path) -> Res<()> {
 }
 
 /// Waits for `field` in the first JSON log line of `log` that has it.
-fn logged_field(p: &mut Proc, field: &str) -> Res<String> {
+async fn logged_field(p: &mut Proc, field: &str) -> Res<String> {
     let start = Instant::now();
     loop {
         let text = std::fs::read_to_string(&p.log).unwrap_or_default();
@@ -151,7 +152,7 @@ fn logged_field(p: &mut Proc, field: &str) -> Res<String> {
         if start.elapsed() > Duration::from_secs(60) {
             return Err(format!("no {field} in {} within 60 s", p.log.display()).into());
         }
-        std::thread::sleep(Duration::from_millis(20));
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
@@ -191,19 +192,48 @@ fn runtime_resource() -> ApiResource {
     )
 }
 
+/// The last `n` lines of each process log in `dir`, for stderr.
+fn log_tails(dir: &Path, n: usize) -> String {
+    let mut out = String::new();
+    for name in ["webhook.log", "controller.log"] {
+        let Ok(text) = std::fs::read_to_string(dir.join(name)) else {
+            continue;
+        };
+        let lines: Vec<&str> = text.lines().collect();
+        out.push_str(&format!("--- {name} (last {n} lines)\n"));
+        for line in &lines[lines.len().saturating_sub(n)..] {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
+    use tokio::signal::unix::{SignalKind, signal};
+    // Registered before anything runs, so that a signal during a blocking step (the cargo
+    // build of kim) is not lost: it ends the run at its next await instead of the process.
+    let handler = |kind| signal(kind).expect("signal handler");
+    let mut interrupt = handler(SignalKind::interrupt());
+    let mut terminate = handler(SignalKind::terminate());
+    let mut hangup = handler(SignalKind::hangup());
     let dir = tempfile::Builder::new()
         .prefix("kim-simulate-")
         .tempdir()
         .expect("temp dir");
-    match run(dir.path()).await {
-        Ok(()) => {}
-        Err(e) => {
-            let kept = dir.keep();
-            eprintln!("\nSIMULATION FAILED: {e}\nlogs kept in {}", kept.display());
-            std::process::exit(1);
-        }
+    // Every way out below drops `dir` (which removes it) before the process ends; `run`'s
+    // processes are killed when its future is dropped.
+    let outcome = tokio::select! {
+        r = run(dir.path()) => r.map_err(|e| (e.to_string(), 1)),
+        _ = interrupt.recv() => Err(("interrupted (SIGINT)".to_string(), 130)),
+        _ = terminate.recv() => Err(("terminated (SIGTERM)".to_string(), 143)),
+        _ = hangup.recv() => Err(("hung up (SIGHUP)".to_string(), 129)),
+    };
+    if let Err((e, code)) = outcome {
+        eprintln!("\nSIMULATION FAILED: {e}\n{}", log_tails(dir.path(), 40));
+        drop(dir);
+        std::process::exit(code);
     }
 }
 
@@ -310,8 +340,8 @@ async fn run(tmp: &Path) -> Res<()> {
     let mut args = testenv::process::kim_webhook_args(&cert_dir, false);
     args.extend(["--log-format".into(), "json".into()]);
     let mut webhook = spawn(&kim, &args, tmp.join("webhook.log"))?;
-    let addr: SocketAddr = logged_field(&mut webhook, "addr")?.parse()?;
-    let metrics_addr = logged_field(&mut webhook, "metrics_addr")?;
+    let addr: SocketAddr = logged_field(&mut webhook, "addr").await?.parse()?;
+    let metrics_addr = logged_field(&mut webhook, "metrics_addr").await?;
     println!(
         "{} kim webhook serving on {addr} (kim-webhook.kim-system.svc → {addr})",
         stamp()
@@ -351,7 +381,7 @@ async fn run(tmp: &Path) -> Res<()> {
         false,
     );
     let mut controller = spawn(&kim, &args, tmp.join("controller.log"))?;
-    logged_field(&mut controller, "metrics_addr")?;
+    logged_field(&mut controller, "metrics_addr").await?;
     println!("{} kim controller running (as {CONTROLLER_USER})", stamp());
 
     // Print every status change, read from the control cluster's journal of committed
@@ -413,18 +443,8 @@ async fn run(tmp: &Path) -> Res<()> {
         kcp.get(&Gvr::runtimes(), Some(NS), n)
             .and_then(|r| r["status"]["state"].as_str().map(String::from))
     };
-    let wait = |what: &str, done: &dyn Fn() -> bool| -> Res<()> {
-        let start = Instant::now();
-        while !done() {
-            if start.elapsed() > DEADLINE {
-                return Err(format!("timed out waiting for {what}").into());
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Ok(())
-    };
     let all_ready = || names.iter().all(|n| state(n).as_deref() == Some("Ready"));
-    tokio::task::block_in_place(|| wait("every Runtime Ready", &all_ready))?;
+    wait("every Runtime Ready", all_ready).await?;
     println!("{} --- every Runtime is Ready ---", stamp());
 
     // ---- the rogue client ----
@@ -469,7 +489,7 @@ async fn run(tmp: &Path) -> Res<()> {
             .iter()
             .all(|n| kcp.get(&Gvr::runtimes(), Some(NS), n).is_none())
     };
-    tokio::task::block_in_place(|| wait("every Runtime deleted", &all_gone))?;
+    wait("every Runtime deleted", all_gone).await?;
     stepper.abort();
     let _ = printer_stop.send(());
     printer.await?;
@@ -518,6 +538,18 @@ async fn run(tmp: &Path) -> Res<()> {
     println!("==================================================================================");
     if denied != 2 {
         return Err(format!("expected the 2 rogue writes denied, {denied} were").into());
+    }
+    Ok(())
+}
+
+/// Polls `done` until it holds, for at most [`DEADLINE`].
+async fn wait(what: &str, done: impl Fn() -> bool) -> Res<()> {
+    let start = Instant::now();
+    while !done() {
+        if start.elapsed() > DEADLINE {
+            return Err(format!("timed out waiting for {what}").into());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
     Ok(())
 }
