@@ -153,6 +153,7 @@
 #![warn(missing_docs)]
 
 pub mod capture;
+pub mod controlplane;
 mod discovery;
 pub mod gardener;
 mod hooks;

@@ -11,6 +11,7 @@ mod api_samples;
 mod audit;
 mod bad_input_audit_and_model;
 mod cli;
+mod control_plane;
 mod crd;
 mod e2e_admission;
 mod e2e_lifecycle;
