@@ -11,7 +11,7 @@
 #   KIM_VALIDATE_VENV    virtualenv to create/use                   (default: target/validate-venv)
 #   KIM_TOOLS_DIR        where scripts/install-tools.sh installs kubectl and helm (default: target/tools)
 #   KIM_VALIDATE_NO_INSTALL=1  install nothing with apt-get (shellcheck)
-#   KIM_SAMPLES          sample Runtimes, relative to the repo root  (default: ../shared/samples/runtimes)
+#   KIM_SAMPLES          sample Runtimes, relative to the repo root  (default: samples/runtimes)
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -19,7 +19,7 @@ cd "$repo"
 
 venv=${KIM_VALIDATE_VENV:-target/validate-venv}
 k8s_versions=${KIM_K8S_VERSIONS:-1.31 1.37}
-samples=${KIM_SAMPLES:-../shared/samples/runtimes}
+samples=${KIM_SAMPLES:-samples/runtimes}
 # kubernetes-validate is pinned: it carries the schemas, so its version fixes the result.
 requirements=(
   "kubernetes-validate==1.37.0"

@@ -22,7 +22,7 @@ produce. What is checked (one line per checked file or build; details under a FA
   crd         manifests/crd.yaml with kubernetes-validate (CustomResourceDefinition, strict),
               its structure (group, names, v1, status subresource, structural schema) and its
               openAPIV3Schema translated to JSON Schema (meta-validated).
-  samples     ../shared/samples/runtimes/*.yaml against that schema with jsonschema: unknown
+  samples     samples/runtimes/*.yaml against that schema with jsonschema: unknown
               fields are errors (as with the API server's strict field validation),
               x-kubernetes-int-or-string, nullable, formats date-time/int32/int64/byte;
               metadata against the ObjectMeta schema shipped by kubernetes-validate.
@@ -1158,7 +1158,7 @@ def main() -> int:
     ap.add_argument("--repo", default=".")
     ap.add_argument("--kubectl", required=True, help="the kubectl binary (kustomize builds)")
     ap.add_argument("--helm", required=True, help="the helm binary (charts/kim)")
-    ap.add_argument("--samples", default="../shared/samples/runtimes")
+    ap.add_argument("--samples", default="samples/runtimes")
     ap.add_argument("--k8s-versions", default="1.31 1.37")
     ap.add_argument("--skip-gen-certs", action="store_true")
     a = ap.parse_args()
@@ -1215,7 +1215,7 @@ def main() -> int:
     samples = (repo / a.samples).resolve()
     files = sorted(samples.glob("*.yaml")) + sorted(samples.glob("*.yml")) if samples.is_dir() else []
     if not files:
-        report("SKIP", f"{a.samples}/*.yaml", "no sample Runtimes found")
+        report("FAIL", f"{a.samples}/*.yaml", "no sample Runtimes found")
     elif not crd_schemas:
         report("SKIP", f"{a.samples}/*.yaml", f"{len(files)} samples: no CRD schema to validate against")
     else:
@@ -1264,7 +1264,7 @@ def main() -> int:
 
     # --- shell scripts
     for f in ("certs/gen-certs.sh", "scripts/validate-manifests.sh", "scripts/install-tools.sh",
-              "scripts/install-prometheus.sh"):
+              "scripts/install-prometheus.sh", "scripts/test.sh"):
         if not (repo / f).is_file():
             report("FAIL", f, "missing")
             continue
