@@ -533,6 +533,75 @@ impl ControlPlane {
     }
 }
 
+/// A serving certificate for a webhook server on this machine (`tls.crt`, `tls.key` in
+/// `dir`, as a mounted `kubernetes.io/tls` Secret holds them), for `127.0.0.1` and
+/// `localhost`, signed by a CA of its own: kube-apiserver calls a webhook URL by IP, so the
+/// certificate needs that IP SAN (envtest makes one the same way).
+pub struct WebhookCerts {
+    /// The directory with `tls.crt` and `tls.key`.
+    pub dir: tempfile::TempDir,
+    /// The CA (PEM): the webhook configurations' `caBundle`.
+    pub ca_pem: String,
+}
+
+impl WebhookCerts {
+    /// Generates them.
+    ///
+    /// # Panics
+    /// When rcgen fails or the temporary directory cannot be written.
+    pub fn generate() -> WebhookCerts {
+        let ca = ca_params().expect("CA params");
+        let ca_key = KeyPair::generate().expect("CA key");
+        let ca_cert = ca.self_signed(&ca_key).expect("CA");
+        let issuer = Issuer::new(ca, ca_key);
+        let key = KeyPair::generate().expect("key");
+        let mut leaf =
+            CertificateParams::new(vec!["127.0.0.1".into(), "localhost".into()]).expect("params");
+        leaf.distinguished_name
+            .push(DnType::CommonName, "webhook on 127.0.0.1");
+        leaf.is_ca = IsCa::ExplicitNoCa;
+        leaf.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+        leaf.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        let cert = leaf.signed_by(&key, &issuer).expect("serving certificate");
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("tls.crt"), cert.pem()).expect("tls.crt");
+        std::fs::write(dir.path().join("tls.key"), key.serialize_pem()).expect("tls.key");
+        WebhookCerts {
+            dir,
+            ca_pem: ca_cert.pem(),
+        }
+    }
+}
+
+/// What [`ControlPlane::install_kustomize`] did: `Kind namespace/name` of each object.
+#[derive(Debug, Default, Clone)]
+pub struct Installed {
+    /// Applied (server-side apply), in order.
+    pub applied: Vec<String>,
+    /// Of a kind this server does not serve (a cert-manager Certificate, a Prometheus
+    /// Operator ServiceMonitor, …): named here, not applied.
+    pub skipped: Vec<String>,
+}
+
+/// Rewrites every webhook of a Validating/MutatingWebhookConfiguration document from
+/// `clientConfig.service` to `clientConfig.url: https://<addr><path>` with `caBundle` set to
+/// `ca_pem`, as envtest does; nothing else changes. Other documents are left alone.
+pub fn point_webhooks_at(doc: &mut serde_json::Value, addr: std::net::SocketAddr, ca_pem: &str) {
+    let kind = doc["kind"].as_str().unwrap_or_default();
+    if kind != "ValidatingWebhookConfiguration" && kind != "MutatingWebhookConfiguration" {
+        return;
+    }
+    let bundle = base64::engine::general_purpose::STANDARD.encode(ca_pem);
+    for hook in doc["webhooks"].as_array_mut().into_iter().flatten() {
+        let cc = &mut hook["clientConfig"];
+        if let Some(service) = cc.get("service").cloned() {
+            let path = service["path"].as_str().unwrap_or("/");
+            *cc = serde_json::json!({"url": format!("https://{addr}{path}")});
+        }
+        cc["caBundle"] = serde_json::json!(bundle);
+    }
+}
+
 impl Drop for ControlPlane {
     fn drop(&mut self) {
         self.stop();
@@ -671,6 +740,105 @@ mod kube_support {
                 }
             }
             Ok(names)
+        }
+
+        /// Installs a kustomize directory as envtest installs webhooks: `kubectl kustomize
+        /// <dir>` built, every webhook pointed at `webhook` ([`point_webhooks_at`]), objects of
+        /// kinds this server does not serve named in [`Installed::skipped`], the rest applied
+        /// with server-side apply as the admin (Namespaces and CRDs first), then each CRD
+        /// waited for until `Established`.
+        ///
+        /// # Errors
+        /// kubectl is missing or fails, discovery fails, or the server refuses an object (its
+        /// message, with the object named).
+        pub async fn install_kustomize(
+            &self,
+            dir: &Path,
+            webhook: std::net::SocketAddr,
+            ca_pem: &str,
+        ) -> Result<Installed, String> {
+            let kubectl = crate::tools::require("kubectl", "install_kustomize");
+            let out = Command::new(kubectl)
+                .arg("kustomize")
+                .arg(dir)
+                .stdin(Stdio::null())
+                .output()
+                .map_err(|e| format!("kubectl kustomize: {e}"))?;
+            if !out.status.success() {
+                return Err(format!(
+                    "kubectl kustomize {}: {}",
+                    dir.display(),
+                    String::from_utf8_lossy(&out.stderr)
+                ));
+            }
+            let text = String::from_utf8_lossy(&out.stdout);
+            let mut docs: Vec<serde_json::Value> =
+                serde_saphyr::from_multiple(&text).map_err(|e| format!("kustomize output: {e}"))?;
+            docs.retain(|d| !d.is_null());
+            for d in &mut docs {
+                point_webhooks_at(d, webhook, ca_pem);
+            }
+            let rank = |d: &serde_json::Value| match d["kind"].as_str() {
+                Some("Namespace") => 0,
+                Some("CustomResourceDefinition") => 1,
+                _ => 2,
+            };
+            docs.sort_by_key(rank);
+            let client = self.admin().await;
+            let discovery = kube::discovery::Discovery::new(client.clone())
+                .run()
+                .await
+                .map_err(|e| format!("discovery: {e}"))?;
+            let mut installed = Installed::default();
+            let mut crds = Vec::new();
+            for d in &docs {
+                let (api_version, kind) = (
+                    d["apiVersion"].as_str().unwrap_or_default(),
+                    d["kind"].as_str().unwrap_or_default(),
+                );
+                let name = d["metadata"]["name"].as_str().unwrap_or_default();
+                let ns = d["metadata"]["namespace"].as_str();
+                let label = format!(
+                    "{kind} {}{name}",
+                    ns.map(|n| format!("{n}/")).unwrap_or_default()
+                );
+                let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+                let gvk = kube::api::GroupVersionKind::gvk(group, version, kind);
+                let Some((ar, caps)) = discovery.resolve_gvk(&gvk) else {
+                    installed.skipped.push(label);
+                    continue;
+                };
+                let api: Api<kube::api::DynamicObject> = match (caps.scope, ns) {
+                    (kube::discovery::Scope::Namespaced, Some(n)) => {
+                        Api::namespaced_with(client.clone(), n, &ar)
+                    }
+                    (kube::discovery::Scope::Namespaced, None) => {
+                        Api::default_namespaced_with(client.clone(), &ar)
+                    }
+                    (kube::discovery::Scope::Cluster, _) => Api::all_with(client.clone(), &ar),
+                };
+                api.patch(
+                    name,
+                    &PatchParams::apply("testenv").force(),
+                    &Patch::Apply(d),
+                )
+                .await
+                .map_err(|e| format!("applying {label}: {e}"))?;
+                if kind == "CustomResourceDefinition" {
+                    crds.push(name.to_string());
+                }
+                installed.applied.push(label);
+            }
+            let crd_api: Api<CustomResourceDefinition> = Api::all(client);
+            for name in crds {
+                let established =
+                    await_condition(crd_api.clone(), &name, conditions::is_crd_established());
+                tokio::time::timeout(Duration::from_secs(30), established)
+                    .await
+                    .map_err(|_| format!("CRD {name} not Established within 30 s"))?
+                    .map_err(|e| format!("waiting for CRD {name}: {e}"))?;
+            }
+            Ok(installed)
         }
     }
 }

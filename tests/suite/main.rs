@@ -22,6 +22,7 @@ mod ops_metrics;
 mod ops_rules;
 mod prometheus;
 mod properties;
+mod real_admission;
 mod reconciler_failures;
 mod reconciler_faults;
 mod reconciler_ops;

@@ -125,8 +125,14 @@ pub struct WebhookProc {
 impl WebhookProc {
     /// Starts it and waits for its "kim webhook serving" log line.
     pub async fn start(cert_dir: &Path) -> WebhookProc {
+        WebhookProc::start_with(cert_dir, &[]).await
+    }
+
+    /// As [`WebhookProc::start`], with `extra` arguments after the usual ones.
+    pub async fn start_with(cert_dir: &Path, extra: &[&str]) -> WebhookProc {
         let mut args = testenv::process::kim_webhook_args(cert_dir, false);
         args.extend(["--log-format".into(), "json".into()]);
+        args.extend(extra.iter().map(|a| a.into()));
         let mut proc = spawn_kim(&args, None);
         let addr = logged(&mut proc, "addr").await.parse().expect("addr");
         let metrics_addr = logged(&mut proc, "metrics_addr")

@@ -7,6 +7,7 @@
 pub mod e2e;
 pub mod logs;
 pub mod ops;
+pub mod real;
 pub mod reconciler;
 
 pub use testenv::tls::*;

@@ -1,0 +1,145 @@
+//! kim installed on a real control plane ([`testenv::controlplane`]), as a user installs it:
+//! `manifests/crd.yaml`, then a kustomize directory of `manifests/` (the base, or an overlay)
+//! with its webhook configurations pointed at a real `kim webhook` process on 127.0.0.1
+//! (envtest's rewrite: `clientConfig.url` and `caBundle`, everything else as shipped).
+//!
+//! Each [`Stack`] has a control plane of its own: webhook configurations and RBAC are
+//! cluster-wide and the shipped ones name fixed namespaces (`kcp-system`, `kim-system`).
+
+use crate::support::e2e::WebhookProc;
+use kube::Api;
+use kube::api::{
+    ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
+};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use testenv::controlplane::{ClientCert, ControlPlane, Installed, WebhookCerts};
+
+/// Where Runtimes live in the shipped manifests (RBAC, the webhooks' namespaceSelector).
+pub const NS: &str = "kcp-system";
+/// The webhook configurations' name in `manifests/base/webhook-configurations.yaml`.
+pub const CONFIG_NAME: &str = "kim-runtime-status";
+/// Name of the validating webhook.
+pub const VALIDATE_HOOK: &str = "runtime-status.validate.kim.kyma-project.io";
+/// Name of the mutating webhook.
+pub const MUTATE_HOOK: &str = "runtime-status.mutate.kim.kyma-project.io";
+
+/// The repository root.
+pub fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `manifests/<rel>`.
+pub fn manifests(rel: &str) -> PathBuf {
+    repo().join("manifests").join(rel)
+}
+
+/// The Runtime resource for dynamic clients.
+pub fn runtime_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("infrastructuremanager.kyma-project.io", "v1", "Runtime"),
+        "runtimes",
+    )
+}
+
+/// A control plane with kim's CRD and one kustomize directory of `manifests/` installed, and
+/// the real `kim webhook` those configurations call.
+pub struct Stack {
+    pub cp: ControlPlane,
+    pub certs: WebhookCerts,
+    /// `None` after [`Stack::stop_webhook`].
+    pub webhook: Option<WebhookProc>,
+    /// Where the configurations point (the webhook's address, kept after it stops).
+    pub addr: std::net::SocketAddr,
+    pub installed: Installed,
+}
+
+impl Stack {
+    /// Starts a control plane and `kim webhook` (with `extra` arguments), creates
+    /// `kcp-system`, installs `manifests/crd.yaml` and then `manifests/<dir>` (e.g. `base`,
+    /// `overlays/guard-kim`), and waits until the webhook judges status writes.
+    pub async fn start(dir: &str, extra: &[&str]) -> Stack {
+        let cp = ControlPlane::start().expect("control plane");
+        let certs = WebhookCerts::generate();
+        let webhook = WebhookProc::start_with(certs.dir.path(), extra).await;
+        let addr = webhook.addr;
+        cp.create_namespace(NS).await;
+        let crd = std::fs::read_to_string(manifests("crd.yaml")).expect("manifests/crd.yaml");
+        cp.install_crds(&crd).await.expect("kim's CRD installs");
+        let installed = cp
+            .install_kustomize(&manifests(dir), addr, &certs.ca_pem)
+            .await
+            .unwrap_or_else(|e| panic!("installing manifests/{dir}: {e}"));
+        let stack = Stack {
+            cp,
+            certs,
+            webhook: Some(webhook),
+            addr,
+            installed,
+        };
+        stack.wait_until_judged().await;
+        stack
+    }
+
+    /// The Runtimes API of `kcp-system` as the admin (`system:masters`, an allowed writer).
+    pub async fn runtimes(&self) -> Api<DynamicObject> {
+        Api::namespaced_with(self.cp.admin().await, NS, &runtime_resource())
+    }
+
+    /// The Runtimes API of `kcp-system` as `user`.
+    pub async fn runtimes_as(&self, user: &ClientCert) -> Api<DynamicObject> {
+        Api::namespaced_with(self.cp.client(user).await, NS, &runtime_resource())
+    }
+
+    /// Creates the sample `aws-minimal.yaml` as `name` in `kcp-system` (no status).
+    pub async fn create_runtime(&self, name: &str) -> DynamicObject {
+        let text = std::fs::read_to_string(repo().join("samples/runtimes/aws-minimal.yaml"))
+            .expect("sample");
+        let mut obj: Value = serde_saphyr::from_str(&text).expect("sample parses");
+        obj["metadata"]["name"] = json!(name);
+        obj["metadata"]["namespace"] = json!(NS);
+        let obj: DynamicObject = serde_json::from_value(obj).expect("dynamic object");
+        self.runtimes()
+            .await
+            .create(&PostParams::default(), &obj)
+            .await
+            .unwrap_or_else(|e| panic!("creating Runtime {name}: {e}"))
+    }
+
+    /// Polls (every 200 ms, at most 30 s) until a status write that the model refuses but the
+    /// CRD's schema accepts (`Ready` with no condition) is refused by the validating webhook:
+    /// a new configuration takes effect a moment after it is created.
+    async fn wait_until_judged(&self) {
+        let name = "webhook-ready-probe";
+        self.create_runtime(name).await;
+        let api = self.runtimes().await;
+        let bad = json!({"status": {"state": "Ready"}});
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut last = String::new();
+        loop {
+            match api
+                .patch_status(name, &PatchParams::default(), &Patch::Merge(&bad))
+                .await
+            {
+                Err(kube::Error::Api(s)) if s.message.contains(VALIDATE_HOOK) => break,
+                other => last = format!("{other:?}"),
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the webhook did not judge status writes within 30 s; last answer: {last}"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        api.delete(name, &DeleteParams::default())
+            .await
+            .expect("delete the probe");
+    }
+
+    /// Stops the webhook process (SIGTERM, 10 s grace); the configurations stay.
+    pub async fn stop_webhook(&mut self) {
+        if let Some(mut w) = self.webhook.take() {
+            w.proc.terminate(Duration::from_secs(10));
+        }
+    }
+}
