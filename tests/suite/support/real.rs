@@ -25,6 +25,9 @@ pub const VALIDATE_HOOK: &str = "runtime-status.validate.kim.kyma-project.io";
 /// Name of the mutating webhook.
 pub const MUTATE_HOOK: &str = "runtime-status.mutate.kim.kyma-project.io";
 
+/// The Runtime whose status writes [`Stack::wait_until_judged`] sends until one is denied.
+pub const PROBE: &str = "webhook-ready-probe";
+
 /// The repository root.
 pub fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -60,10 +63,30 @@ impl Stack {
     /// `kcp-system`, installs `manifests/crd.yaml` and then `manifests/<dir>` (e.g. `base`,
     /// `overlays/guard-kim`), and waits until the webhook judges status writes.
     pub async fn start(dir: &str, extra: &[&str]) -> Stack {
-        let cp = ControlPlane::start().expect("control plane");
         let certs = WebhookCerts::generate();
         let webhook = WebhookProc::start_with(certs.dir.path(), extra).await;
-        let addr = webhook.addr;
+        Stack::install(dir, certs, webhook.addr, Some(webhook)).await
+    }
+
+    /// As [`Stack::start`], with the configurations pointed at a server of the caller's own
+    /// on `addr`, serving with `certs` (their CA becomes the `caBundle`); no `kim webhook`
+    /// runs. That server must deny, on `/validate`, a status write of Runtime [`PROBE`]: the
+    /// stack waits for that denial before it is returned.
+    pub async fn start_pointing_at(
+        dir: &str,
+        addr: std::net::SocketAddr,
+        certs: WebhookCerts,
+    ) -> Stack {
+        Stack::install(dir, certs, addr, None).await
+    }
+
+    async fn install(
+        dir: &str,
+        certs: WebhookCerts,
+        addr: std::net::SocketAddr,
+        webhook: Option<WebhookProc>,
+    ) -> Stack {
+        let cp = ControlPlane::start().expect("control plane");
         cp.create_namespace(NS).await;
         let crd = std::fs::read_to_string(manifests("crd.yaml")).expect("manifests/crd.yaml");
         cp.install_crds(&crd).await.expect("kim's CRD installs");
@@ -74,7 +97,7 @@ impl Stack {
         let stack = Stack {
             cp,
             certs,
-            webhook: Some(webhook),
+            webhook,
             addr,
             installed,
         };
@@ -109,22 +132,31 @@ impl Stack {
 
     /// Polls (every 200 ms, at most 30 s) until a status write that the model refuses but the
     /// CRD's schema accepts (`Ready` with no condition) is refused by the validating webhook:
-    /// a new configuration takes effect a moment after it is created.
-    async fn wait_until_judged(&self) {
-        let name = "webhook-ready-probe";
+    /// a new configuration takes effect a moment after it is created. The probe is Runtime
+    /// [`PROBE`], deleted afterwards.
+    pub async fn wait_until_judged(&self) {
+        let name = PROBE;
         self.create_runtime(name).await;
         let api = self.runtimes().await;
         let bad = json!({"status": {"state": "Ready"}});
         let deadline = Instant::now() + Duration::from_secs(30);
-        let mut last = String::new();
         loop {
-            match api
+            let last = match api
                 .patch_status(name, &PatchParams::default(), &Patch::Merge(&bad))
                 .await
             {
                 Err(kube::Error::Api(s)) if s.message.contains(VALIDATE_HOOK) => break,
-                other => last = format!("{other:?}"),
-            }
+                // Stored before the configuration took effect: a second `Ready` would be
+                // ratcheted (allowed), so start again from a Runtime without status.
+                Ok(_) => {
+                    api.delete(name, &DeleteParams::default())
+                        .await
+                        .expect("delete the probe");
+                    self.create_runtime(name).await;
+                    "stored".to_string()
+                }
+                other => format!("{other:?}"),
+            };
             assert!(
                 Instant::now() < deadline,
                 "the webhook did not judge status writes within 30 s; last answer: {last}"
