@@ -23,6 +23,7 @@ mod ops_rules;
 mod prometheus;
 mod properties;
 mod real_admission;
+mod real_crd;
 mod reconciler_failures;
 mod reconciler_faults;
 mod reconciler_ops;
