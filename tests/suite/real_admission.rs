@@ -512,12 +512,15 @@ fn assert_guard_kim_installed(stack: &Stack) {
 
 /// A webhook server of the test's own on 127.0.0.1 that never answers in time: it denies
 /// (on `/validate`) or allows (on `/mutate`) a write of [`PROBE`] at once, so that
-/// [`Stack::start_pointing_at`] sees its configurations take effect, and answers every other
-/// review only after 60 s — longer than any `timeoutSeconds` (at most 30).
+/// [`Stack::start_pointing_at`] sees its configurations take effect, and denies every other
+/// write only after [`TOO_LATE`] — so a write that is stored was stored without its answer.
 struct SlowWebhook {
     addr: SocketAddr,
     held: Held,
 }
+
+/// Longer than any `timeoutSeconds` (at most 30).
+const TOO_LATE: Duration = Duration::from_secs(60);
 
 /// (path, Runtime name) of every review the [`SlowWebhook`] did not answer in time.
 type Held = Arc<Mutex<Vec<(String, String)>>>;
@@ -540,16 +543,16 @@ async fn slow_webhook(certs: &WebhookCerts) -> SlowWebhook {
         let probe = name == PROBE;
         if !probe {
             held.lock().unwrap().push((uri.path().to_string(), name));
-            tokio::time::sleep(Duration::from_secs(60)).await;
+            tokio::time::sleep(TOO_LATE).await;
         }
-        let allowed = !(probe && uri.path() == "/validate");
+        let allowed = probe && uri.path() == "/mutate";
         Json(json!({
             "apiVersion": "admission.k8s.io/v1",
             "kind": "AdmissionReview",
             "response": {
                 "uid": request["uid"],
                 "allowed": allowed,
-                "status": {"code": if allowed { 200 } else { 403 }, "message": "the slow test webhook judges only the probe"}
+                "status": {"code": if allowed { 200 } else { 403 }, "message": "denied by the slow test webhook"}
             }
         }))
     }
@@ -605,8 +608,8 @@ async fn a_webhook_slower_than_its_timeout_fails_status_writes_under_base() {
 }
 
 /// `overlays/guard-kim` with a webhook slower than `timeoutSeconds` (5 s): kube-apiserver
-/// calls it, gives up, and under `failurePolicy: Ignore` stores the write — even one the
-/// webhook would have denied.
+/// calls it, gives up, and under `failurePolicy: Ignore` stores the write the webhook
+/// would have denied.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_webhook_slower_than_its_timeout_is_ignored_under_guard_kim() {
     let certs = WebhookCerts::generate();
