@@ -24,6 +24,7 @@ mod prometheus;
 mod properties;
 mod real_admission;
 mod real_crd;
+mod real_kubectl;
 mod real_manifests;
 mod reconciler_failures;
 mod reconciler_faults;
