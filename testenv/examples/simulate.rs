@@ -1,54 +1,128 @@
 //! SIMULATION of kim's whole chain on one machine, with one command:
 //!
 //! ```sh
-//! cargo run -p testenv --example simulate
+//! cargo run -p testenv --example simulate                     # in-memory control cluster
+//! cargo run -p testenv --example simulate -- --real-apiserver # etcd + kube-apiserver
 //! ```
 //!
-//! Starts in-memory API servers (a control cluster, a Gardener cluster driven by testenv's
-//! simulated Gardener, one runtime cluster per Shoot), makes a CA and a serving certificate
-//! with `certs/gen-certs.sh` (needs `bash` and `openssl`) for a temporary copy of
-//! `manifests/`, runs the real `kim webhook` and `kim controller` binaries against them, and
-//! sends every `runtimes/status` write of the control cluster through testenv's
-//! [`WebhookStage`], which calls the webhooks over HTTPS as kube-apiserver would (the
-//! configurations of the static-ca overlay). It creates the sample Runtimes of
-//! `samples/runtimes` (or the directory given as the first argument), prints each
-//! Runtime's status as it changes, tries two illegal status writes as a rogue client (both
-//! denied), deletes the Runtimes and prints a summary. Nothing real is touched: no cluster, no
-//! Gardener, no cloud account; everything listens on 127.0.0.1 and is gone at exit.
+//! Starts a control cluster, a Gardener cluster driven by testenv's simulated Gardener and one
+//! in-memory runtime cluster per Shoot, runs the real `kim webhook` and `kim controller`
+//! binaries against them, creates the sample Runtimes of `samples/runtimes` (or the directory
+//! given as argument), prints each Runtime's status as it changes, tries two illegal status
+//! writes (both denied), deletes the Runtimes and prints a summary. Nothing real is touched: no
+//! cluster, no Gardener, no cloud account; everything listens on 127.0.0.1 and is gone at exit.
+//!
+//! The control cluster, by mode:
+//! - **default**: testenv's in-memory API server. A CA and a serving certificate made with
+//!   `certs/gen-certs.sh` (needs `bash` and `openssl`) for a temporary copy of `manifests/`;
+//!   every `runtimes/status` write goes through testenv's [`WebhookStage`], which calls the
+//!   webhooks over HTTPS as kube-apiserver would (the configurations of the static-ca
+//!   overlay). The controller and the rogue client authenticate with the server's static
+//!   tokens; status changes are read from the server's journal of committed changes.
+//! - **`--real-apiserver`**: etcd + kube-apiserver from [`testenv::controlplane`] (built by
+//!   `scripts/install-control-plane.sh`; kubectl from `scripts/install-tools.sh` builds the
+//!   manifests). kim is installed as a user installs it: namespace `kcp-system`,
+//!   `manifests/crd.yaml`, then `manifests/base` (kubectl kustomize) with its webhook
+//!   configurations pointed at the `kim webhook` process, which serves a certificate for
+//!   127.0.0.1; kube-apiserver itself calls the webhooks. The controller authenticates as
+//!   ServiceAccount `kim-system/kim-controller` with a TokenRequest token and nothing but the
+//!   shipped RBAC; the rogue client is user `rogue` (a client certificate) whom the example
+//!   grants `patch` on `runtimes/status` in `kcp-system`, so that its write reaches the webhook.
+//!   Status changes are read from a watch of the Runtimes, the denials from kube-apiserver's
+//!   answers.
 //!
 //! The `kim` binary: `KIM_BIN` if set, else `cargo build --bin kim` of this workspace (same
 //! profile as the example), located through cargo's JSON messages (so `CARGO_TARGET_DIR` and
 //! `--release` work). The processes' logs go to a temporary directory, removed at every exit
-//! (success, failure, panic, Ctrl-C, SIGTERM or SIGHUP); on a failure their last lines are
-//! printed on stderr first.
+//! (success, failure, panic, Ctrl-C, SIGTERM or SIGHUP), as is the real control plane; on a
+//! failure the logs' last lines are printed on stderr first.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::error::Error;
+use std::future::Future;
 use std::io::BufRead;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
+use k8s_openapi::api::authorization::v1::{
+    ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
+};
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::Api;
 use kube::api::{
     ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
 };
+use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::{Value, json};
+use testenv::controlplane::{ControlPlane, WebhookCerts};
 use testenv::gardener::{GardenerConfig, GardenerSim};
 use testenv::webhook_stage::StageResult;
 use testenv::{
-    AdmissionDecision, EventType, Gvr, ServerConfig, UserInfo, WebhookConfigurations, WebhookStage,
+    AdmissionDecision, EventType, Gvr, ServerConfig, ServerHandle, UserInfo, WebhookConfigurations,
+    WebhookStage,
 };
 
 type Res<T> = Result<T, Box<dyn Error>>;
 
 const NS: &str = "kcp-system";
 const CONTROLLER_USER: &str = "system:serviceaccount:kim-system:kim-controller";
+/// The controller's ServiceAccount (namespace, name), as `manifests/base` creates it.
+const CONTROLLER_SA: (&str, &str) = ("kim-system", "kim-controller");
 const CONTROLLER_TOKEN: &str = "kim-controller-token";
 const ROGUE_USER: &str = "system:serviceaccount:other:rogue";
 const ROGUE_TOKEN: &str = "rogue-token";
+/// The rogue client of `--real-apiserver`: a client-certificate user.
+const REAL_ROGUE_USER: &str = "rogue";
+/// The Role (and RoleBinding) letting [`REAL_ROGUE_USER`] patch `runtimes/status`.
+const ROGUE_ROLE: &str = "rogue-status-patcher";
+/// The validating webhook of `manifests/base/webhook-configurations.yaml`.
+const VALIDATE_HOOK: &str = "runtime-status.validate.kim.kyma-project.io";
+/// The Runtime whose status writes wait for the real apiserver's webhooks to take effect.
+const PROBE: &str = "webhook-ready-probe";
+const GROUP: &str = "infrastructuremanager.kyma-project.io";
 const DEADLINE: Duration = Duration::from_secs(180);
+
+/// Which control cluster kim runs against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// testenv's in-memory API server, admission through a [`WebhookStage`].
+    InMemory,
+    /// etcd + kube-apiserver ([`testenv::controlplane`]), kim's manifests installed.
+    RealApiserver,
+}
+
+/// The command line: `[--real-apiserver] [SAMPLES_DIR]`.
+fn parse_args() -> Res<(Mode, Option<PathBuf>)> {
+    let mut mode = Mode::InMemory;
+    let mut samples = None;
+    for arg in std::env::args_os().skip(1) {
+        match arg.to_str() {
+            Some("--real-apiserver") => mode = Mode::RealApiserver,
+            Some(a) if a.starts_with('-') => {
+                return Err(format!(
+                    "unknown option {a}; usage: simulate [--real-apiserver] [SAMPLES_DIR]"
+                )
+                .into());
+            }
+            _ if samples.is_none() => samples = Some(PathBuf::from(arg)),
+            _ => return Err("usage: simulate [--real-apiserver] [SAMPLES_DIR]".into()),
+        }
+    }
+    Ok((mode, samples))
+}
+
+/// Seconds since the run started, as the output's `[  1.2s]` stamps.
+#[derive(Clone, Copy)]
+struct Clock(Instant);
+
+impl Clock {
+    fn stamp(&self) -> String {
+        format!("[{:>5.1}s]", self.0.elapsed().as_secs_f64())
+    }
+}
 
 /// A child process killed when dropped (also on errors and panics).
 struct Proc {
@@ -78,7 +152,6 @@ fn repo_root() -> PathBuf {
         .expect("testenv lives in the kim workspace")
         .to_path_buf()
 }
-
 /// `KIM_BIN`, or the `kim` binary `cargo build --bin kim` produces for this workspace.
 fn kim_binary(root: &Path) -> Res<PathBuf> {
     if let Some(p) = std::env::var_os("KIM_BIN") {
@@ -238,139 +311,72 @@ async fn main() {
 }
 
 async fn run(tmp: &Path) -> Res<()> {
+    let (mode, samples) = parse_args()?;
     println!("==================================================================================");
-    println!(" SIMULATION — kim on in-memory API servers with a simulated Gardener.");
+    match mode {
+        Mode::InMemory => {
+            println!(" SIMULATION — kim on in-memory API servers with a simulated Gardener.");
+        }
+        Mode::RealApiserver => {
+            println!(
+                " SIMULATION — kim on a real etcd + kube-apiserver (the control cluster), with a"
+            );
+            println!(" simulated Gardener and in-memory runtime clusters.");
+        }
+    }
     println!(" No real cluster, no real Gardener, no cloud account: everything runs on 127.0.0.1");
     println!(" and is gone when this program exits. The kim binaries are the real ones.");
     println!("==================================================================================");
     let root = repo_root();
-    let samples = std::env::args_os()
-        .nth(1)
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("samples/runtimes"));
+    let samples = samples.unwrap_or_else(|| root.join("samples/runtimes"));
     let kim = kim_binary(&root)?;
     println!("kim binary: {}", kim.display());
-    let t0 = Instant::now();
-    let stamp = move || format!("[{:>5.1}s]", t0.elapsed().as_secs_f64());
-
-    // Certificates for the webhook Service, caBundle into a copy of the static-ca overlay.
-    copy_dir(&root.join("manifests"), &tmp.join("manifests"))?;
-    let out = Command::new("bash")
-        .arg(root.join("certs/gen-certs.sh"))
-        .arg("--out")
-        .arg(tmp.join("certs"))
-        .arg("--overlay")
-        .arg(tmp.join("manifests/overlays/static-ca"))
-        .stdin(Stdio::null())
-        .output()?;
-    if !out.status.success() {
-        return Err(format!(
-            "certs/gen-certs.sh failed (bash and openssl are needed): {}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-        .into());
-    }
-    let configs =
-        WebhookConfigurations::from_kustomization(&tmp.join("manifests/overlays/static-ca"))?;
-    println!(
-        "webhook configurations (manifests/overlays/static-ca): {}",
-        configs
-            .webhooks
-            .iter()
-            .map(|w| format!("{} → {}", w.name, w.call_url()))
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
+    let clock = Clock(Instant::now());
 
     // The clusters.
-    let kcp = testenv::start(
-        ServerConfig::default()
-            .name("kcp")
-            .user(CONTROLLER_TOKEN, UserInfo::new(CONTROLLER_USER, &[]))
-            .user(
-                ROGUE_TOKEN,
-                UserInfo::new(ROGUE_USER, &["system:authenticated"]),
-            ),
-    )
-    .await?;
+    let mut control = Control::start(mode, &root, tmp).await?;
+    let runtimes = read_samples(&samples)?;
     let garden = testenv::start(ServerConfig::default().name("garden")).await?;
     let sim = GardenerSim::new(&garden, GardenerConfig::default());
-
-    // The sample Runtimes, each with its own runtime id and runtime cluster.
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&samples)
-        .map_err(|e| format!("samples {}: {e}", samples.display()))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
-        .collect();
-    files.sort();
-    let mut runtimes: Vec<Value> = Vec::new();
-    let mut kubeconfigs = HashMap::new();
-    let mut clusters = Vec::new();
-    for f in &files {
-        let mut rt: Value = serde_saphyr::from_str(&std::fs::read_to_string(f)?)
-            .map_err(|e| format!("{}: {e}", f.display()))?;
-        let name = rt["metadata"]["name"].as_str().unwrap_or("").to_string();
-        let shoot = rt["spec"]["shoot"]["name"]
-            .as_str()
-            .unwrap_or("")
-            .to_string();
-        rt["metadata"]["labels"]["kyma-project.io/runtime-id"] = json!(name);
-        rt["metadata"]["namespace"] = json!(NS);
-        let token = format!("admin-{shoot}");
-        let cluster = testenv::start(
-            ServerConfig::default()
-                .name(&shoot)
-                .user(&token, UserInfo::new("shoot-admin", &["system:masters"])),
-        )
-        .await?;
-        kubeconfigs.insert(shoot, cluster.kubeconfig_yaml(Some(&token)));
-        clusters.push(cluster);
-        runtimes.push(rt);
+    let clusters = runtime_clusters(&garden, &runtimes).await?;
+    match &control.kind {
+        Kind::InMemory { kcp, .. } => println!(
+            "in-memory clusters: control {}, Gardener {}, {} runtime clusters",
+            kcp.url(),
+            garden.url(),
+            clusters.len()
+        ),
+        Kind::Real { cp, .. } => println!(
+            "control cluster: kube-apiserver {} (etcd {}, RBAC); in-memory: Gardener {}, {} runtime clusters",
+            cp.url(),
+            cp.etcd_url(),
+            garden.url(),
+            clusters.len()
+        ),
     }
-    garden.set_admin_kubeconfig(move |req| kubeconfigs.get(&req.name).cloned().unwrap_or_default());
-    println!(
-        "in-memory clusters: control {}, Gardener {}, {} runtime clusters",
-        kcp.url(),
-        garden.url(),
-        clusters.len()
-    );
 
-    // kim webhook, and the admission stage calling it for the control cluster.
-    let cert_dir = tmp.join("certs");
-    let mut args = testenv::process::kim_webhook_args(&cert_dir, false);
+    // kim webhook, and the control cluster's admission calling it.
+    let mut args = testenv::process::kim_webhook_args(&control.cert_dir(), false);
     args.extend(["--log-format".into(), "json".into()]);
     let mut webhook = spawn(&kim, &args, tmp.join("webhook.log"))?;
     let addr: SocketAddr = logged_field(&mut webhook, "addr").await?.parse()?;
     let metrics_addr = logged_field(&mut webhook, "metrics_addr").await?;
+    let served_as = match mode {
+        Mode::InMemory => format!("kim-webhook.kim-system.svc → {addr}"),
+        Mode::RealApiserver => "certificate for 127.0.0.1".to_string(),
+    };
     println!(
-        "{} kim webhook serving on {addr} (kim-webhook.kim-system.svc → {addr})",
-        stamp()
+        "{} kim webhook serving on {addr} ({served_as})",
+        clock.stamp()
     );
-    let stage = WebhookStage::new(configs, addr);
-    stage.install(&kcp);
-    {
-        let stage = stage.clone();
-        kcp.set_admission_async(move |req| {
-            let stage = stage.clone();
-            async move {
-                let (user, name) = (req.user.username.clone(), req.name.clone());
-                let status = req.subresource.as_deref() == Some("status");
-                let decision = stage.admit(req).await;
-                if status && let AdmissionDecision::Deny { code, message } = &decision {
-                    println!(
-                        "{} ✗ {name}: status write by {user} DENIED ({code}): {message}",
-                        stamp()
-                    );
-                }
-                decision
-            }
-        });
-    }
+    control
+        .wire_admission(&root, addr, &runtimes[0], clock)
+        .await?;
 
     // kim controller.
     let kcp_kubeconfig = tmp.join("kcp.kubeconfig");
     let garden_kubeconfig = tmp.join("garden.kubeconfig");
-    std::fs::write(&kcp_kubeconfig, kcp.kubeconfig_yaml(Some(CONTROLLER_TOKEN)))?;
+    std::fs::write(&kcp_kubeconfig, control.controller_kubeconfig().await)?;
     std::fs::write(&garden_kubeconfig, garden.kubeconfig_yaml(None))?;
     let config = root.join("docs/config.example.yaml");
     let args = testenv::process::kim_controller_args(
@@ -382,55 +388,23 @@ async fn run(tmp: &Path) -> Res<()> {
     );
     let mut controller = spawn(&kim, &args, tmp.join("controller.log"))?;
     logged_field(&mut controller, "metrics_addr").await?;
-    println!("{} kim controller running (as {CONTROLLER_USER})", stamp());
+    let identity = match mode {
+        Mode::InMemory => CONTROLLER_USER.to_string(),
+        Mode::RealApiserver => format!(
+            "{CONTROLLER_USER}: a TokenRequest token, the RBAC of manifests/base/rbac-controller.yaml"
+        ),
+    };
+    println!("{} kim controller running (as {identity})", clock.stamp());
 
-    // Print every status change, read from the control cluster's journal of committed
-    // changes (a state that lasted one write is printed too). Opened before the first Runtime
-    // is created; ends when told to, after printing what the journal holds by then.
-    let journal = kcp.journal();
-    let (printer_stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
-    let printer = tokio::spawn(async move {
-        let mut seen: BTreeMap<String, String> = BTreeMap::new();
-        let mut pos = 0;
-        let mut done = false;
-        loop {
-            for change in journal.since(pos) {
-                pos += 1;
-                if change.gvr != Gvr::runtimes() || change.namespace() != Some(NS) {
-                    continue;
-                }
-                let name = change.name().to_string();
-                if change.kind == EventType::Deleted {
-                    seen.remove(&name);
-                    println!("{} {name:<14} deleted", stamp());
-                    continue;
-                }
-                let s = if change.object.get("status").is_some() {
-                    summary(&change.object)
-                } else {
-                    "(no status yet)".to_string()
-                };
-                if seen.get(&name) != Some(&s) {
-                    println!("{} {name:<14} {s}", stamp());
-                    seen.insert(name, s);
-                }
-            }
-            if done {
-                return;
-            }
-            tokio::select! {
-                _ = journal.grown(pos) => {}
-                _ = &mut stopped => done = true,
-            }
-        }
-    });
+    let before = webhook_counters(&metrics_addr).await?;
+    let printer = control.print_changes(clock).await?;
     let stepper = sim.run_every(Duration::from_millis(500));
 
     // ---- provisioning ----
-    let api: Api<DynamicObject> = Api::namespaced_with(kcp.client(), NS, &runtime_resource());
+    let api = control.runtimes.clone();
     println!(
         "{} --- creating {} sample Runtimes ---",
-        stamp(),
+        clock.stamp(),
         runtimes.len()
     );
     let mut names = Vec::new();
@@ -439,22 +413,26 @@ async fn run(tmp: &Path) -> Res<()> {
         names.push(obj.metadata.name.clone().unwrap_or_default());
         api.create(&PostParams::default(), &obj).await?;
     }
-    let state = |n: &str| {
-        kcp.get(&Gvr::runtimes(), Some(NS), n)
-            .and_then(|r| r["status"]["state"].as_str().map(String::from))
-    };
-    let all_ready = || names.iter().all(|n| state(n).as_deref() == Some("Ready"));
-    wait("every Runtime Ready", all_ready).await?;
-    println!("{} --- every Runtime is Ready ---", stamp());
+    let (names, control_ref) = (&names, &control);
+    wait("every Runtime Ready", || async move {
+        for n in names {
+            let state = control_ref.stored(n).await?;
+            if state.as_ref().and_then(|r| r["status"]["state"].as_str()) != Some("Ready") {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    })
+    .await?;
+    println!("{} --- every Runtime is Ready ---", clock.stamp());
 
     // ---- the rogue client ----
     let victim = names[0].clone();
+    let (rogue_user, rogue) = control.rogue().await;
     println!(
-        "{} --- a rogue client ({ROGUE_USER}) rewrites {victim}'s status to Failed ---",
-        stamp()
+        "{} --- a rogue client ({rogue_user}) rewrites {victim}'s status to Failed ---",
+        clock.stamp()
     );
-    let rogue: Api<DynamicObject> =
-        Api::namespaced_with(kcp.client_as(Some(ROGUE_TOKEN)), NS, &runtime_resource());
     let r = rogue
         .patch_status(
             &victim,
@@ -463,15 +441,15 @@ async fn run(tmp: &Path) -> Res<()> {
         )
         .await;
     report("the rogue client's write", r)?;
+    let leaked = match mode {
+        Mode::InMemory => "the controller's own token (say, leaked)",
+        Mode::RealApiserver => "a second token of the controller's ServiceAccount (say, leaked)",
+    };
     println!(
-        "{} --- the controller's own token (say, leaked) writes a reason the model does not know ---",
-        stamp()
+        "{} --- {leaked} writes a reason the model does not know ---",
+        clock.stamp()
     );
-    let impostor: Api<DynamicObject> = Api::namespaced_with(
-        kcp.client_as(Some(CONTROLLER_TOKEN)),
-        NS,
-        &runtime_resource(),
-    );
+    let impostor = control.impostor().await;
     let mut obj = impostor.get(&victim).await?;
     obj.data["status"]["conditions"][0]["reason"] = json!("BecauseISaidSo");
     let r = impostor
@@ -480,60 +458,40 @@ async fn run(tmp: &Path) -> Res<()> {
     report("the write with an unknown reason", r)?;
 
     // ---- deletion ----
-    println!("{} --- deleting every Runtime ---", stamp());
-    for n in &names {
+    println!("{} --- deleting every Runtime ---", clock.stamp());
+    for n in names {
         api.delete(n, &DeleteParams::default()).await?;
     }
-    let all_gone = || {
-        names
-            .iter()
-            .all(|n| kcp.get(&Gvr::runtimes(), Some(NS), n).is_none())
-    };
-    wait("every Runtime deleted", all_gone).await?;
+    wait("every Runtime deleted", || async move {
+        for n in names {
+            if control_ref.stored(n).await?.is_some() {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    })
+    .await?;
     stepper.abort();
-    let _ = printer_stop.send(());
-    printer.await?;
+    printer.finish().await?;
 
     // ---- summary ----
-    let log = stage.log();
-    let status: Vec<_> = log
-        .iter()
-        .filter(|r| r.subresource.as_deref() == Some("status"))
-        .collect();
-    let admitted = status
-        .iter()
-        .filter(|r| matches!(r.result, StageResult::Allowed { .. }))
-        .count();
-    let denied = status.len() - admitted;
-    let calls: usize = status.iter().map(|r| r.calls.len()).sum();
-    let metrics = reqwest::Client::builder()
-        .no_proxy()
-        .build()?
-        .get(format!("http://{metrics_addr}/metrics"))
-        .send()
-        .await?
-        .text()
-        .await?;
-    let counters: Vec<&str> = metrics
-        .lines()
-        .filter(|l| l.starts_with("kim_webhook_requests_total{"))
-        .collect();
+    let after = webhook_counters(&metrics_addr).await?;
+    let (writes, denied) = control.admission_summary(&before, &after);
     controller.stop();
     webhook.stop();
     println!("==================================================================================");
     println!(
         " SIMULATION done in {:.1} s: {} Runtimes provisioned and deleted.",
-        t0.elapsed().as_secs_f64(),
+        clock.0.elapsed().as_secs_f64(),
         names.len()
     );
-    println!(
-        " runtimes/status writes through the admission stage: {} admitted, {denied} denied; \
-         {calls} webhook calls over HTTPS.",
-        admitted
-    );
+    println!(" {writes}");
     println!(" kim webhook's own counters:");
-    for c in counters {
+    for c in &after {
         println!("   {c}");
+    }
+    if mode == Mode::RealApiserver {
+        println!("   (one /validate denial is the probe's, before the Runtimes were created)");
     }
     println!("==================================================================================");
     if denied != 2 {
@@ -542,10 +500,651 @@ async fn run(tmp: &Path) -> Res<()> {
     Ok(())
 }
 
-/// Polls `done` until it holds, for at most [`DEADLINE`].
-async fn wait(what: &str, done: impl Fn() -> bool) -> Res<()> {
+/// The sample Runtimes of `dir` (`*.yaml`, sorted by file name), each in `kcp-system` with
+/// runtime id = its name.
+fn read_samples(dir: &Path) -> Res<Vec<Value>> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| format!("samples {}: {e}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+        .collect();
+    files.sort();
+    let mut runtimes = Vec::new();
+    for f in &files {
+        let mut rt: Value = serde_saphyr::from_str(&std::fs::read_to_string(f)?)
+            .map_err(|e| format!("{}: {e}", f.display()))?;
+        let name = rt["metadata"]["name"].as_str().unwrap_or("").to_string();
+        rt["metadata"]["labels"]["kyma-project.io/runtime-id"] = json!(name);
+        rt["metadata"]["namespace"] = json!(NS);
+        runtimes.push(rt);
+    }
+    if runtimes.is_empty() {
+        return Err(format!("no sample Runtime (*.yaml) in {}", dir.display()).into());
+    }
+    Ok(runtimes)
+}
+
+/// One in-memory runtime cluster per Runtime's Shoot, whose admin kubeconfig Gardener hands
+/// out.
+async fn runtime_clusters(garden: &ServerHandle, runtimes: &[Value]) -> Res<Vec<ServerHandle>> {
+    let mut kubeconfigs = HashMap::new();
+    let mut clusters = Vec::new();
+    for rt in runtimes {
+        let shoot = rt["spec"]["shoot"]["name"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        let token = format!("admin-{shoot}");
+        let cluster = testenv::start(
+            ServerConfig::default()
+                .name(&shoot)
+                .user(&token, UserInfo::new("shoot-admin", &["system:masters"])),
+        )
+        .await?;
+        kubeconfigs.insert(shoot, cluster.kubeconfig_yaml(Some(&token)));
+        clusters.push(cluster);
+    }
+    garden.set_admin_kubeconfig(move |req| kubeconfigs.get(&req.name).cloned().unwrap_or_default());
+    Ok(clusters)
+}
+
+/// The control cluster: Runtimes live there, kim's controller and webhook serve it.
+struct Control {
+    /// The Runtimes of `kcp-system` as a cluster administrator.
+    runtimes: Api<DynamicObject>,
+    kind: Kind,
+}
+
+enum Kind {
+    InMemory {
+        kcp: ServerHandle,
+        /// The webhook configurations of the static-ca overlay (with their caBundle).
+        configs: WebhookConfigurations,
+        /// Set by [`Control::wire_admission`].
+        stage: Option<WebhookStage>,
+        /// `certs/gen-certs.sh`'s output: the webhook's serving certificate.
+        cert_dir: PathBuf,
+    },
+    Real {
+        cp: Box<ControlPlane>,
+        /// The webhook's serving certificate for 127.0.0.1, and its CA (the caBundle).
+        certs: WebhookCerts,
+    },
+}
+
+impl Control {
+    /// Starts the control cluster and makes the webhook's serving certificate.
+    async fn start(mode: Mode, root: &Path, tmp: &Path) -> Res<Control> {
+        match mode {
+            Mode::InMemory => Self::in_memory(root, tmp).await,
+            Mode::RealApiserver => Self::real().await,
+        }
+    }
+
+    async fn in_memory(root: &Path, tmp: &Path) -> Res<Control> {
+        // Certificates for the webhook Service, caBundle into a copy of the static-ca overlay.
+        copy_dir(&root.join("manifests"), &tmp.join("manifests"))?;
+        let out = Command::new("bash")
+            .arg(root.join("certs/gen-certs.sh"))
+            .arg("--out")
+            .arg(tmp.join("certs"))
+            .arg("--overlay")
+            .arg(tmp.join("manifests/overlays/static-ca"))
+            .stdin(Stdio::null())
+            .output()?;
+        if !out.status.success() {
+            return Err(format!(
+                "certs/gen-certs.sh failed (bash and openssl are needed): {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+            .into());
+        }
+        let configs =
+            WebhookConfigurations::from_kustomization(&tmp.join("manifests/overlays/static-ca"))?;
+        println!(
+            "webhook configurations (manifests/overlays/static-ca): {}",
+            configs
+                .webhooks
+                .iter()
+                .map(|w| format!("{} → {}", w.name, w.call_url()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        let kcp = testenv::start(
+            ServerConfig::default()
+                .name("kcp")
+                .user(CONTROLLER_TOKEN, UserInfo::new(CONTROLLER_USER, &[]))
+                .user(
+                    ROGUE_TOKEN,
+                    UserInfo::new(ROGUE_USER, &["system:authenticated"]),
+                ),
+        )
+        .await?;
+        Ok(Control {
+            runtimes: Api::namespaced_with(kcp.client(), NS, &runtime_resource()),
+            kind: Kind::InMemory {
+                kcp,
+                configs,
+                stage: None,
+                cert_dir: tmp.join("certs"),
+            },
+        })
+    }
+
+    async fn real() -> Res<Control> {
+        let kubectl = testenv::tools::dir().join("kubectl");
+        if !kubectl.is_file() {
+            return Err(format!(
+                "--real-apiserver builds manifests/base with kubectl kustomize: {} is missing; \
+                 install it with `bash scripts/install-tools.sh`",
+                kubectl.display()
+            )
+            .into());
+        }
+        // Blocks until /readyz answers; on a thread of its own so that signals are heard.
+        let cp = tokio::task::spawn_blocking(ControlPlane::start).await??;
+        let certs = WebhookCerts::generate();
+        let admin = cp.admin().await;
+        Ok(Control {
+            runtimes: Api::namespaced_with(admin, NS, &runtime_resource()),
+            kind: Kind::Real {
+                cp: Box::new(cp),
+                certs,
+            },
+        })
+    }
+
+    /// The directory with the webhook's `tls.crt` and `tls.key` (`kim webhook --cert-dir`).
+    fn cert_dir(&self) -> PathBuf {
+        match &self.kind {
+            Kind::InMemory { cert_dir, .. } => cert_dir.clone(),
+            Kind::Real { certs, .. } => certs.dir.path().to_path_buf(),
+        }
+    }
+
+    /// Sends the control cluster's `runtimes/status` writes to the webhook on `addr`.
+    /// In-memory: testenv's admission stage, printing each denied status write. Real: kim's
+    /// CRD and `manifests/base` installed with the webhooks pointed at `addr`, the rogue
+    /// client's RBAC, and a wait (with a probe Runtime made from `sample`) until
+    /// kube-apiserver calls the webhook.
+    async fn wire_admission(
+        &mut self,
+        root: &Path,
+        addr: SocketAddr,
+        sample: &Value,
+        clock: Clock,
+    ) -> Res<()> {
+        match &mut self.kind {
+            Kind::InMemory {
+                kcp,
+                configs,
+                stage,
+                ..
+            } => {
+                let s = WebhookStage::new(configs.clone(), addr);
+                s.install(kcp);
+                let admit = s.clone();
+                kcp.set_admission_async(move |req| {
+                    let stage = admit.clone();
+                    async move {
+                        let (user, name) = (req.user.username.clone(), req.name.clone());
+                        let status = req.subresource.as_deref() == Some("status");
+                        let decision = stage.admit(req).await;
+                        if status && let AdmissionDecision::Deny { code, message } = &decision {
+                            println!(
+                                "{} ✗ {name}: status write by {user} DENIED ({code}): {message}",
+                                clock.stamp()
+                            );
+                        }
+                        decision
+                    }
+                });
+                *stage = Some(s);
+            }
+            Kind::Real { cp, certs } => {
+                cp.create_namespace(NS).await;
+                let crd = std::fs::read_to_string(root.join("manifests/crd.yaml"))?;
+                cp.install_crds(&crd).await?;
+                let installed = cp
+                    .install_kustomize(&root.join("manifests/base"), addr, &certs.ca_pem)
+                    .await?;
+                let skipped = if installed.skipped.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        " (not served here, skipped: {})",
+                        installed.skipped.join(", ")
+                    )
+                };
+                println!(
+                    "{} installed: namespace {NS}, manifests/crd.yaml, manifests/base ({} objects{skipped}); \
+                     webhooks → https://{addr}/validate, /mutate",
+                    clock.stamp(),
+                    installed.applied.len()
+                );
+                grant_rogue(cp).await?;
+                println!(
+                    "{} Role + RoleBinding {NS}/{ROGUE_ROLE}: user {REAL_ROGUE_USER} may patch runtimes/status",
+                    clock.stamp()
+                );
+                wait_until_judged(&self.runtimes, sample).await?;
+                println!(
+                    "{} admission in effect: kube-apiserver sent a model-breaking status write of \
+                     probe Runtime {PROBE} to kim webhook, which refused it (probe deleted)",
+                    clock.stamp()
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// The controller's kubeconfig: the in-memory server's static token, or a TokenRequest
+    /// token of ServiceAccount `kim-system/kim-controller`.
+    async fn controller_kubeconfig(&self) -> String {
+        match &self.kind {
+            Kind::InMemory { kcp, .. } => kcp.kubeconfig_yaml(Some(CONTROLLER_TOKEN)),
+            Kind::Real { cp, .. } => {
+                let token = cp
+                    .service_account_token(CONTROLLER_SA.0, CONTROLLER_SA.1)
+                    .await;
+                cp.kubeconfig_with_token(&token)
+            }
+        }
+    }
+
+    /// Runtime `name` of `kcp-system` as stored now (`None`: gone).
+    async fn stored(&self, name: &str) -> Res<Option<Value>> {
+        Ok(match &self.kind {
+            Kind::InMemory { kcp, .. } => kcp.get(&Gvr::runtimes(), Some(NS), name),
+            Kind::Real { .. } => self.runtimes.get_opt(name).await?.map(|o| o.data),
+        })
+    }
+
+    /// The rogue client's user name and its Runtimes API.
+    async fn rogue(&self) -> (String, Api<DynamicObject>) {
+        let (user, client) = match &self.kind {
+            Kind::InMemory { kcp, .. } => (ROGUE_USER, kcp.client_as(Some(ROGUE_TOKEN))),
+            Kind::Real { cp, .. } => {
+                let cert = cp.user(REAL_ROGUE_USER, &["system:authenticated"]);
+                (REAL_ROGUE_USER, cp.client(&cert).await)
+            }
+        };
+        let api = Api::namespaced_with(client, NS, &runtime_resource());
+        (user.to_string(), api)
+    }
+
+    /// The Runtimes API with a token of the controller's identity other than the running
+    /// controller's: the same static token in memory, a second TokenRequest token for real.
+    async fn impostor(&self) -> Api<DynamicObject> {
+        let client = match &self.kind {
+            Kind::InMemory { kcp, .. } => kcp.client_as(Some(CONTROLLER_TOKEN)),
+            Kind::Real { cp, .. } => {
+                let token = cp
+                    .service_account_token(CONTROLLER_SA.0, CONTROLLER_SA.1)
+                    .await;
+                cp.client_from_kubeconfig(&cp.kubeconfig_with_token(&token))
+                    .await
+            }
+        };
+        Api::namespaced_with(client, NS, &runtime_resource())
+    }
+
+    /// Prints every status change of the Runtimes of `kcp-system` until
+    /// [`Printer::finish`]: from the in-memory server's journal of committed changes (a state
+    /// that lasted one write is printed too), or from a watch of the real apiserver (opened,
+    /// its first list done, before this returns).
+    async fn print_changes(&self, clock: Clock) -> Res<Printer> {
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = match &self.kind {
+            Kind::InMemory { kcp, .. } => {
+                tokio::spawn(print_journal(kcp.journal(), clock, stopped))
+            }
+            Kind::Real { .. } => {
+                let (listed, first_list) = tokio::sync::oneshot::channel();
+                let task = tokio::spawn(print_watch(self.runtimes.clone(), clock, listed, stopped));
+                tokio::time::timeout(Duration::from_secs(30), first_list)
+                    .await
+                    .map_err(|_| "the watch of Runtimes listed nothing within 30 s")?
+                    .map_err(|_| "the watch of Runtimes ended before its first list")?;
+                task
+            }
+        };
+        Ok(Printer { stop, task })
+    }
+
+    /// The summary line of the status writes, and how many were denied: from the admission
+    /// stage's log (in memory), or from the webhook's counters `after` minus `before` (real:
+    /// the probe's denial came before `before`).
+    fn admission_summary(&self, before: &[String], after: &[String]) -> (String, usize) {
+        match &self.kind {
+            Kind::InMemory { stage, .. } => {
+                let log = stage.as_ref().map(|s| s.log()).unwrap_or_default();
+                let status: Vec<_> = log
+                    .iter()
+                    .filter(|r| r.subresource.as_deref() == Some("status"))
+                    .collect();
+                let admitted = status
+                    .iter()
+                    .filter(|r| matches!(r.result, StageResult::Allowed { .. }))
+                    .count();
+                let denied = status.len() - admitted;
+                let calls: usize = status.iter().map(|r| r.calls.len()).sum();
+                (
+                    format!(
+                        "runtimes/status writes through the admission stage: {admitted} admitted, \
+                         {denied} denied; {calls} webhook calls over HTTPS."
+                    ),
+                    denied,
+                )
+            }
+            Kind::Real { .. } => {
+                let (before, after) = (parse_counters(before), parse_counters(after));
+                let delta = |path: &str, decision: &str| -> usize {
+                    let sum = |c: &BTreeMap<String, f64>| -> f64 {
+                        c.iter()
+                            .filter(|(labels, _)| {
+                                labels.contains(&format!("path=\"{path}\""))
+                                    && labels.contains(&format!("decision=\"{decision}\""))
+                            })
+                            .map(|(_, v)| v)
+                            .sum()
+                    };
+                    (sum(&after) - sum(&before)).round() as usize
+                };
+                let (admitted, denied) =
+                    (delta("/validate", "allowed"), delta("/validate", "denied"));
+                let calls =
+                    admitted + denied + delta("/mutate", "allowed") + delta("/mutate", "denied");
+                (
+                    format!(
+                        "runtimes/status writes kube-apiserver sent to kim webhook's /validate: \
+                         {admitted} admitted, {denied} denied; {calls} webhook calls over HTTPS."
+                    ),
+                    denied,
+                )
+            }
+        }
+    }
+}
+
+/// Lets [`REAL_ROGUE_USER`] patch `runtimes/status` in `kcp-system` (a Role and a RoleBinding,
+/// created as the admin), and waits until the RBAC authorizer says so: its write then reaches
+/// the webhook, whose writer rule is what refuses it.
+async fn grant_rogue(cp: &ControlPlane) -> Res<()> {
+    let admin = cp.admin().await;
+    let role: Role = serde_json::from_value(json!({
+        "metadata": {"name": ROGUE_ROLE, "namespace": NS},
+        "rules": [{"apiGroups": [GROUP], "resources": ["runtimes/status"], "verbs": ["patch"]}],
+    }))?;
+    let binding: RoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": ROGUE_ROLE, "namespace": NS},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": ROGUE_ROLE},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": REAL_ROGUE_USER}],
+    }))?;
+    Api::<Role>::namespaced(admin.clone(), NS)
+        .create(&PostParams::default(), &role)
+        .await?;
+    Api::<RoleBinding>::namespaced(admin, NS)
+        .create(&PostParams::default(), &binding)
+        .await?;
+    let rogue = cp
+        .client(&cp.user(REAL_ROGUE_USER, &["system:authenticated"]))
+        .await;
+    let reviews: Api<SelfSubjectAccessReview> = Api::all(rogue);
+    let review = SelfSubjectAccessReview {
+        spec: SelfSubjectAccessReviewSpec {
+            resource_attributes: Some(ResourceAttributes {
+                group: Some(GROUP.into()),
+                resource: Some("runtimes".into()),
+                subresource: Some("status".into()),
+                verb: Some("patch".into()),
+                namespace: Some(NS.into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let answer = reviews.create(&PostParams::default(), &review).await?;
+        if answer.status.is_some_and(|s| s.allowed) {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "{REAL_ROGUE_USER} not allowed to patch runtimes/status within 30 s"
+            )
+            .into());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A new webhook configuration takes effect a moment after it is created: polls (every
+/// 200 ms, at most 30 s) until a status write that the model refuses but the CRD's schema
+/// accepts (`Ready` without conditions, on Runtime [`PROBE`] made from `sample`) is refused by
+/// the validating webhook, then deletes the probe.
+async fn wait_until_judged(api: &Api<DynamicObject>, sample: &Value) -> Res<()> {
+    let mut probe = sample.clone();
+    probe["metadata"]["name"] = json!(PROBE);
+    probe["metadata"]["labels"]["kyma-project.io/runtime-id"] = json!(PROBE);
+    if let Some(m) = probe["metadata"].as_object_mut() {
+        m.remove("resourceVersion");
+    }
+    if let Some(o) = probe.as_object_mut() {
+        o.remove("status");
+    }
+    let probe: DynamicObject = serde_json::from_value(probe)?;
+    api.create(&PostParams::default(), &probe).await?;
+    let bad = json!({"status": {"state": "Ready"}});
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let last = match api
+            .patch_status(PROBE, &PatchParams::default(), &Patch::Merge(&bad))
+            .await
+        {
+            Err(kube::Error::Api(s)) if s.message.contains(VALIDATE_HOOK) => break,
+            // Stored before the configuration took effect: a second `Ready` would be ratcheted
+            // (allowed), so start again from a Runtime without status.
+            Ok(_) => {
+                api.delete(PROBE, &DeleteParams::default()).await?;
+                api.create(&PostParams::default(), &probe).await?;
+                "stored".to_string()
+            }
+            Err(e) => e.to_string(),
+        };
+        if Instant::now() > deadline {
+            return Err(format!(
+                "kube-apiserver did not call kim webhook within 30 s; last answer to the probe: {last}"
+            )
+            .into());
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    api.delete(PROBE, &DeleteParams::default()).await?;
+    Ok(())
+}
+
+/// The status-change printer of [`Control::print_changes`].
+struct Printer {
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<Result<(), String>>,
+}
+
+impl Printer {
+    /// Tells the printer to end (after printing what it has been told of by then) and waits.
+    async fn finish(self) -> Res<()> {
+        let _ = self.stop.send(());
+        Ok(self.task.await??)
+    }
+}
+
+/// One line per status change of a Runtime (its [`summary`]), and one per deletion.
+struct Changes {
+    seen: BTreeMap<String, String>,
+    clock: Clock,
+}
+
+impl Changes {
+    fn new(clock: Clock) -> Changes {
+        Changes {
+            seen: BTreeMap::new(),
+            clock,
+        }
+    }
+
+    /// `object` (a Runtime) was created or changed.
+    fn applied(&mut self, name: &str, object: &Value) {
+        let s = if object.get("status").is_some() {
+            summary(object)
+        } else {
+            "(no status yet)".to_string()
+        };
+        if self.seen.get(name) != Some(&s) {
+            println!("{} {name:<14} {s}", self.clock.stamp());
+            self.seen.insert(name.to_string(), s);
+        }
+    }
+
+    fn deleted(&mut self, name: &str) {
+        self.seen.remove(name);
+        println!("{} {name:<14} deleted", self.clock.stamp());
+    }
+}
+
+/// Prints the Runtimes' changes of the in-memory server's journal; once `stopped`, prints
+/// what the journal holds by then and ends.
+async fn print_journal(
+    journal: testenv::Journal,
+    clock: Clock,
+    mut stopped: tokio::sync::oneshot::Receiver<()>,
+) -> Result<(), String> {
+    let mut changes = Changes::new(clock);
+    let mut pos = 0;
+    let mut done = false;
+    loop {
+        for change in journal.since(pos) {
+            pos += 1;
+            if change.gvr != Gvr::runtimes() || change.namespace() != Some(NS) {
+                continue;
+            }
+            if change.kind == EventType::Deleted {
+                changes.deleted(change.name());
+            } else {
+                changes.applied(change.name(), &change.object);
+            }
+        }
+        if done {
+            return Ok(());
+        }
+        tokio::select! {
+            _ = journal.grown(pos) => {}
+            _ = &mut stopped => done = true,
+        }
+    }
+}
+
+/// Prints the Runtimes' changes a watch of `api` reports (kube-runtime's watcher: a list,
+/// then a watch, listed again after an expired resourceVersion); sends `listed` after the
+/// first list. Once `stopped`, goes on until every Runtime it printed was printed deleted too
+/// (at most 30 s: the caller has seen them gone).
+async fn print_watch(
+    api: Api<DynamicObject>,
+    clock: Clock,
+    listed: tokio::sync::oneshot::Sender<()>,
+    mut stopped: tokio::sync::oneshot::Receiver<()>,
+) -> Result<(), String> {
+    let mut changes = Changes::new(clock);
+    let mut listed = Some(listed);
+    let mut relisted = BTreeSet::new();
+    let mut events = std::pin::pin!(watcher(api, watcher::Config::default()).default_backoff());
+    let mut until: Option<tokio::time::Instant> = None;
+    loop {
+        let event = match until {
+            None => tokio::select! {
+                e = events.next() => e,
+                _ = &mut stopped => {
+                    until = Some(tokio::time::Instant::now() + Duration::from_secs(30));
+                    continue;
+                }
+            },
+            Some(_) if changes.seen.is_empty() => return Ok(()),
+            Some(t) => tokio::time::timeout_at(t, events.next())
+                .await
+                .map_err(|_| {
+                    format!(
+                        "the watch reported no deletion of {:?} within 30 s",
+                        changes.seen.keys()
+                    )
+                })?,
+        };
+        let name = |o: &DynamicObject| o.metadata.name.clone().unwrap_or_default();
+        match event.ok_or("the watch of Runtimes ended".to_string())? {
+            Ok(watcher::Event::Init) => relisted.clear(),
+            Ok(watcher::Event::InitApply(o)) => {
+                relisted.insert(name(&o));
+                changes.applied(&name(&o), &o.data);
+            }
+            Ok(watcher::Event::InitDone) => {
+                // Gone while the watch was being re-established.
+                let gone: Vec<String> = changes
+                    .seen
+                    .keys()
+                    .filter(|n| !relisted.contains(*n))
+                    .cloned()
+                    .collect();
+                for n in gone {
+                    changes.deleted(&n);
+                }
+                if let Some(l) = listed.take() {
+                    let _ = l.send(());
+                }
+            }
+            Ok(watcher::Event::Apply(o)) => changes.applied(&name(&o), &o.data),
+            Ok(watcher::Event::Delete(o)) => changes.deleted(&name(&o)),
+            // Retried by the watcher (with backoff); say so.
+            Err(e) => eprintln!("{} watch of Runtimes: {e} (retrying)", clock.stamp()),
+        }
+    }
+}
+
+/// The `kim_webhook_requests_total{…}` lines of the webhook's `/metrics`.
+async fn webhook_counters(metrics_addr: &str) -> Res<Vec<String>> {
+    let metrics = reqwest::Client::builder()
+        .no_proxy()
+        .build()?
+        .get(format!("http://{metrics_addr}/metrics"))
+        .send()
+        .await?
+        .text()
+        .await?;
+    Ok(metrics
+        .lines()
+        .filter(|l| l.starts_with("kim_webhook_requests_total{"))
+        .map(String::from)
+        .collect())
+}
+
+/// Counter lines as `labels → value`.
+fn parse_counters(lines: &[String]) -> BTreeMap<String, f64> {
+    lines
+        .iter()
+        .filter_map(|l| {
+            let (labels, value) = l.rsplit_once(' ')?;
+            Some((labels.to_string(), value.parse().ok()?))
+        })
+        .collect()
+}
+
+/// Polls `done` (every 50 ms) until it holds, for at most [`DEADLINE`].
+async fn wait<F, Fut>(what: &str, mut done: F) -> Res<()>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Res<bool>>,
+{
     let start = Instant::now();
-    while !done() {
+    while !done().await? {
         if start.elapsed() > DEADLINE {
             return Err(format!("timed out waiting for {what}").into());
         }
@@ -554,7 +1153,8 @@ async fn wait(what: &str, done: impl Fn() -> bool) -> Res<()> {
     Ok(())
 }
 
-/// Prints the apiserver's answer to a write that should be denied.
+/// Prints the apiserver's answer to a write that should be denied; it must come from kim's
+/// validating webhook (not, say, from RBAC).
 fn report(what: &str, r: Result<DynamicObject, kube::Error>) -> Res<()> {
     match r {
         Err(kube::Error::Api(s)) => {
@@ -562,6 +1162,12 @@ fn report(what: &str, r: Result<DynamicObject, kube::Error>) -> Res<()> {
                 "    → {what} was refused: HTTP {} {}: {}",
                 s.code, s.reason, s.message
             );
+            if !s
+                .message
+                .contains(&format!("admission webhook \"{VALIDATE_HOOK}\" denied"))
+            {
+                return Err(format!("{what} was refused, but not by {VALIDATE_HOOK}").into());
+            }
             Ok(())
         }
         Err(e) => Err(format!("{what}: unexpected error: {e}").into()),
