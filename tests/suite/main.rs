@@ -23,6 +23,7 @@ mod ops_rules;
 mod prometheus;
 mod properties;
 mod real_admission;
+mod real_audit;
 mod real_crd;
 mod real_kubectl;
 mod real_manifests;
