@@ -26,6 +26,7 @@ mod real_admission;
 mod real_audit;
 mod real_crd;
 mod real_kubectl;
+mod real_lifecycle;
 mod real_manifests;
 mod reconciler_failures;
 mod reconciler_faults;

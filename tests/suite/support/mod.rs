@@ -8,6 +8,7 @@ pub mod e2e;
 pub mod logs;
 pub mod ops;
 pub mod real;
+pub mod real_controller;
 pub mod reconciler;
 
 pub use testenv::tls::*;

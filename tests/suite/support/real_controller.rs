@@ -1,0 +1,356 @@
+//! `kim controller` against a real control cluster: a [`Stack`] (kube-apiserver with kim's CRD,
+//! `manifests/base` and the real `kim webhook`), the controller process authenticated as its
+//! ServiceAccount `kim-system/kim-controller` with a TokenRequest token and nothing but the
+//! RBAC the manifests ship; Gardener and the runtime clusters are testenv's in-memory servers
+//! and simulated Gardener, built as [`crate::support::reconciler::Env`] builds them.
+//!
+//! Waits watch the real server (`await_condition`) for a state that stays once reached
+//! (`Ready` until the test deletes the Runtime, a Runtime gone, an RBAC answer after a Role
+//! change), or read the controller's output, which only grows.
+
+use crate::support::real::{NS, Stack, repo};
+use crate::support::reconciler::{CONTROLLER_USER, GARDEN_NS};
+use k8s_openapi::api::authorization::v1::{
+    ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
+};
+use k8s_openapi::api::rbac::v1::{PolicyRule, Role};
+use kube::Api;
+use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::runtime::wait::{Condition, await_condition};
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use testenv::gardener::{GardenerConfig, GardenerSim};
+use testenv::process::Process;
+use testenv::{Gvr, ServerConfig, ServerHandle, UserInfo};
+
+/// The controller's ServiceAccount (namespace, name), as `manifests/base` creates it.
+pub const CONTROLLER_SA: (&str, &str) = ("kim-system", "kim-controller");
+/// The webhook's ServiceAccount.
+pub const WEBHOOK_SA: (&str, &str) = ("kim-system", "kim-webhook");
+/// The shipped Role in the Runtimes' namespace.
+pub const ROLE: (&str, &str) = (NS, "kim-controller");
+/// The shipped leader-election Role.
+pub const LEADER_ROLE: (&str, &str) = ("kim-system", "kim-controller-leader-election");
+/// Where the controller's leader-election Lease lives (its defaults, the shipped RBAC's).
+pub const LEASE: (&str, &str) = ("kim-system", "kim-controller");
+/// Generous limit of every wait on the real server and processes.
+pub const LIMIT: Duration = Duration::from_secs(90);
+
+/// A [`Stack`] plus the simulated Gardener and runtime clusters the controller works with.
+pub struct RealEnv {
+    pub stack: Stack,
+    /// The Gardener cluster (Shoots, structured-authentication ConfigMaps).
+    pub garden: ServerHandle,
+    /// The simulated Gardener on it.
+    pub sim: GardenerSim,
+    /// The admin kubeconfig Gardener hands out, per Shoot name.
+    kubeconfigs: Arc<Mutex<HashMap<String, String>>>,
+    /// Runtime cluster per Shoot name.
+    pub clusters: Mutex<HashMap<String, ServerHandle>>,
+    /// Kubeconfig files and the configuration of the controller processes.
+    pub dir: tempfile::TempDir,
+    /// The controller ServiceAccount's token.
+    pub token: String,
+}
+
+impl RealEnv {
+    /// Starts the stack (`manifests/base`), the Gardener server with its simulator, and mints
+    /// the controller's token.
+    pub async fn start() -> RealEnv {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        crate::support::logs::init();
+        let stack = Stack::start("base", &[]).await;
+        let garden = testenv::start(ServerConfig::default().name("garden"))
+            .await
+            .expect("garden server");
+        let sim = GardenerSim::new(&garden, GardenerConfig::default());
+        let kubeconfigs: Arc<Mutex<HashMap<String, String>>> = Arc::default();
+        {
+            let k = kubeconfigs.clone();
+            garden.set_admin_kubeconfig(move |req| {
+                k.lock()
+                    .unwrap()
+                    .get(&req.name)
+                    .cloned()
+                    .unwrap_or_default()
+            });
+        }
+        let token = stack
+            .cp
+            .service_account_token(CONTROLLER_SA.0, CONTROLLER_SA.1)
+            .await;
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(
+            dir.path().join("kcp.kubeconfig"),
+            stack.cp.kubeconfig_with_token(&token),
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("garden.kubeconfig"),
+            garden.kubeconfig_yaml(None),
+        )
+        .unwrap();
+        RealEnv {
+            stack,
+            garden,
+            sim,
+            kubeconfigs,
+            clusters: Mutex::default(),
+            dir,
+            token,
+        }
+    }
+
+    /// A runtime cluster for Shoot `shoot` (an in-memory server, admin token
+    /// `admin-token-<shoot>`), which Gardener's `adminkubeconfig` hands out for it.
+    pub async fn runtime_cluster(&self, shoot: &str) {
+        let token = format!("admin-token-{shoot}");
+        let server = testenv::start(
+            ServerConfig::default()
+                .name(shoot)
+                .user(&token, UserInfo::new("shoot-admin", &["system:masters"])),
+        )
+        .await
+        .expect("runtime cluster");
+        self.kubeconfigs
+            .lock()
+            .unwrap()
+            .insert(shoot.to_string(), server.kubeconfig_yaml(Some(&token)));
+        self.clusters
+            .lock()
+            .unwrap()
+            .insert(shoot.to_string(), server);
+    }
+
+    /// `kim controller` as deployed (leader election on, `--namespace kcp-system`, the Lease
+    /// in kim-system), as the ServiceAccount, with `RUST_LOG=rust_log`.
+    pub fn spawn_controller(&self, rust_log: &str) -> Process {
+        let args = testenv::process::kim_controller_args(
+            &self.dir.path().join("kcp.kubeconfig"),
+            &self.dir.path().join("garden.kubeconfig"),
+            &repo().join("docs/config.example.yaml"),
+            NS,
+            true,
+        );
+        Process::spawn(
+            std::process::Command::new(env!("CARGO_BIN_EXE_kim"))
+                .args(args)
+                .args(["--lease-duration-seconds", "6"])
+                .env_remove("KUBECONFIG")
+                .env("RUST_LOG", rust_log),
+        )
+        .expect("spawn kim controller")
+    }
+
+    /// A client of the control cluster as the controller's ServiceAccount.
+    pub async fn controller_client(&self) -> kube::Client {
+        self.stack
+            .cp
+            .client_from_kubeconfig(&self.stack.cp.kubeconfig_with_token(&self.token))
+            .await
+    }
+
+    /// The Runtimes API of kcp-system as the admin.
+    pub async fn runtimes(&self) -> Api<DynamicObject> {
+        self.stack.runtimes().await
+    }
+
+    /// Creates the sample `aws-minimal.yaml` as `name`, with Shoot name and runtime ID `name`
+    /// (as the admin, no status), and a runtime cluster for its Shoot.
+    pub async fn create_runtime(&self, name: &str) -> DynamicObject {
+        self.runtime_cluster(name).await;
+        let text = std::fs::read_to_string(repo().join("samples/runtimes/aws-minimal.yaml"))
+            .expect("sample");
+        let mut obj: Value = serde_saphyr::from_str(&text).expect("sample parses");
+        obj["metadata"]["name"] = json!(name);
+        obj["metadata"]["namespace"] = json!(NS);
+        obj["metadata"]["labels"]["kyma-project.io/runtime-id"] = json!(name);
+        obj["metadata"]["labels"]["kyma-project.io/shoot-name"] = json!(name);
+        obj["spec"]["shoot"]["name"] = json!(name);
+        let obj: DynamicObject = serde_json::from_value(obj).expect("dynamic object");
+        self.runtimes()
+            .await
+            .create(&PostParams::default(), &obj)
+            .await
+            .unwrap_or_else(|e| panic!("creating Runtime {name}: {e}"))
+    }
+
+    /// Watches Runtime `name` until `cond` holds (at most [`LIMIT`]); panics with `what` and
+    /// the controller's output.
+    pub async fn wait_runtime(
+        &self,
+        name: &str,
+        what: &str,
+        cond: impl Condition<DynamicObject>,
+        controller: &Process,
+    ) -> Option<DynamicObject> {
+        let api = self.runtimes().await;
+        match tokio::time::timeout(LIMIT, await_condition(api.clone(), name, cond)).await {
+            Ok(Ok(o)) => o,
+            Ok(Err(e)) => panic!("watching Runtime {name}: {e}"),
+            Err(_) => panic!(
+                "Runtime {name} not {what} within {LIMIT:?}; now: {:?}\ncontroller stdout:\n{}\nstderr:\n{}",
+                api.get_opt(name)
+                    .await
+                    .ok()
+                    .flatten()
+                    .map(|o| o.data["status"].clone()),
+                controller.stdout(),
+                controller.stderr()
+            ),
+        }
+    }
+
+    /// The stored Shoot `name` in the Gardener project namespace, if any.
+    pub fn shoot(&self, name: &str) -> Option<Value> {
+        self.garden.get(&Gvr::shoots(), Some(GARDEN_NS), name)
+    }
+
+    /// Removes the finalizers of Runtime `name` and deletes it as the admin (no controller
+    /// involved), then watches until it is gone.
+    pub async fn force_delete(&self, name: &str) {
+        let api = self.runtimes().await;
+        let Ok(Some(obj)) = api.get_opt(name).await else {
+            return;
+        };
+        let uid = obj.metadata.uid.clone().unwrap_or_default();
+        api.patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("removing the finalizers of {name}: {e}"));
+        match api.delete(name, &DeleteParams::default()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => return,
+            Err(e) => panic!("deleting Runtime {name}: {e}"),
+        }
+        let gone = await_condition(api, name, kube::runtime::conditions::is_deleted(&uid));
+        tokio::time::timeout(LIMIT, gone)
+            .await
+            .unwrap_or_else(|_| panic!("Runtime {name} not gone within {LIMIT:?}"))
+            .unwrap_or_else(|e| panic!("watching Runtime {name}: {e}"));
+    }
+
+    /// The rules of Role `namespace/name` as installed.
+    pub async fn role_rules(&self, (namespace, name): (&str, &str)) -> Vec<PolicyRule> {
+        let api: Api<Role> = Api::namespaced(self.stack.cp.admin().await, namespace);
+        api.get(name)
+            .await
+            .unwrap_or_else(|e| panic!("reading Role {namespace}/{name}: {e}"))
+            .rules
+            .unwrap_or_default()
+    }
+
+    /// Replaces the rules of Role `namespace/name` (as the admin).
+    pub async fn set_role_rules(&self, (namespace, name): (&str, &str), rules: &[PolicyRule]) {
+        let api: Api<Role> = Api::namespaced(self.stack.cp.admin().await, namespace);
+        api.patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"rules": rules})),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("patching Role {namespace}/{name}: {e}"));
+    }
+
+    /// Whether `client`'s user may `verb` `group/resource[/subresource]` (object `name`, if
+    /// given) in `namespace`, by a SelfSubjectAccessReview.
+    pub async fn can(client: &kube::Client, access: &Access<'_>) -> bool {
+        let (resource, subresource) = match access.resource.split_once('/') {
+            Some((r, s)) => (r, Some(s.to_string())),
+            None => (access.resource, None),
+        };
+        let review = SelfSubjectAccessReview {
+            spec: SelfSubjectAccessReviewSpec {
+                resource_attributes: Some(ResourceAttributes {
+                    group: Some(access.group.to_string()),
+                    resource: Some(resource.to_string()),
+                    subresource,
+                    verb: Some(access.verb.to_string()),
+                    namespace: Some(access.namespace.to_string()),
+                    name: access.name.map(String::from),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let api: Api<SelfSubjectAccessReview> = Api::all(client.clone());
+        let answer = api
+            .create(&PostParams::default(), &review)
+            .await
+            .unwrap_or_else(|e| panic!("SelfSubjectAccessReview {access:?}: {e}"));
+        answer.status.is_some_and(|s| s.allowed)
+    }
+
+    /// Polls [`RealEnv::can`] as the controller (every 100 ms, at most [`LIMIT`]) until the
+    /// answer is `allowed`: the RBAC authorizer sees a Role change a moment after it is stored.
+    pub async fn wait_access(&self, access: &Access<'_>, allowed: bool) {
+        let client = self.controller_client().await;
+        let seen = crate::support::eventually(LIMIT, || {
+            let client = client.clone();
+            async move { (Self::can(&client, access).await == allowed).then_some(()) }
+        })
+        .await;
+        assert!(
+            seen.is_some(),
+            "{CONTROLLER_USER} {} {access:?} within {LIMIT:?}",
+            if allowed {
+                "not allowed"
+            } else {
+                "still allowed"
+            }
+        );
+    }
+}
+
+/// One verb on one resource, as RBAC and the API server's 403 message name it.
+#[derive(Debug, Clone, Copy)]
+pub struct Access<'a> {
+    pub verb: &'a str,
+    pub group: &'a str,
+    /// `runtimes`, `runtimes/status`, …
+    pub resource: &'a str,
+    pub namespace: &'a str,
+    /// An object name, for a rule limited by resourceNames.
+    pub name: Option<&'a str>,
+}
+
+impl Access<'_> {
+    /// The phrase of kube-apiserver's 403 for it: `cannot <verb> resource "<resource>" in API
+    /// group "<group>"`.
+    pub fn forbidden_phrase(&self) -> String {
+        format!(
+            "cannot {} resource \"{}\" in API group \"{}\"",
+            self.verb, self.resource, self.group
+        )
+    }
+}
+
+/// The first line of `out` or `err` (JSON log lines decoded: level and fields)
+/// containing `phrase` and `forbidden` (kube-apiserver's 403 message and reason) or `(403)`, as
+/// text.
+pub fn forbidden_line(out: &str, err: &str, phrase: &str) -> Option<String> {
+    let decoded = |l: &str| -> String {
+        let Ok(Value::Object(v)) = serde_json::from_str::<Value>(l) else {
+            return l.to_string();
+        };
+        // kim's JSON lines are flat: level, message and the event's fields side by side.
+        let fields = v
+            .iter()
+            .filter(|(k, _)| *k != "timestamp" && *k != "level")
+            .map(|(k, v)| format!("{k}={}", v.as_str().map_or(v.to_string(), String::from)));
+        let level = v.get("level").and_then(Value::as_str).unwrap_or_default();
+        std::iter::once(level.to_string())
+            .chain(fields)
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    out.lines().chain(err.lines()).map(decoded).find(|l| {
+        l.contains(phrase) && (l.to_lowercase().contains("forbidden") || l.contains("(403)"))
+    })
+}
