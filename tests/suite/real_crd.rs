@@ -12,9 +12,12 @@
 //! Each object is first stored on a control plane serving KIM's CRD (sent and stored compared:
 //! nothing pruned, so the object is valid under KIM's), then on one serving ours. Names KIM
 //! once declared that its CRD refuses today (reasons with a space, the states of June 2024)
-//! are refused by both, on the same field. The same check ([`not_kept`]) run against a
-//! deliberately tightened copy of our CRD fails and names the fields, so a pass means
-//! something.
+//! are refused by both, on the same field. Then KIM's control plane is switched to our CRD:
+//! every object KIM's stored reads back through ours (the apiserver prunes on read too) and
+//! takes a status write unchanged ([`read_back`]).
+//!
+//! The same checks ([`not_kept`], [`read_back`]) run against a deliberately tightened copy of
+//! our CRD fail and name the fields, so a pass means something.
 
 use crate::support::real::{repo, runtime_resource};
 use base64::Engine;
@@ -658,7 +661,7 @@ async fn kim_crd_stores_what_kims_crd_stores() {
     let refused = refused_objects();
     let kim_yaml = serde_json::to_string(&kim_crd()).unwrap();
     let ours_yaml = serde_json::to_string(&our_crd()).unwrap();
-    let ((_kim_cp, kim), (_our_cp, ours)) = tokio::join!(serving(&kim_yaml), serving(&ours_yaml));
+    let ((kim_cp, kim), (_our_cp, ours)) = tokio::join!(serving(&kim_yaml), serving(&ours_yaml));
     eprintln!(
         "real_crd: two control planes up in {:.1} s; {} objects, {} refused names",
         t0.elapsed().as_secs_f64(),
@@ -697,7 +700,81 @@ async fn kim_crd_stores_what_kims_crd_stores() {
             }
         }
     }
+
+    // A cluster switched from KIM's CRD to ours: what KIM's stored is read through ours (which
+    // prunes on read too) unchanged, and a status write keeps it.
+    kim_cp
+        .install_crds(&ours_yaml)
+        .await
+        .expect("ours replaces KIM's");
+    served_with_column(&kim_cp, "SHOOT-NAME").await;
+    let failures = read_back(&kim, &objects).await;
+    assert!(
+        failures.is_empty(),
+        "stored under KIM's CRD, read or rewritten through kim's:\n{}",
+        failures.join("\n")
+    );
     eprintln!("real_crd: done in {:.1} s", t0.elapsed().as_secs_f64());
+}
+
+/// Waits (at most 30 s) until `cp` serves Runtimes with printer column `column` (`SHOOT-NAME`
+/// is our CRD's only, `Provider` KIM's): the handler of a replaced CRD is in place.
+async fn served_with_column(cp: &ControlPlane, column: &str) {
+    let http = cp.http_client(cp.admin_cert()).expect("http client");
+    let url = format!(
+        "{}/apis/infrastructuremanager.kyma-project.io/v1/namespaces/{NS}/runtimes?limit=1",
+        cp.url()
+    );
+    let deadline = Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let table: Value = http
+            .get(&url)
+            .header("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+            .send()
+            .await
+            .expect("a table")
+            .json()
+            .await
+            .expect("JSON");
+        let columns: Vec<&str> = table["columnDefinitions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c["name"].as_str())
+            .collect();
+        if columns.contains(&column) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no column {column}: still served with {columns:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+/// Reads each object back and compares it with what was sent, then writes its status again
+/// (the same status, a merge patch) and compares once more; one line per difference.
+async fn read_back(api: &Api<DynamicObject>, objects: &[(String, Value)]) -> Vec<String> {
+    let mut out = Vec::new();
+    for (what, obj) in objects {
+        let name = obj["metadata"]["name"].as_str().expect("a name");
+        let mut diffs = Vec::new();
+        let stored = serde_json::to_value(api.get(name).await.expect("read")).unwrap();
+        lost(obj, &stored, "", &mut diffs);
+        let patch = json!({"status": obj["status"]});
+        match api
+            .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(written) => lost(obj, &serde_json::to_value(written).unwrap(), "", &mut diffs),
+            Err(e) => diffs.push(format!("status write refused: {}", message(e))),
+        }
+        diffs.sort();
+        diffs.dedup();
+        out.extend(diffs.into_iter().map(|d| format!("{what}: {d}")));
+    }
+    out
 }
 
 /// The same check against a copy of our CRD with `status.shootLastErrors` removed and
@@ -712,7 +789,7 @@ async fn a_tightened_crd_fails_the_same_check_naming_the_fields() {
     assert!(status.remove("shootLastErrors").is_some());
     let states = status["state"]["enum"].as_array_mut().expect("state enum");
     states.retain(|s| s != "Terminating");
-    let (_cp, api) = serving(&serde_json::to_string(&crd).unwrap()).await;
+    let (cp, api) = serving(&serde_json::to_string(&crd).unwrap()).await;
     let objects = compatible_objects();
     let failures = not_kept(&api, &objects).await;
     eprintln!(
@@ -752,4 +829,42 @@ async fn a_tightened_crd_fails_the_same_check_naming_the_fields() {
     assert_eq!(pruned, with_errors - both, "{failures:#?}");
     assert_eq!(refused, terminating, "{failures:#?}");
     assert_eq!(failures.len(), pruned + refused, "{failures:#?}");
+
+    // The switch check fails too: objects stored under KIM's CRD, read and rewritten through
+    // the tightened copy, lose shootLastErrors on read. (The stored `Terminating` is kept,
+    // and rewriting it unchanged is allowed: validation ratcheting. Only a create, as in
+    // `not_kept`, finds a narrowed enum.)
+    let tightened = serde_json::to_string(&crd).unwrap();
+    cp.install_crds(&serde_json::to_string(&kim_crd()).unwrap())
+        .await
+        .expect("KIM's CRD replaces the copy");
+    served_with_column(&cp, "Provider").await;
+    let era = "kim-era";
+    cp.create_namespace(era).await;
+    let stored_by_kim: Vec<(String, Value)> = objects
+        .iter()
+        .map(|(what, o)| {
+            let mut o = o.clone();
+            o["metadata"]["namespace"] = json!(era);
+            (what.clone(), o)
+        })
+        .collect();
+    let api: Api<DynamicObject> = Api::namespaced_with(cp.admin().await, era, &runtime_resource());
+    assert_eq!(not_kept(&api, &stored_by_kim).await, Vec::<String>::new());
+    cp.install_crds(&tightened)
+        .await
+        .expect("the copy replaces KIM's");
+    served_with_column(&cp, "SHOOT-NAME").await;
+    let failures = read_back(&api, &stored_by_kim).await;
+    eprintln!(
+        "KIM's CRD replaced by the tightened copy: {} lines:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    let pruned = failures
+        .iter()
+        .filter(|f| f.ends_with(": /status/shootLastErrors pruned"))
+        .count();
+    assert_eq!(pruned, with_errors, "{failures:#?}");
+    assert_eq!(failures.len(), pruned, "{failures:#?}");
 }
