@@ -5,7 +5,7 @@ use super::context::{Ctx, Settings};
 use super::leader;
 use super::reconcile;
 use crate::api::{Runtime, Shoot};
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
@@ -71,12 +71,14 @@ pub async fn run_with(
 /// Runs one kube-runtime Controller until `stop` turns `true` (in-flight reconciles finish).
 async fn run_controller(ctx: Arc<Ctx>, mut stop: watch::Receiver<bool>) {
     let (tx, rx) = futures::channel::oneshot::channel::<()>();
+    let mut stopped = stop.clone();
     let stopper = tokio::spawn(async move {
         let _ = stop.wait_for(|s| *s).await;
         let _ = tx.send(());
     });
     let controller = Controller::new(ctx.runtimes.clone(), watcher::Config::default());
     let store = controller.store();
+    let listed = controller.store();
     let controller = controller
         .watches(
             ctx.shoots.clone(),
@@ -92,7 +94,7 @@ async fn run_controller(ctx: Arc<Ctx>, mut stop: watch::Receiver<bool>) {
         gardener_namespace = %ctx.settings.config.namespace(),
         "controller running"
     );
-    controller
+    let run = controller
         .run(reconcile::reconcile, reconcile::error_policy, ctx.clone())
         .for_each(|result| async move {
             if let Err(e) = result {
@@ -102,8 +104,23 @@ async fn run_controller(ctx: Arc<Ctx>, mut stop: watch::Receiver<bool>) {
                     other => tracing::warn!(error = %other, "controller"),
                 }
             }
-        })
-        .await;
+        });
+    // kube-runtime holds the Controller's runner until the Runtimes have been listed once, and
+    // until then ignores the graceful shutdown: a replica whose list never succeeds (403 from a
+    // missing RBAC rule, 404 from a missing CRD) would never stop. No reconcile can have
+    // started before that first list, so on stop it is dropped at once.
+    let unlisted_at_stop = async move {
+        let _ = stopped.wait_for(|s| *s).await;
+        if listed.wait_until_ready().now_or_never().is_none() {
+            tracing::warn!("stopping before the Runtimes could ever be listed");
+        } else {
+            std::future::pending::<()>().await;
+        }
+    };
+    tokio::select! {
+        () = run => {}
+        () = unlisted_at_stop => {}
+    }
     stopper.abort();
     // Another replica reconciles from now on and reports the Runtimes.
     ctx.metrics().forget_all();

@@ -436,7 +436,7 @@ impl<'a> Pass<'a> {
         let recorder = self.ctx.recorder.clone();
         tokio::spawn(async move {
             if let Err(e) = recorder.publish(&event, &reference).await {
-                tracing::debug!(error = %e, reason = %event.reason, "cannot publish event");
+                tracing::warn!(error = %e, reason = %event.reason, "cannot publish event");
             }
         });
     }
