@@ -20,6 +20,8 @@ set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 tools=${KIM_TOOLS_DIR:-$repo/target/tools}
+# The builds run inside the module directories: make a relative directory absolute first.
+case $tools in /*) ;; *) tools=$PWD/$tools ;; esac
 bin="$tools/bin"
 mods="$repo/tools/control-plane"
 
@@ -34,14 +36,22 @@ kube_version=$(modversion "$mods/kube-apiserver" k8s.io/kubernetes)
 etcd_version=$(modversion "$mods/etcd" go.etcd.io/etcd/server/v3)
 
 have_kube() { [ -x "$bin/kube-apiserver" ] && [ "$("$bin/kube-apiserver" --version 2>/dev/null)" = "Kubernetes $kube_version" ]; }
-have_etcd() { [ -x "$bin/etcd" ] && "$bin/etcd" --version 2>/dev/null | grep -qx "etcd Version: ${etcd_version#v}"; }
+# The first line only, without a pipe into `grep -q`: under pipefail etcd's SIGPIPE on its
+# later lines would fail the check now and then.
+have_etcd() { [ -x "$bin/etcd" ] && [ "$("$bin/etcd" --version 2>/dev/null | sed -n 1p)" = "etcd Version: ${etcd_version#v}" ]; }
 
+tmp=
+trap '[ -z "$tmp" ] || rm -f "$tmp"' EXIT
 build() { # name, module dir, package, ldflags
   local start=$SECONDS
   say "building $1 ($3) with $(go env GOVERSION)"
   mkdir -p "$bin"
-  (cd "$2" && CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags "$4" -o "$bin/$1.tmp" "$3")
-  mv -f "$bin/$1.tmp" "$bin/$1"
+  # A name of this run's own: an interrupted or concurrent run never leaves or moves a
+  # half-written binary into place.
+  tmp="$bin/.$1.$$.tmp"
+  (cd "$2" && CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags "$4" -o "$tmp" "$3")
+  mv -f "$tmp" "$bin/$1"
+  tmp=
   say "built $1 in $((SECONDS - start)) s ($(du -h "$bin/$1" | cut -f1))"
 }
 

@@ -29,7 +29,7 @@ fi
 listening_9090() {
   # ss from iproute2 when there; else /proc/net/tcp (port 9090 = 0x2382, state 0A = LISTEN).
   if command -v ss >/dev/null 2>&1; then
-    ss -ltn 2>/dev/null | awk '{print $4}' | grep -Eq '[:.]9090$'
+    ss -ltn 2>/dev/null | awk '$4 ~ /[:.]9090$/ {found = 1} END {exit !found}'
   else
     awk 'NR > 1 && $4 == "0A" && $2 ~ /:2382$/ {found = 1} END {exit !found}' /proc/net/tcp /proc/net/tcp6 2>/dev/null
   fi

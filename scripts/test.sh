@@ -19,10 +19,14 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 step() { # name, command...
-  local name=$1 start=$SECONDS
+  local name=$1 start=$SECONDS status=0
   shift
   echo "== $name"
-  "$@"
+  "$@" || status=$?
+  if [ "$status" != 0 ]; then
+    echo "== $name: FAILED (exit status $status) after $((SECONDS - start)) s"
+    exit "$status"
+  fi
   echo "== $name: done in $((SECONDS - start)) s"
 }
 

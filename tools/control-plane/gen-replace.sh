@@ -7,8 +7,16 @@
 #   bash tools/control-plane/gen-replace.sh v1.35.4
 set -euo pipefail
 version=${1:?usage: gen-replace.sh vMAJOR.MINOR.PATCH}
+# A release, not a query such as v1.35 or latest (the staging versions are derived from it).
+[[ $version =~ ^v1\.[0-9]+\.[0-9]+(-(alpha|beta|rc)\.[0-9]+)?$ ]] ||
+  { echo "gen-replace: $version is not a release version such as v1.35.4" >&2; exit 2; }
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-gomod=$(go mod download -json "k8s.io/kubernetes@$version" | sed -n 's/.*"GoMod": "\(.*\)",*/\1/p')
+json=$(go mod download -json "k8s.io/kubernetes@$version" 2>&1) || true
+gomod=$(sed -n 's/.*"GoMod": "\(.*\)",*/\1/p' <<<"$json")
+if [ -z "$gomod" ]; then
+  echo "gen-replace: k8s.io/kubernetes@$version: $(sed -n 's/.*"Error": "\(.*\)",*/\1/p' <<<"$json")" >&2
+  exit 1
+fi
 staging="v0.${version#v1.}"
 {
   echo "// Builds kube-apiserver for the tests' control plane (scripts/install-control-plane.sh)."
@@ -25,5 +33,6 @@ staging="v0.${version#v1.}"
   awk '/^require \(/{r=1;next} r&&/^\)/{r=0} r&&$1 ~ /^k8s\.io\// && $2=="v0.0.0"{print $1}' "$gomod" |
     sort -u | while read -r m; do echo "	$m => $m $staging"; done
   echo ")"
-} >"$here/kube-apiserver/go.mod"
+} >"$here/kube-apiserver/go.mod.tmp"
+mv -f "$here/kube-apiserver/go.mod.tmp" "$here/kube-apiserver/go.mod"
 echo "gen-replace: $(grep -c '=>' "$here/kube-apiserver/go.mod") staging modules replaced with $staging"
