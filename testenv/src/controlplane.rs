@@ -41,16 +41,23 @@ const READY_TIMEOUT: Duration = Duration::from_secs(60);
 /// Start attempts before giving up.
 const ATTEMPTS: u32 = 3;
 
-/// The supervisor: starts both servers, prints their pids, waits for its stdin to close, then
-/// stops them (kube-apiserver first) and removes the directory.
+/// The supervisor: starts both servers, prints their pids, waits for its stdin to close (or
+/// for SIGINT, SIGHUP or SIGTERM, as from Ctrl-C or a hangup of the test's terminal), then
+/// stops them (kube-apiserver first) and removes the directory. The wait is on a reader in
+/// the background: a trapped signal interrupts `wait`, not `read`.
 const SUPERVISOR: &str = r#"set -u
 dir=$1
+reader=
+trap '[ -z "$reader" ] || kill "$reader" 2>/dev/null' INT HUP TERM
 "$dir/etcd.sh" </dev/null >"$dir/etcd.log" 2>&1 &
 etcd=$!
 "$dir/kube-apiserver.sh" </dev/null >"$dir/kube-apiserver.log" 2>&1 &
 api=$!
 echo "$etcd $api"
-while read -r _; do :; done
+(while read -r _; do :; done) <&0 &
+reader=$!
+wait "$reader"
+trap '' INT HUP TERM
 stop() {
   kill -TERM "$1" 2>/dev/null || return 0
   for _ in $(seq 100); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.1; done
@@ -175,15 +182,19 @@ fn write(path: &Path, text: &str) -> io::Result<()> {
 }
 
 /// `exec BINARY ARGS…` as a script line (arguments single-quoted).
+///
+/// The server gets SIGKILL when its parent, the supervisor, dies (`setpriv --pdeathsig`, from
+/// util-linux, where installed): a supervisor killed with SIGKILL cannot stop it otherwise.
 fn exec_line(binary: &Path, args: &[String]) -> String {
     let quote = |s: &str| format!("'{}'", s.replace('\'', r"'\''"));
-    let mut line = format!("#!/bin/sh\nexec {}", quote(&binary.to_string_lossy()));
+    let mut command = quote(&binary.to_string_lossy());
     for a in args {
-        line.push_str(" \\\n  ");
-        line.push_str(&quote(a));
+        command.push_str(" \\\n  ");
+        command.push_str(&quote(a));
     }
-    line.push('\n');
-    line
+    format!(
+        "#!/bin/sh\nif command -v setpriv >/dev/null 2>&1; then\n  exec setpriv --pdeathsig KILL -- {command}\nfi\nexec {command}\n"
+    )
 }
 
 fn tail(path: &Path, lines: usize) -> String {
@@ -222,6 +233,15 @@ impl ControlPlane {
 
     fn start_blocking() -> io::Result<ControlPlane> {
         let (etcd, api) = binaries()?;
+        // The paths go into the servers' flags as text: a lossy conversion would send etcd to
+        // another directory, outside the one that is removed.
+        let tmp = std::env::temp_dir();
+        if tmp.to_str().is_none() {
+            return Err(other(format!(
+                "the temporary directory {} is not UTF-8; set TMPDIR to one that is",
+                tmp.display()
+            )));
+        }
         let mut last = None;
         for attempt in 1..=ATTEMPTS {
             match Self::attempt(&etcd, &api) {
@@ -284,7 +304,9 @@ impl ControlPlane {
         })()
         .map_err(cleanup)?;
 
-        let (client, peer, secure) = (free_port()?, free_port()?, free_port()?);
+        let (client, peer, secure) =
+            (|| Ok::<_, io::Error>((free_port()?, free_port()?, free_port()?)))()
+                .map_err(cleanup)?;
         let etcd_url = format!("http://127.0.0.1:{client}");
         let url = format!("https://127.0.0.1:{secure}");
         let etcd_args = vec![
@@ -439,6 +461,15 @@ impl ControlPlane {
         (self.etcd_pid, self.apiserver_pid)
     }
 
+    /// Process id of the supervisor (see the module docs).
+    pub fn supervisor_pid(&self) -> Option<u32> {
+        self.supervisor
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .map(|(child, _)| child.id())
+    }
+
     /// How long the successful start attempt took, to `/readyz` 200.
     pub fn started_in(&self) -> Duration {
         self.started_in
@@ -529,6 +560,8 @@ impl ControlPlane {
         if let Some((mut child, stdin)) = taken {
             drop(stdin);
             let _ = child.wait();
+            // Gone already, unless the supervisor was killed before it could remove it.
+            let _ = std::fs::remove_dir_all(&self.dir);
         }
     }
 }

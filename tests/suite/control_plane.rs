@@ -99,6 +99,57 @@ fn dropping_the_handle_stops_the_control_plane() {
     assert!(!dir.exists(), "{} still exists", dir.display());
 }
 
+/// Waits (at most 30 s) until none of `pids` runs; says which still do.
+fn wait_gone(pids: &[u32], what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while pids.iter().any(|p| alive(*p)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let left: Vec<_> = pids.iter().filter(|p| alive(**p)).collect();
+    assert!(left.is_empty(), "{what}: {left:?} still run");
+}
+
+fn signal(pid: u32, sig: &str) {
+    let ok = std::process::Command::new("kill")
+        .args([format!("-{sig}"), pid.to_string()])
+        .status()
+        .expect("kill")
+        .success();
+    assert!(ok, "kill -{sig} {pid}");
+}
+
+/// A supervisor killed with SIGKILL takes both servers with it (parent-death signal), and
+/// the handle still removes the directory.
+#[test]
+fn a_killed_supervisor_takes_its_servers_with_it() {
+    let cp = ControlPlane::start().expect("control plane");
+    let (etcd, api) = cp.pids();
+    let dir = cp.dir().to_path_buf();
+    signal(cp.supervisor_pid().expect("running"), "KILL");
+    wait_gone(&[etcd, api], "after SIGKILL of the supervisor");
+    drop(cp);
+    assert!(!dir.exists(), "{} still exists", dir.display());
+}
+
+/// SIGTERM or SIGINT to the supervisor (a `timeout` or Ctrl-C reaching the test's process
+/// group) stops both servers and removes the directory, as when the pipe closes.
+#[test]
+fn a_signalled_supervisor_cleans_up() {
+    for sig in ["TERM", "INT"] {
+        let cp = ControlPlane::start().expect("control plane");
+        let (etcd, api) = cp.pids();
+        let dir = cp.dir().to_path_buf();
+        signal(cp.supervisor_pid().expect("running"), sig);
+        wait_gone(&[etcd, api], &format!("after SIG{sig} to the supervisor"));
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while dir.exists() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        assert!(!dir.exists(), "SIG{sig}: {} still exists", dir.display());
+        drop(cp);
+    }
+}
+
 fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
