@@ -14,7 +14,6 @@ mod cli;
 mod control_plane;
 mod crd;
 mod e2e_admission;
-mod e2e_lifecycle;
 mod gardener_convert;
 mod kim_compat;
 mod kubectl;

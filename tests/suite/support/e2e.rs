@@ -1,4 +1,4 @@
-//! Helpers of the end-to-end tests (`e2e_admission`, `e2e_lifecycle`): certificates made by
+//! Helpers of the end-to-end tests (`e2e_admission`): certificates made by
 //! `certs/gen-certs.sh` for a copy of `manifests/`, the real `kim webhook` and `kim controller`
 //! processes, and the control cluster's admission going through testenv's
 //! [`WebhookStage`] (the webhook configurations of the static-ca overlay, called over HTTPS as
