@@ -455,6 +455,15 @@ async fn a_stopped_webhook_fails_status_writes_under_base() {
         )
     );
     assert_eq!(stored(&stack, name).await["status"], before["status"]);
+    // Writes to the Runtime itself match no rule of the configurations: not affected.
+    let label = json!({"metadata": {"labels": {"kim-test/while-down": "yes"}}});
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&label))
+        .await
+        .expect("a label change while the webhook is stopped");
+    assert_eq!(
+        stored(&stack, name).await["metadata"]["labels"]["kim-test/while-down"],
+        "yes"
+    );
 }
 
 /// `overlays/guard-kim` fails open: with its only webhook (validating, `failurePolicy:
@@ -667,4 +676,219 @@ async fn the_mutating_webhooks_defaults_are_stored() {
         serde_json::to_value(written).unwrap()["status"],
         stored["status"]
     );
+    // The same status written again changes nothing (no patch, nothing new to store).
+    api.patch_status(
+        "defaulted",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": stored["status"].clone()})),
+    )
+    .await
+    .expect("the stored status written again is allowed");
+    let again = serde_json::to_value(api.get("defaulted").await.unwrap()).unwrap();
+    assert_eq!(again["status"], stored["status"]);
+    assert_eq!(resource_version(&again), resource_version(&stored));
+
+    // A condition without a message gets one.
+    stack.create_runtime("defaulted-message").await;
+    let status = json!({"status": {
+        "state": "Pending",
+        "conditions": [{"type": "Provisioned", "status": "Unknown", "reason": "Initialised"}]
+    }});
+    api.patch_status(
+        "defaulted-message",
+        &PatchParams::default(),
+        &Patch::Merge(&status),
+    )
+    .await
+    .expect("an incomplete first status is defaulted and allowed");
+    let stored = serde_json::to_value(api.get("defaulted-message").await.unwrap()).unwrap();
+    let cond = &stored["status"]["conditions"][0];
+    assert!(
+        cond["message"].as_str().is_some_and(|m| !m.is_empty()),
+        "{cond}"
+    );
+    let ltt = cond["lastTransitionTime"]
+        .as_str()
+        .expect("lastTransitionTime");
+    chrono::DateTime::parse_from_rfc3339(ltt).expect("RFC 3339");
+    assert_eq!(cond["observedGeneration"], json!(1), "{cond}");
+}
+
+/// `kubectl kustomize <dir>` (the real tool, no server needed): the rendered documents.
+fn kustomize(test: &str, dir: &std::path::Path) -> Vec<Value> {
+    let bin = testenv::tools::require("kubectl", test);
+    let out = std::process::Command::new(bin)
+        .arg("kustomize")
+        .arg(dir)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run kubectl kustomize");
+    assert!(
+        out.status.success(),
+        "kubectl kustomize {}: {}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).expect("utf-8");
+    text.split("\n---\n")
+        .map(|d| serde_saphyr::from_str::<Value>(d).expect("a YAML document"))
+        .filter(|d| !d.is_null())
+        .collect()
+}
+
+/// The two webhook configurations of a render: (mutating, validating).
+fn configurations(docs: &[Value]) -> (&Value, &Value) {
+    let find = |kind: &str| {
+        let found: Vec<&Value> = docs.iter().filter(|d| d["kind"] == kind).collect();
+        assert_eq!(found.len(), 1, "one {kind}");
+        found[0]
+    };
+    (
+        find("MutatingWebhookConfiguration"),
+        find("ValidatingWebhookConfiguration"),
+    )
+}
+
+/// The shipped overlays as `kubectl kustomize` renders them: static-ca (with the caBundle
+/// `certs/gen-certs.sh` writes into a copy of it: the CA it made) points both hooks at the
+/// Service `kim-webhook.kim-system.svc:443` (`/mutate`, `/validate`), `timeoutSeconds` 5,
+/// `failurePolicy: Fail`, UPDATE of `runtimes/status`, the mutating hook reinvoked if
+/// needed; cert-manager gives no caBundle and annotates both for CA injection. Installed as
+/// committed, with the placeholder caBundle, the configurations fail every status write
+/// (kube-apiserver cannot verify the webhook) and the webhook is called no more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shipped_overlays_configure_the_hooks_and_the_placeholder_ca_bundle_fails_closed() {
+    let test =
+        "the_shipped_overlays_configure_the_hooks_and_the_placeholder_ca_bundle_fails_closed";
+    // ---- static-ca, after certs/gen-certs.sh ----
+    let copy = tempfile::tempdir().expect("tempdir");
+    let status = std::process::Command::new("cp")
+        .arg("-r")
+        .arg(manifests(""))
+        .arg(copy.path().join("manifests"))
+        .status()
+        .expect("cp -r manifests");
+    assert!(status.success());
+    let out = std::process::Command::new("bash")
+        .arg(repo().join("certs/gen-certs.sh"))
+        .arg("--out")
+        .arg(copy.path().join("out"))
+        .arg("--overlay")
+        .arg(copy.path().join("manifests/overlays/static-ca"))
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run certs/gen-certs.sh (bash)");
+    assert!(
+        out.status.success(),
+        "certs/gen-certs.sh failed (is openssl installed?):\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ca = std::fs::read_to_string(copy.path().join("out/ca.crt")).expect("ca.crt");
+    let docs = kustomize(test, &copy.path().join("manifests/overlays/static-ca"));
+    let (m, v) = configurations(&docs);
+    for (c, hook, path) in [(m, MUTATE_HOOK, "/mutate"), (v, VALIDATE_HOOK, "/validate")] {
+        let hooks = c["webhooks"].as_array().expect("webhooks");
+        assert_eq!(hooks.len(), 1, "{c}");
+        let w = &hooks[0];
+        assert_eq!(w["name"], hook);
+        assert_eq!(
+            w["clientConfig"]["service"],
+            json!({"name": "kim-webhook", "namespace": "kim-system", "port": 443, "path": path})
+        );
+        assert_eq!(w["timeoutSeconds"], 5);
+        assert_eq!(w["failurePolicy"], "Fail");
+        assert_eq!(w["sideEffects"], "None");
+        let rules = w["rules"].as_array().expect("rules");
+        assert_eq!(rules.len(), 1);
+        assert_eq!(rules[0]["resources"], json!(["runtimes/status"]));
+        assert_eq!(rules[0]["operations"], json!(["UPDATE"]));
+        let bundle = w["clientConfig"]["caBundle"].as_str().expect("caBundle");
+        use base64::Engine as _;
+        let pem = base64::engine::general_purpose::STANDARD
+            .decode(bundle)
+            .expect("base64");
+        assert_eq!(
+            String::from_utf8(pem).unwrap(),
+            ca,
+            "the caBundle is the generated CA"
+        );
+    }
+    assert_eq!(m["webhooks"][0]["reinvocationPolicy"], "IfNeeded");
+
+    // ---- cert-manager ----
+    let docs = kustomize(test, &manifests("overlays/cert-manager"));
+    let (m, v) = configurations(&docs);
+    for c in [m, v] {
+        assert!(
+            c["webhooks"][0]["clientConfig"].get("caBundle").is_none(),
+            "no caBundle: {c}"
+        );
+        assert_eq!(
+            c["metadata"]["annotations"]["cert-manager.io/inject-ca-from"],
+            "kim-system/kim-webhook-serving"
+        );
+    }
+
+    // ---- the committed placeholder caBundle, installed ----
+    let docs = kustomize(test, &manifests("overlays/static-ca"));
+    let placeholder = configurations(&docs).0["webhooks"][0]["clientConfig"]["caBundle"]
+        .as_str()
+        .expect("the committed caBundle")
+        .to_string();
+    let stack = Stack::start("base", &[]).await;
+    let name = "placeholder";
+    stack.create_runtime(name).await;
+    let admin = stack.cp.admin().await;
+    let patch = json!([{"op": "replace", "path": "/webhooks/0/clientConfig/caBundle", "value": placeholder}]);
+    let patch: json_patch::Patch = serde_json::from_value(patch).unwrap();
+    Api::<k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration>::all(
+        admin.clone(),
+    )
+    .patch(
+        CONFIG_NAME,
+        &PatchParams::default(),
+        &Patch::Json::<()>(patch.clone()),
+    )
+    .await
+    .expect("the placeholder caBundle on the mutating configuration");
+    Api::<ValidatingWebhookConfiguration>::all(admin)
+        .patch(
+            CONFIG_NAME,
+            &PatchParams::default(),
+            &Patch::Json::<()>(patch),
+        )
+        .await
+        .expect("the placeholder caBundle on the validating configuration");
+    let api = stack.runtimes().await;
+    // A legal write fails once kube-apiserver uses the new caBundle.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let message = loop {
+        match api
+            .patch_status(name, &PatchParams::default(), &Patch::Merge(pending()))
+            .await
+        {
+            Err(kube::Error::Api(s)) if s.code == 500 => break s.message,
+            other => assert!(
+                Instant::now() < deadline,
+                "the placeholder caBundle not in effect within 30 s: {other:?}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    eprintln!("placeholder caBundle: 500 {message}");
+    assert!(
+        message.contains(&format!("failed calling webhook \"{MUTATE_HOOK}\""))
+            && message.contains("unable to load root certificates"),
+        "{message}"
+    );
+    let before = answered(&stack).await;
+    let err = api
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(pending()))
+        .await
+        .expect_err("a status write with the placeholder caBundle");
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 500),
+        "{err:?}"
+    );
+    assert_eq!(answered(&stack).await, before, "the webhook was not called");
 }
