@@ -13,7 +13,6 @@ mod bad_input_audit_and_model;
 mod cli;
 mod control_plane;
 mod crd;
-mod e2e_admission;
 mod gardener_convert;
 mod kim_compat;
 mod kubectl;
