@@ -42,8 +42,6 @@ pub(crate) fn error_response(e: &ApiError) -> Response {
 }
 
 enum Route {
-    /// A discovery or OpenAPI document, with its `Content-Type`.
-    NonResource(Value, &'static str),
     Resource {
         /// The store index objects are kept under (the storage of a view).
         res: usize,
@@ -56,39 +54,10 @@ enum Route {
     NotFound,
 }
 
-fn parse_route(shared: &Shared, path: &str, accept: &str) -> Route {
-    use crate::discovery;
+fn parse_route(shared: &Shared, path: &str) -> Route {
     let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
     let st = lock(&shared.store);
-    let resources = &st.resources;
-    let json = "application/json";
-    let doc = |v: Option<Value>| v.map_or(Route::NotFound, |v| Route::NonResource(v, json));
     let (group, version, rest) = match segs.as_slice() {
-        ["version"] => return Route::NonResource(discovery::version(), json),
-        ["api"] if discovery::wants_aggregated(accept) => {
-            return Route::NonResource(
-                discovery::aggregated(resources, true),
-                discovery::AGGREGATED_V2,
-            );
-        }
-        ["apis"] if discovery::wants_aggregated(accept) => {
-            return Route::NonResource(
-                discovery::aggregated(resources, false),
-                discovery::AGGREGATED_V2,
-            );
-        }
-        ["api"] => return Route::NonResource(discovery::core_versions(), json),
-        ["apis"] => return Route::NonResource(discovery::group_list(resources), json),
-        ["api", "v1"] => return doc(discovery::resource_list(resources, "", "v1")),
-        ["apis", g] => return doc(discovery::group(resources, g)),
-        ["apis", g, v] => return doc(discovery::resource_list(resources, g, v)),
-        ["openapi", "v3"] => return Route::NonResource(discovery::openapi_index(resources), json),
-        ["openapi", "v3", "api", v] => {
-            return doc(discovery::openapi_document(resources, "", v));
-        }
-        ["openapi", "v3", "apis", g, v] => {
-            return doc(discovery::openapi_document(resources, g, v));
-        }
         ["api", "v1", rest @ ..] => ("", "v1", rest),
         ["apis", g, v, rest @ ..] => (*g, *v, rest),
         _ => return Route::NotFound,
@@ -224,39 +193,9 @@ async fn dispatch(
     user: UserInfo,
     record: &mut RequestRecord,
 ) -> Response {
-    let accept = parts
-        .headers
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_string();
-    let route = parse_route(shared, &record.path, &accept);
+    let route = parse_route(shared, &record.path);
     let (res, info, ns, name, sub) = match route {
         Route::NotFound => return error_response(&ApiError::no_route()),
-        Route::NonResource(doc, content_type) => {
-            if parts.method != Method::GET {
-                return error_response(&ApiError::from_code(405, "method not allowed"));
-            }
-            record.verb = Some(Verb::Get);
-            let info = RequestInfo {
-                verb: Some(Verb::Get),
-                method: record.method.clone(),
-                path: record.path.clone(),
-                query: record.query.clone(),
-                gvr: None,
-                subresource: None,
-                namespace: None,
-                name: None,
-                user,
-            };
-            if let Some(resp) = apply_fault(shared, &info).await {
-                return resp;
-            }
-            let mut resp = json_response(200, &doc);
-            resp.headers_mut()
-                .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
-            return resp;
-        }
         Route::Resource {
             res,
             info,
@@ -310,14 +249,6 @@ async fn dispatch(
         field_manager: params.get("fieldManager").map(String::from),
     };
     let meta = meta_only(&parts.headers);
-    let table = if crate::table::wants_table(&accept) {
-        match crate::table::Include::parse(params.get("includeObject")) {
-            Ok(include) => Some(include),
-            Err(e) => return error_response(&ApiError::bad_request(e)),
-        }
-    } else {
-        None
-    };
     let view = info.view;
     let into_storage = |v: Value| match view {
         Some(view) => view.to_storage(&v),
@@ -336,33 +267,11 @@ async fn dispatch(
     let ns = ns.as_deref();
     let result: Result<(u16, Value), ApiError> = match verb {
         Verb::Watch => {
-            return crate::watch::watch_response(
-                shared.clone(),
-                res,
-                &info,
-                ns,
-                params,
-                meta,
-                table,
-            );
+            return crate::watch::watch_response(shared.clone(), res, &info, ns, params, meta);
         }
         Verb::List => {
-            return match crate::list::list(shared, res, &info, ns, params, meta && table.is_none())
-            {
-                Ok(list) => match table {
-                    Some(include) => {
-                        let items = list["items"].as_array().cloned().unwrap_or_default();
-                        let t = crate::table::table(
-                            &info,
-                            &items,
-                            list["metadata"].clone(),
-                            include,
-                            true,
-                        );
-                        table_response(&t)
-                    }
-                    None => json_response(200, &list),
-                },
+            return match crate::list::list(shared, res, &info, ns, params, meta) {
+                Ok(list) => json_response(200, &list),
                 Err(e) => error_response(&e),
             };
         }
@@ -375,11 +284,6 @@ async fn dispatch(
                 Some(view) => view.to_view(&obj),
                 None => obj,
             };
-            if let Some(include) = table {
-                let metadata = json!({"resourceVersion": store::meta_str(&obj, "resourceVersion")});
-                let t = crate::table::table(&info, &[obj], metadata, include, true);
-                return table_response(&t);
-            }
             Ok((200, if meta { to_meta(&obj) } else { obj }))
         }
         Verb::Create if sub.as_deref() == Some("adminkubeconfig") => {
@@ -481,15 +385,6 @@ async fn dispatch(
         ),
         Err(e) => error_response(&e),
     }
-}
-
-fn table_response(t: &Value) -> Response {
-    let mut resp = json_response(200, t);
-    resp.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static(crate::table::TABLE_CONTENT_TYPE),
-    );
-    resp
 }
 
 async fn apply_fault(shared: &Shared, info: &RequestInfo) -> Option<Response> {

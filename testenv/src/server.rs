@@ -547,30 +547,6 @@ impl ServerHandle {
         kubeconfig_yaml(&self.shared.url, &self.shared.name, token)
     }
 
-    /// Serves this server over HTTPS too, on another port of `127.0.0.1` (same objects, hooks
-    /// and request log), with a certificate of a CA made for it ([`crate::HttpsEndpoint`]).
-    /// kubectl sends a kubeconfig's token only over TLS: drive it through this endpoint
-    /// ([`ServerHandle::kubeconfig_yaml_for`]) to act as a user. Each call opens another
-    /// endpoint.
-    pub async fn serve_https(&self) -> std::io::Result<crate::HttpsEndpoint> {
-        crate::https::serve(self.shared.clone(), app(self.shared.clone())).await
-    }
-
-    /// A kubeconfig YAML for an HTTPS endpoint of this server (its CA embedded as
-    /// `certificate-authority-data`), with a bearer token if given.
-    pub fn kubeconfig_yaml_for(
-        &self,
-        endpoint: &crate::HttpsEndpoint,
-        token: Option<&str>,
-    ) -> String {
-        kubeconfig_yaml_with_ca(
-            &endpoint.url,
-            &self.shared.name,
-            token,
-            Some(&endpoint.ca_pem),
-        )
-    }
-
     /// Stops serving (open watches end). Also happens when the last clone is dropped.
     pub fn shutdown(&self) {
         self.guard.0.send_replace(true);

@@ -18,7 +18,6 @@ use crate::{
     server::{Shared, lock},
     status::ApiError,
     store::{Event, EventType, meta_str},
-    table::Include,
 };
 
 struct Filter {
@@ -29,9 +28,6 @@ struct Filter {
     meta_only: bool,
     /// The resource as addressed (its [`crate::resource::View`], if any, converts objects).
     info: ResourceInfo,
-    /// Table events (`Accept: …;as=Table`): what rows carry, and whether the column
-    /// definitions went out yet (only the first event has them, as from kube-apiserver).
-    table: Option<(Include, bool)>,
 }
 
 impl Filter {
@@ -81,18 +77,6 @@ impl Filter {
             }
             None => obj,
         };
-        if let Some((include, headers_sent)) = &mut self.table {
-            let metadata = json!({"resourceVersion": meta_str(obj, "resourceVersion")});
-            let t = crate::table::table(
-                &self.info,
-                std::slice::from_ref(obj),
-                metadata,
-                *include,
-                !*headers_sent,
-            );
-            *headers_sent = true;
-            return filter_line_raw(etype, &t);
-        }
         if self.meta_only {
             filter_line_raw(etype, &to_meta(obj))
         } else {
@@ -131,7 +115,6 @@ pub(crate) fn watch_response(
     ns: Option<&str>,
     params: &Params,
     meta_only: bool,
-    table: Option<Include>,
 ) -> Response {
     let labels = match LabelSelector::parse(params.get("labelSelector").unwrap_or("")) {
         Ok(l) => l,
@@ -165,7 +148,6 @@ pub(crate) fn watch_response(
         fields,
         meta_only,
         info: info.clone(),
-        table: table.map(|include| (include, false)),
     };
     // Subscribe before the snapshot so that no change between both is missed.
     let mut changes = shared.rv_tx.subscribe();
