@@ -43,9 +43,9 @@ pub(crate) fn error_response(e: &ApiError) -> Response {
 
 enum Route {
     Resource {
-        /// The store index objects are kept under (the storage of a view).
+        /// The store index objects are kept under.
         res: usize,
-        /// The resource as addressed (a view's own description).
+        /// The resource as addressed.
         info: Box<ResourceInfo>,
         ns: Option<String>,
         name: Option<String>,
@@ -64,13 +64,6 @@ fn parse_route(shared: &Shared, path: &str) -> Route {
     };
     let lookup = |plural: &str| st.res(&crate::resource::Gvr::new(group, version, plural));
     let owned = |s: Option<&&str>| s.map(|s| s.to_string());
-    // A view's objects live under its storage's index.
-    let storage = |res: usize| {
-        st.resources[res]
-            .view
-            .and_then(|v| st.res(&v.storage()))
-            .unwrap_or(res)
-    };
     if rest.len() >= 3
         && rest[0] == "namespaces"
         && let Some(res) = lookup(rest[2])
@@ -80,7 +73,7 @@ fn parse_route(shared: &Shared, path: &str) -> Route {
             return Route::NotFound;
         }
         return Route::Resource {
-            res: storage(res),
+            res,
             info: Box::new(st.resources[res].clone()),
             ns: Some(rest[1].to_string()),
             name: owned(rest.get(3)),
@@ -94,7 +87,7 @@ fn parse_route(shared: &Shared, path: &str) -> Route {
         return Route::NotFound;
     }
     Route::Resource {
-        res: storage(res),
+        res,
         info: Box::new(st.resources[res].clone()),
         ns: None,
         name: owned(rest.get(1)),
@@ -249,11 +242,6 @@ async fn dispatch(
         field_manager: params.get("fieldManager").map(String::from),
     };
     let meta = meta_only(&parts.headers);
-    let view = info.view;
-    let into_storage = |v: Value| match view {
-        Some(view) => view.to_storage(&v),
-        None => v,
-    };
     let gvr = info.gvr();
     let sub_ok = match sub.as_deref() {
         None => true,
@@ -280,10 +268,6 @@ async fn dispatch(
             let Some(obj) = lock(&shared.store).get(res, ns, name).cloned() else {
                 return error_response(&ApiError::not_found(&gvr, name));
             };
-            let obj = match view {
-                Some(view) => view.to_view(&obj),
-                None => obj,
-            };
             Ok((200, if meta { to_meta(&obj) } else { obj }))
         }
         Verb::Create if sub.as_deref() == Some("adminkubeconfig") => {
@@ -298,7 +282,7 @@ async fn dispatch(
             )),
             None => match parse_json(&body) {
                 Ok(obj) => shared
-                    .create(res, ns, into_storage(obj), Verb::Create, &ctx)
+                    .create(res, ns, obj, Verb::Create, &ctx)
                     .await
                     .map(|v| (201, v)),
                 Err(e) => Err(e),
@@ -316,7 +300,7 @@ async fn dispatch(
                 }
                 shared
                     .update(res, ns, name, sub.as_deref(), Verb::Update, &ctx, |old| {
-                        old.map(|_| Candidate::Update(into_storage(obj.clone())))
+                        old.map(|_| Candidate::Update(obj.clone()))
                             .ok_or_else(|| ApiError::not_found(&gvr, name))
                     })
                     .await
@@ -374,15 +358,7 @@ async fn dispatch(
         }
     };
     match result {
-        // Get answered in the view's form above; the writes answer the stored object.
-        Ok((code, v)) if verb == Verb::Get => json_response(code, &v),
-        Ok((code, v)) => json_response(
-            code,
-            &match view {
-                Some(view) => view.to_view(&v),
-                None => v,
-            },
-        ),
+        Ok((code, v)) => json_response(code, &v),
         Err(e) => error_response(&e),
     }
 }
@@ -529,12 +505,6 @@ async fn patch(
     };
     let value: Value = match serde_json::from_slice(body) {
         Ok(v) => v,
-        // Apply bodies may be YAML (`application/apply-patch+yaml`; kubectl sends JSON, which
-        // is YAML too).
-        Err(_) if kind == PatchKind::Apply => std::str::from_utf8(body)
-            .map_err(|e| e.to_string())
-            .and_then(|text| serde_saphyr::from_str::<Value>(text).map_err(|e| e.to_string()))
-            .map_err(|e| ApiError::bad_request(format!("the apply body is not valid YAML: {e}")))?,
         Err(e) => {
             return Err(ApiError::bad_request(format!(
                 "the patch body is not valid JSON: {e}"
@@ -561,11 +531,6 @@ async fn patch(
         return Err(ApiError::bad_request("empty patch"));
     }
     let api_version = info.api_version();
-    let view = info.view;
-    let into_storage = |v: Value| match view {
-        Some(view) => view.to_storage(&v),
-        None => v,
-    };
     shared
         .update(res, ns, name, sub, Verb::Patch, ctx, |old| {
             let Some(old) = old else {
@@ -587,14 +552,11 @@ async fn patch(
                         &api_version,
                         None,
                     );
-                    return Ok(Candidate::Create(into_storage(out)));
+                    return Ok(Candidate::Create(out));
                 }
                 return Err(ApiError::not_found(&gvr, name));
             };
-            let mut doc = match view {
-                Some(view) => view.to_view(old),
-                None => old.clone(),
-            };
+            let mut doc = old.clone();
             match kind {
                 PatchKind::Merge | PatchKind::Strategic => json_patch::merge(&mut doc, &value),
                 PatchKind::Apply => {
@@ -623,7 +585,7 @@ async fn patch(
                     )?;
                 }
             }
-            Ok(Candidate::Update(into_storage(doc)))
+            Ok(Candidate::Update(doc))
         })
         .await
 }

@@ -50,14 +50,9 @@
 //!   `Authorization` are `system:anonymous`; an unknown token is 401.
 //! - `dryRun=All` runs admission but stores nothing.
 //!
-//! Beyond what kube-rs needs (kubectl against a control cluster is the real kube-apiserver's
-//! business: [`controlplane`]):
-//!
-//! - **views**: core/v1 `events` are served from the `events.k8s.io/v1` storage with the
-//!   apiserver's field renames ([`View`]).
-//! - **server-side apply** bodies in YAML (`application/apply-patch+yaml`) as well as JSON.
-//! - [`tools`]: where tests find the kubectl and helm binaries `scripts/install-tools.sh`
-//!   installs.
+//! Nothing beyond what kube-rs needs: kubectl and other generic clients run against the real
+//! kube-apiserver ([`controlplane`]); [`tools`] is where tests find the kubectl and helm
+//! binaries `scripts/install-tools.sh` installs.
 //!
 //! Test hooks on the [`ServerHandle`]: fault injection ([`FaultRule`], seeded
 //! [`XorShift`] RNG, or a closure), an admission hook on every write
@@ -75,7 +70,7 @@
 //!
 //! # What is approximated
 //!
-//! - **Server-side apply** is a JSON merge patch of the applied object; the field manager is
+//! - **Server-side apply** is a JSON merge patch of the applied object (a JSON body only); the field manager is
 //!   recorded in `managedFields` (operation `Apply`, a `fieldsV1` derived from the applied
 //!   object) but field ownership is not tracked: no conflicts (`force` is accepted and has no
 //!   effect), fields dropped from a later apply are not removed, and lists are replaced rather
@@ -85,8 +80,6 @@
 //! - **No RBAC**: every authenticated or anonymous user may do everything.
 //! - **No schema validation**, defaulting, pruning or conversion; objects are stored as sent.
 //!   No discovery, OpenAPI or `Table` answers: unregistered paths are 404.
-//! - **Views**: only core/v1 `events` over `events.k8s.io/v1`; `series` and
-//!   `deprecatedSource` are copied as they are (their inner fields have the same names in both).
 //! - `managedFields` are only written by apply; other writes do not add `Update` entries.
 //! - `generation` is maintained for every resource (kube-apiserver does so only for custom
 //!   resources and some built-ins).
@@ -149,7 +142,7 @@ pub use hooks::{
     XorShift,
 };
 pub use journal::{Change, Journal};
-pub use resource::{Gvr, ResourceInfo, View, default_resources};
+pub use resource::{Gvr, ResourceInfo, default_resources};
 pub use selector::{FieldSelector, LabelRequirement, LabelSelector};
 pub use server::{ServerConfig, ServerHandle, kubeconfig_yaml, kubeconfig_yaml_with_ca, start};
 pub use status::{ApiError, reason_for};

@@ -2,8 +2,6 @@
 
 use std::fmt;
 
-use serde_json::Value;
-
 /// Identifies a resource type: API group (empty for the core group), version and plural name.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Gvr {
@@ -81,79 +79,6 @@ impl fmt::Display for Gvr {
     }
 }
 
-/// A resource whose objects are stored as another resource's and converted on the way in and
-/// out, as kube-apiserver serves one storage under two APIs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum View {
-    /// core/v1 `events`, stored as `events.k8s.io/v1` `events` (the fields are renamed as the
-    /// apiserver's conversion renames them: `note` ↔ `message`, `regarding` ↔
-    /// `involvedObject`, `deprecatedCount` ↔ `count`, …).
-    CoreV1Events,
-}
-
-impl View {
-    /// The resource the objects are stored as.
-    pub fn storage(self) -> Gvr {
-        match self {
-            View::CoreV1Events => Gvr::new("events.k8s.io", "v1", "events"),
-        }
-    }
-
-    /// (stored name, name in the view) of the renamed fields.
-    fn renames(self) -> &'static [(&'static str, &'static str)] {
-        match self {
-            View::CoreV1Events => &[
-                ("regarding", "involvedObject"),
-                ("note", "message"),
-                ("deprecatedCount", "count"),
-                ("deprecatedFirstTimestamp", "firstTimestamp"),
-                ("deprecatedLastTimestamp", "lastTimestamp"),
-                ("deprecatedSource", "source"),
-                ("reportingController", "reportingComponent"),
-            ],
-        }
-    }
-
-    fn api_versions(self) -> (&'static str, &'static str) {
-        match self {
-            View::CoreV1Events => ("events.k8s.io/v1", "v1"),
-        }
-    }
-
-    /// A stored object as the view serves it.
-    pub fn to_view(self, stored: &Value) -> Value {
-        self.convert(stored, false)
-    }
-
-    /// An object written through the view, as it is stored.
-    pub fn to_storage(self, viewed: &Value) -> Value {
-        self.convert(viewed, true)
-    }
-
-    fn convert(self, obj: &Value, into_storage: bool) -> Value {
-        let Some(map) = obj.as_object() else {
-            return obj.clone();
-        };
-        let (stored_av, view_av) = self.api_versions();
-        let mut out = serde_json::Map::new();
-        for (k, v) in map {
-            let renamed = self.renames().iter().find_map(|(s, w)| {
-                if into_storage {
-                    (k == w).then_some(*s)
-                } else {
-                    (k == s).then_some(*w)
-                }
-            });
-            out.insert(renamed.unwrap_or(k).to_string(), v.clone());
-        }
-        if out.contains_key("apiVersion") {
-            let av = if into_storage { stored_av } else { view_av };
-            out.insert("apiVersion".into(), Value::String(av.into()));
-        }
-        Value::Object(out)
-    }
-}
-
 /// Describes one served resource type.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ResourceInfo {
@@ -171,8 +96,6 @@ pub struct ResourceInfo {
     pub status_subresource: bool,
     /// `kind` of list responses, normally `<kind>List`.
     pub list_kind: String,
-    /// Served from another resource's storage ([`View`]).
-    pub view: Option<View>,
 }
 
 impl ResourceInfo {
@@ -186,7 +109,6 @@ impl ResourceInfo {
             namespaced,
             status_subresource: false,
             list_kind: format!("{kind}List"),
-            view: None,
         }
     }
 
@@ -194,13 +116,6 @@ impl ResourceInfo {
     #[must_use]
     pub fn with_status(mut self) -> Self {
         self.status_subresource = true;
-        self
-    }
-
-    /// Serves the resource from another's storage.
-    #[must_use]
-    pub fn with_view(mut self, view: View) -> Self {
-        self.view = Some(view);
         self
     }
 
@@ -215,8 +130,8 @@ impl ResourceInfo {
     }
 }
 
-/// The resources kim's tests need: core v1 secrets, configmaps, namespaces, events (a
-/// [`View`] of the `events.k8s.io/v1` events); `events.k8s.io/v1` events; `coordination.k8s.io/v1` leases; `rbac.authorization.k8s.io/v1` clusterrolebindings
+/// The resources kim's tests need: core v1 secrets, configmaps, namespaces, events;
+/// `events.k8s.io/v1` events; `coordination.k8s.io/v1` leases; `rbac.authorization.k8s.io/v1` clusterrolebindings
 /// and clusterroles; `infrastructuremanager.kyma-project.io/v1` runtimes and
 /// `core.gardener.cloud/v1beta1` shoots (both with a status subresource).
 pub fn default_resources() -> Vec<ResourceInfo> {
@@ -224,7 +139,7 @@ pub fn default_resources() -> Vec<ResourceInfo> {
         ResourceInfo::new("", "v1", "secrets", "Secret", true),
         ResourceInfo::new("", "v1", "configmaps", "ConfigMap", true),
         ResourceInfo::new("", "v1", "namespaces", "Namespace", false).with_status(),
-        ResourceInfo::new("", "v1", "events", "Event", true).with_view(View::CoreV1Events),
+        ResourceInfo::new("", "v1", "events", "Event", true),
         ResourceInfo::new("events.k8s.io", "v1", "events", "Event", true),
         ResourceInfo::new("coordination.k8s.io", "v1", "leases", "Lease", true),
         ResourceInfo::new(

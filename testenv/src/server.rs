@@ -552,11 +552,6 @@ impl ServerHandle {
         self.guard.0.send_replace(true);
     }
 
-    /// Registers (or replaces) a served resource.
-    pub fn register(&self, info: ResourceInfo) {
-        lock(&self.shared.store).register(info);
-    }
-
     /// Maps a bearer token to a user.
     pub fn add_user(&self, token: &str, user: UserInfo) {
         lock(&self.shared.users).insert(token.to_string(), user);
@@ -564,24 +559,18 @@ impl ServerHandle {
 
     // ----- direct store access -----
 
-    /// The stored object, if any (no HTTP, no hooks); for a [`crate::View`], in the view's
-    /// form.
+    /// The stored object, if any (no HTTP, no hooks).
     pub fn get(&self, gvr: &Gvr, ns: Option<&str>, name: &str) -> Option<Value> {
         let st = lock(&self.shared.store);
-        let (res, view) = st.resolve(gvr)?;
-        let obj = st.get(res, ns, name)?;
-        Some(view.map_or_else(|| obj.clone(), |v| v.to_view(obj)))
+        let res = st.res(gvr)?;
+        st.get(res, ns, name).cloned()
     }
 
     /// All stored objects of a resource, in one namespace or (`None`) in all, sorted by
-    /// namespace and name; for a [`crate::View`], in the view's form.
+    /// namespace and name.
     pub fn list(&self, gvr: &Gvr, ns: Option<&str>) -> Vec<Value> {
         let st = lock(&self.shared.store);
-        match st.resolve(gvr) {
-            Some((res, None)) => st.list(res, ns),
-            Some((res, Some(view))) => st.list(res, ns).iter().map(|o| view.to_view(o)).collect(),
-            None => Vec::new(),
-        }
+        st.res(gvr).map_or_else(Vec::new, |res| st.list(res, ns))
     }
 
     /// Creates or replaces an object directly (no admission, no faults, no status/spec

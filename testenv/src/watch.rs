@@ -26,20 +26,10 @@ struct Filter {
     labels: LabelSelector,
     fields: FieldSelector,
     meta_only: bool,
-    /// The resource as addressed (its [`crate::resource::View`], if any, converts objects).
-    info: ResourceInfo,
 }
 
 impl Filter {
     fn matches(&self, obj: &Value) -> bool {
-        if let Some(view) = self.info.view {
-            let obj = view.to_view(obj);
-            return self.matches_viewed(&obj);
-        }
-        self.matches_viewed(obj)
-    }
-
-    fn matches_viewed(&self, obj: &Value) -> bool {
         self.ns
             .as_deref()
             .is_none_or(|ns| meta_str(obj, "namespace") == Some(ns))
@@ -69,14 +59,6 @@ impl Filter {
     }
 
     fn line(&mut self, etype: &str, obj: &Value) -> Bytes {
-        let viewed;
-        let obj = match self.info.view {
-            Some(view) => {
-                viewed = view.to_view(obj);
-                &viewed
-            }
-            None => obj,
-        };
         if self.meta_only {
             filter_line_raw(etype, &to_meta(obj))
         } else {
@@ -147,7 +129,6 @@ pub(crate) fn watch_response(
         labels,
         fields,
         meta_only,
-        info: info.clone(),
     };
     // Subscribe before the snapshot so that no change between both is missed.
     let mut changes = shared.rv_tx.subscribe();
