@@ -42,12 +42,10 @@ pub(crate) fn error_response(e: &ApiError) -> Response {
 }
 
 enum Route {
-    /// A discovery or OpenAPI document, with its `Content-Type`.
-    NonResource(Value, &'static str),
     Resource {
-        /// The store index objects are kept under (the storage of a view).
+        /// The store index objects are kept under.
         res: usize,
-        /// The resource as addressed (a view's own description).
+        /// The resource as addressed.
         info: Box<ResourceInfo>,
         ns: Option<String>,
         name: Option<String>,
@@ -56,52 +54,16 @@ enum Route {
     NotFound,
 }
 
-fn parse_route(shared: &Shared, path: &str, accept: &str) -> Route {
-    use crate::discovery;
+fn parse_route(shared: &Shared, path: &str) -> Route {
     let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
     let st = lock(&shared.store);
-    let resources = &st.resources;
-    let json = "application/json";
-    let doc = |v: Option<Value>| v.map_or(Route::NotFound, |v| Route::NonResource(v, json));
     let (group, version, rest) = match segs.as_slice() {
-        ["version"] => return Route::NonResource(discovery::version(), json),
-        ["api"] if discovery::wants_aggregated(accept) => {
-            return Route::NonResource(
-                discovery::aggregated(resources, true),
-                discovery::AGGREGATED_V2,
-            );
-        }
-        ["apis"] if discovery::wants_aggregated(accept) => {
-            return Route::NonResource(
-                discovery::aggregated(resources, false),
-                discovery::AGGREGATED_V2,
-            );
-        }
-        ["api"] => return Route::NonResource(discovery::core_versions(), json),
-        ["apis"] => return Route::NonResource(discovery::group_list(resources), json),
-        ["api", "v1"] => return doc(discovery::resource_list(resources, "", "v1")),
-        ["apis", g] => return doc(discovery::group(resources, g)),
-        ["apis", g, v] => return doc(discovery::resource_list(resources, g, v)),
-        ["openapi", "v3"] => return Route::NonResource(discovery::openapi_index(resources), json),
-        ["openapi", "v3", "api", v] => {
-            return doc(discovery::openapi_document(resources, "", v));
-        }
-        ["openapi", "v3", "apis", g, v] => {
-            return doc(discovery::openapi_document(resources, g, v));
-        }
         ["api", "v1", rest @ ..] => ("", "v1", rest),
         ["apis", g, v, rest @ ..] => (*g, *v, rest),
         _ => return Route::NotFound,
     };
     let lookup = |plural: &str| st.res(&crate::resource::Gvr::new(group, version, plural));
     let owned = |s: Option<&&str>| s.map(|s| s.to_string());
-    // A view's objects live under its storage's index.
-    let storage = |res: usize| {
-        st.resources[res]
-            .view
-            .and_then(|v| st.res(&v.storage()))
-            .unwrap_or(res)
-    };
     if rest.len() >= 3
         && rest[0] == "namespaces"
         && let Some(res) = lookup(rest[2])
@@ -111,7 +73,7 @@ fn parse_route(shared: &Shared, path: &str, accept: &str) -> Route {
             return Route::NotFound;
         }
         return Route::Resource {
-            res: storage(res),
+            res,
             info: Box::new(st.resources[res].clone()),
             ns: Some(rest[1].to_string()),
             name: owned(rest.get(3)),
@@ -125,7 +87,7 @@ fn parse_route(shared: &Shared, path: &str, accept: &str) -> Route {
         return Route::NotFound;
     }
     Route::Resource {
-        res: storage(res),
+        res,
         info: Box::new(st.resources[res].clone()),
         ns: None,
         name: owned(rest.get(1)),
@@ -224,39 +186,9 @@ async fn dispatch(
     user: UserInfo,
     record: &mut RequestRecord,
 ) -> Response {
-    let accept = parts
-        .headers
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_string();
-    let route = parse_route(shared, &record.path, &accept);
+    let route = parse_route(shared, &record.path);
     let (res, info, ns, name, sub) = match route {
         Route::NotFound => return error_response(&ApiError::no_route()),
-        Route::NonResource(doc, content_type) => {
-            if parts.method != Method::GET {
-                return error_response(&ApiError::from_code(405, "method not allowed"));
-            }
-            record.verb = Some(Verb::Get);
-            let info = RequestInfo {
-                verb: Some(Verb::Get),
-                method: record.method.clone(),
-                path: record.path.clone(),
-                query: record.query.clone(),
-                gvr: None,
-                subresource: None,
-                namespace: None,
-                name: None,
-                user,
-            };
-            if let Some(resp) = apply_fault(shared, &info).await {
-                return resp;
-            }
-            let mut resp = json_response(200, &doc);
-            resp.headers_mut()
-                .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
-            return resp;
-        }
         Route::Resource {
             res,
             info,
@@ -310,19 +242,6 @@ async fn dispatch(
         field_manager: params.get("fieldManager").map(String::from),
     };
     let meta = meta_only(&parts.headers);
-    let table = if crate::table::wants_table(&accept) {
-        match crate::table::Include::parse(params.get("includeObject")) {
-            Ok(include) => Some(include),
-            Err(e) => return error_response(&ApiError::bad_request(e)),
-        }
-    } else {
-        None
-    };
-    let view = info.view;
-    let into_storage = |v: Value| match view {
-        Some(view) => view.to_storage(&v),
-        None => v,
-    };
     let gvr = info.gvr();
     let sub_ok = match sub.as_deref() {
         None => true,
@@ -336,33 +255,11 @@ async fn dispatch(
     let ns = ns.as_deref();
     let result: Result<(u16, Value), ApiError> = match verb {
         Verb::Watch => {
-            return crate::watch::watch_response(
-                shared.clone(),
-                res,
-                &info,
-                ns,
-                params,
-                meta,
-                table,
-            );
+            return crate::watch::watch_response(shared.clone(), res, &info, ns, params, meta);
         }
         Verb::List => {
-            return match crate::list::list(shared, res, &info, ns, params, meta && table.is_none())
-            {
-                Ok(list) => match table {
-                    Some(include) => {
-                        let items = list["items"].as_array().cloned().unwrap_or_default();
-                        let t = crate::table::table(
-                            &info,
-                            &items,
-                            list["metadata"].clone(),
-                            include,
-                            true,
-                        );
-                        table_response(&t)
-                    }
-                    None => json_response(200, &list),
-                },
+            return match crate::list::list(shared, res, &info, ns, params, meta) {
+                Ok(list) => json_response(200, &list),
                 Err(e) => error_response(&e),
             };
         }
@@ -371,15 +268,6 @@ async fn dispatch(
             let Some(obj) = lock(&shared.store).get(res, ns, name).cloned() else {
                 return error_response(&ApiError::not_found(&gvr, name));
             };
-            let obj = match view {
-                Some(view) => view.to_view(&obj),
-                None => obj,
-            };
-            if let Some(include) = table {
-                let metadata = json!({"resourceVersion": store::meta_str(&obj, "resourceVersion")});
-                let t = crate::table::table(&info, &[obj], metadata, include, true);
-                return table_response(&t);
-            }
             Ok((200, if meta { to_meta(&obj) } else { obj }))
         }
         Verb::Create if sub.as_deref() == Some("adminkubeconfig") => {
@@ -394,7 +282,7 @@ async fn dispatch(
             )),
             None => match parse_json(&body) {
                 Ok(obj) => shared
-                    .create(res, ns, into_storage(obj), Verb::Create, &ctx)
+                    .create(res, ns, obj, Verb::Create, &ctx)
                     .await
                     .map(|v| (201, v)),
                 Err(e) => Err(e),
@@ -412,7 +300,7 @@ async fn dispatch(
                 }
                 shared
                     .update(res, ns, name, sub.as_deref(), Verb::Update, &ctx, |old| {
-                        old.map(|_| Candidate::Update(into_storage(obj.clone())))
+                        old.map(|_| Candidate::Update(obj.clone()))
                             .ok_or_else(|| ApiError::not_found(&gvr, name))
                     })
                     .await
@@ -470,26 +358,9 @@ async fn dispatch(
         }
     };
     match result {
-        // Get answered in the view's form above; the writes answer the stored object.
-        Ok((code, v)) if verb == Verb::Get => json_response(code, &v),
-        Ok((code, v)) => json_response(
-            code,
-            &match view {
-                Some(view) => view.to_view(&v),
-                None => v,
-            },
-        ),
+        Ok((code, v)) => json_response(code, &v),
         Err(e) => error_response(&e),
     }
-}
-
-fn table_response(t: &Value) -> Response {
-    let mut resp = json_response(200, t);
-    resp.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static(crate::table::TABLE_CONTENT_TYPE),
-    );
-    resp
 }
 
 async fn apply_fault(shared: &Shared, info: &RequestInfo) -> Option<Response> {
@@ -634,12 +505,6 @@ async fn patch(
     };
     let value: Value = match serde_json::from_slice(body) {
         Ok(v) => v,
-        // Apply bodies may be YAML (`application/apply-patch+yaml`; kubectl sends JSON, which
-        // is YAML too).
-        Err(_) if kind == PatchKind::Apply => std::str::from_utf8(body)
-            .map_err(|e| e.to_string())
-            .and_then(|text| serde_saphyr::from_str::<Value>(text).map_err(|e| e.to_string()))
-            .map_err(|e| ApiError::bad_request(format!("the apply body is not valid YAML: {e}")))?,
         Err(e) => {
             return Err(ApiError::bad_request(format!(
                 "the patch body is not valid JSON: {e}"
@@ -666,11 +531,6 @@ async fn patch(
         return Err(ApiError::bad_request("empty patch"));
     }
     let api_version = info.api_version();
-    let view = info.view;
-    let into_storage = |v: Value| match view {
-        Some(view) => view.to_storage(&v),
-        None => v,
-    };
     shared
         .update(res, ns, name, sub, Verb::Patch, ctx, |old| {
             let Some(old) = old else {
@@ -692,14 +552,11 @@ async fn patch(
                         &api_version,
                         None,
                     );
-                    return Ok(Candidate::Create(into_storage(out)));
+                    return Ok(Candidate::Create(out));
                 }
                 return Err(ApiError::not_found(&gvr, name));
             };
-            let mut doc = match view {
-                Some(view) => view.to_view(old),
-                None => old.clone(),
-            };
+            let mut doc = old.clone();
             match kind {
                 PatchKind::Merge | PatchKind::Strategic => json_patch::merge(&mut doc, &value),
                 PatchKind::Apply => {
@@ -728,7 +585,7 @@ async fn patch(
                     )?;
                 }
             }
-            Ok(Candidate::Update(into_storage(doc)))
+            Ok(Candidate::Update(doc))
         })
         .await
 }

@@ -50,33 +50,9 @@
 //!   `Authorization` are `system:anonymous`; an unknown token is 401.
 //! - `dryRun=All` runs admission but stores nothing.
 //!
-//! For generic clients (kubectl 1.35, client-go), beyond what kube-rs needs:
-//!
-//! - **discovery**: `/version`, the legacy documents (`/api`, `/apis`, `/api/v1`,
-//!   `/apis/<group>`, `/apis/<group>/<version>`) and aggregated discovery
-//!   (`apidiscovery.k8s.io/v2` `APIGroupDiscoveryList`, answered with its media type when the
-//!   `Accept` header asks for it, as kubectl does), with singular names, short names,
-//!   categories and the status subresource.
-//! - **custom resources from their CRD**: [`ResourceInfo::from_crd`] reads a
-//!   `CustomResourceDefinition` (names, scope, status subresource, printer columns, schema).
-//! - **OpenAPI v3**: `/openapi/v3` and one document per group-version with each resource's
-//!   schema (the CRD's `openAPIV3Schema`, named and tagged with its group-version-kind as
-//!   kube-apiserver does) and its paths with the `dryRun`/`fieldManager`/`fieldValidation`
-//!   parameters; `kubectl explain` reads it, and kubectl sends `fieldValidation=Strict` because
-//!   the parameter is there. Resources registered without a schema get one that accepts any
-//!   object.
-//! - **tables**: `Accept: application/json;as=Table;g=meta.k8s.io;v=v1` turns get, list and
-//!   watch answers into `meta.k8s.io/v1` `Table`s with the printer columns (`kubectl get`,
-//!   `kubectl get -w`), `includeObject=None|Metadata|Object`.
-//! - **views**: core/v1 `events` are served from the `events.k8s.io/v1` storage with the
-//!   apiserver's field renames ([`View`]), so `kubectl events` lists what the reconciler
-//!   publishes through `events.k8s.io`.
-//! - **server-side apply** bodies in YAML (`application/apply-patch+yaml`) as well as JSON.
-//! - **HTTPS** ([`ServerHandle::serve_https`]): a second endpoint on the same state, with a
-//!   certificate of a throw-away CA; kubectl sends a kubeconfig's token only over TLS, so this
-//!   is how a test runs kubectl as a user ([`ServerHandle::kubeconfig_yaml_for`]).
-//! - [`tools`]: where tests find the kubectl and helm binaries `scripts/install-tools.sh`
-//!   installs.
+//! Nothing beyond what kube-rs needs: kubectl and other generic clients run against the real
+//! kube-apiserver ([`controlplane`]); [`tools`] is where tests find the kubectl and helm
+//! binaries `scripts/install-tools.sh` installs.
 //!
 //! Test hooks on the [`ServerHandle`]: fault injection ([`FaultRule`], seeded
 //! [`XorShift`] RNG, or a closure), an admission hook on every write
@@ -94,7 +70,7 @@
 //!
 //! # What is approximated
 //!
-//! - **Server-side apply** is a JSON merge patch of the applied object; the field manager is
+//! - **Server-side apply** is a JSON merge patch of the applied object (a JSON body only); the field manager is
 //!   recorded in `managedFields` (operation `Apply`, a `fieldsV1` derived from the applied
 //!   object) but field ownership is not tracked: no conflicts (`force` is accepted and has no
 //!   effect), fields dropped from a later apply are not removed, and lists are replaced rather
@@ -103,18 +79,7 @@
 //! - **Strategic merge patch** is treated as a JSON merge patch (lists are replaced).
 //! - **No RBAC**: every authenticated or anonymous user may do everything.
 //! - **No schema validation**, defaulting, pruning or conversion; objects are stored as sent.
-//!   `fieldValidation=Strict` (kubectl's default) is accepted and checks nothing: an unknown
-//!   field is stored, where kube-apiserver answers 400 (`strict decoding error: unknown
-//!   field`). The OpenAPI documents carry only the schemas of resources registered with one
-//!   (from a CRD); `metadata` is described as in the CRD (`type: object`), not as `ObjectMeta`;
-//!   built-in kinds get an accept-anything schema, so `kubectl explain secret` says little.
-//! - **Tables**: printer columns of CRDs are computed as kube-apiserver does; built-in kinds get
-//!   `Name`, `Age` instead of their own columns (kube-apiserver prints e.g. `TYPE`, `DATA` for
-//!   Secrets). Watch bookmarks are not turned into tables.
-//! - **Views**: only core/v1 `events` over `events.k8s.io/v1`; `series` and
-//!   `deprecatedSource` are copied as they are (their inner fields have the same names in both).
-//! - **Discovery** lists every resource with all verbs (`create`, `delete`, `get`, `list`,
-//!   `patch`, `update`, `watch`; no `deletecollection`); no `/openapi/v2`.
+//!   No discovery, OpenAPI or `Table` answers: unregistered paths are 404.
 //! - `managedFields` are only written by apply; other writes do not add `Update` entries.
 //! - `generation` is maintained for every resource (kube-apiserver does so only for custom
 //!   resources and some built-ins).
@@ -154,11 +119,9 @@
 
 pub mod capture;
 pub mod controlplane;
-mod discovery;
 pub mod gardener;
 mod hooks;
 mod http;
-mod https;
 mod journal;
 mod list;
 pub mod model;
@@ -168,7 +131,6 @@ mod selector;
 mod server;
 mod status;
 mod store;
-mod table;
 pub mod tls;
 pub mod tools;
 mod watch;
@@ -179,9 +141,8 @@ pub use hooks::{
     BoxFuture, FaultAction, FaultFn, FaultRule, RequestInfo, RequestRecord, UserInfo, Verb,
     XorShift,
 };
-pub use https::HttpsEndpoint;
 pub use journal::{Change, Journal};
-pub use resource::{Gvr, PrinterColumn, ResourceInfo, View, default_resources};
+pub use resource::{Gvr, ResourceInfo, default_resources};
 pub use selector::{FieldSelector, LabelRequirement, LabelSelector};
 pub use server::{ServerConfig, ServerHandle, kubeconfig_yaml, kubeconfig_yaml_with_ca, start};
 pub use status::{ApiError, reason_for};

@@ -137,23 +137,13 @@ pub(crate) fn list(
         }
         Some(token) => Some(decode_token(info, token)?),
     };
-    // A view's objects are selected and served in the view's form.
-    let view = |o: &Value| match info.view {
-        Some(v) => v.to_view(o),
-        None => o.clone(),
-    };
     let (page, rv) = {
         let st = lock(&shared.store);
         let rv = cont.as_ref().and_then(|(_, rv)| *rv).unwrap_or(st.rv);
         let after = cont.as_ref().map(|(key, _)| key);
         let page = st
             .list_page(res, ns, rv, after, limit, |o| {
-                if info.view.is_some() {
-                    let o = view(o);
-                    labels.matches(&o) && fields.matches(&o)
-                } else {
-                    labels.matches(o) && fields.matches(o)
-                }
+                labels.matches(o) && fields.matches(o)
             })
             .map_err(|Compacted| ApiError::new(410, "Expired", EXPIRED))?;
         (page, rv)
@@ -161,10 +151,7 @@ pub(crate) fn list(
     let items: Vec<Value> = page
         .items
         .into_iter()
-        .map(|o| {
-            let o = if info.view.is_some() { view(&o) } else { o };
-            if meta { to_meta(&o) } else { o }
-        })
+        .map(|o| if meta { to_meta(&o) } else { o })
         .collect();
     let (kind, api_version) = if meta {
         (

@@ -2,8 +2,6 @@
 
 use std::fmt;
 
-use serde_json::Value;
-
 /// Identifies a resource type: API group (empty for the core group), version and plural name.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Gvr {
@@ -81,97 +79,6 @@ impl fmt::Display for Gvr {
     }
 }
 
-/// An additional printer column of a custom resource (`additionalPrinterColumns` of a CRD
-/// version), served in `Table` responses.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PrinterColumn {
-    /// Column header, e.g. `STATE`.
-    pub name: String,
-    /// OpenAPI type: `string`, `integer`, `number`, `boolean` or `date`.
-    pub type_: String,
-    /// Optional OpenAPI format.
-    pub format: String,
-    /// Description shown by `kubectl get -o wide` help and in the column definition.
-    pub description: String,
-    /// `0` for the default view, higher for `-o wide` only.
-    pub priority: i64,
-    /// A simple JSONPath into the object, e.g. `.status.state`.
-    pub json_path: String,
-}
-
-/// A resource whose objects are stored as another resource's and converted on the way in and
-/// out, as kube-apiserver serves one storage under two APIs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum View {
-    /// core/v1 `events`, stored as `events.k8s.io/v1` `events` (the fields are renamed as the
-    /// apiserver's conversion renames them: `note` ↔ `message`, `regarding` ↔
-    /// `involvedObject`, `deprecatedCount` ↔ `count`, …).
-    CoreV1Events,
-}
-
-impl View {
-    /// The resource the objects are stored as.
-    pub fn storage(self) -> Gvr {
-        match self {
-            View::CoreV1Events => Gvr::new("events.k8s.io", "v1", "events"),
-        }
-    }
-
-    /// (stored name, name in the view) of the renamed fields.
-    fn renames(self) -> &'static [(&'static str, &'static str)] {
-        match self {
-            View::CoreV1Events => &[
-                ("regarding", "involvedObject"),
-                ("note", "message"),
-                ("deprecatedCount", "count"),
-                ("deprecatedFirstTimestamp", "firstTimestamp"),
-                ("deprecatedLastTimestamp", "lastTimestamp"),
-                ("deprecatedSource", "source"),
-                ("reportingController", "reportingComponent"),
-            ],
-        }
-    }
-
-    fn api_versions(self) -> (&'static str, &'static str) {
-        match self {
-            View::CoreV1Events => ("events.k8s.io/v1", "v1"),
-        }
-    }
-
-    /// A stored object as the view serves it.
-    pub fn to_view(self, stored: &Value) -> Value {
-        self.convert(stored, false)
-    }
-
-    /// An object written through the view, as it is stored.
-    pub fn to_storage(self, viewed: &Value) -> Value {
-        self.convert(viewed, true)
-    }
-
-    fn convert(self, obj: &Value, into_storage: bool) -> Value {
-        let Some(map) = obj.as_object() else {
-            return obj.clone();
-        };
-        let (stored_av, view_av) = self.api_versions();
-        let mut out = serde_json::Map::new();
-        for (k, v) in map {
-            let renamed = self.renames().iter().find_map(|(s, w)| {
-                if into_storage {
-                    (k == w).then_some(*s)
-                } else {
-                    (k == s).then_some(*w)
-                }
-            });
-            out.insert(renamed.unwrap_or(k).to_string(), v.clone());
-        }
-        if out.contains_key("apiVersion") {
-            let av = if into_storage { stored_av } else { view_av };
-            out.insert("apiVersion".into(), Value::String(av.into()));
-        }
-        Value::Object(out)
-    }
-}
-
 /// Describes one served resource type.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ResourceInfo {
@@ -189,20 +96,6 @@ pub struct ResourceInfo {
     pub status_subresource: bool,
     /// `kind` of list responses, normally `<kind>List`.
     pub list_kind: String,
-    /// Singular name (discovery; `kubectl get runtime`), normally the lower-case kind.
-    pub singular: String,
-    /// Short names (discovery; `kubectl get rt`).
-    pub short_names: Vec<String>,
-    /// Categories (discovery; `kubectl get all`).
-    pub categories: Vec<String>,
-    /// Printer columns of `Table` responses after `Name` (without any: `Name`, `Created At`,
-    /// as kube-apiserver's default table).
-    pub printer_columns: Vec<PrinterColumn>,
-    /// The OpenAPI v3 schema of the objects (a CRD version's `schema.openAPIV3Schema`),
-    /// published under `/openapi/v3` for `kubectl explain`; not used to validate writes.
-    pub schema: Option<Value>,
-    /// Served from another resource's storage ([`View`]).
-    pub view: Option<View>,
 }
 
 impl ResourceInfo {
@@ -216,117 +109,13 @@ impl ResourceInfo {
             namespaced,
             status_subresource: false,
             list_kind: format!("{kind}List"),
-            singular: kind.to_lowercase(),
-            short_names: Vec::new(),
-            categories: Vec::new(),
-            printer_columns: Vec::new(),
-            schema: None,
-            view: None,
         }
-    }
-
-    /// The served versions of a `CustomResourceDefinition` (`apiextensions.k8s.io/v1`, as JSON),
-    /// one `ResourceInfo` each, with names, scope, status subresource, printer columns and
-    /// schema as the CRD declares them. Errors name the missing or mistyped field.
-    pub fn from_crd(crd: &Value) -> Result<Vec<ResourceInfo>, String> {
-        let str_at = |v: &Value, path: &str| -> Result<String, String> {
-            v.pointer(path)
-                .and_then(Value::as_str)
-                .map(String::from)
-                .ok_or_else(|| format!("CRD: {path} is missing or not a string"))
-        };
-        let strings = |v: Option<&Value>| -> Vec<String> {
-            v.and_then(Value::as_array)
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|s| s.as_str().map(String::from))
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
-        if crd.get("kind").and_then(Value::as_str) != Some("CustomResourceDefinition") {
-            return Err("not a CustomResourceDefinition".into());
-        }
-        let group = str_at(crd, "/spec/group")?;
-        let plural = str_at(crd, "/spec/names/plural")?;
-        let kind = str_at(crd, "/spec/names/kind")?;
-        let namespaced = match str_at(crd, "/spec/scope")?.as_str() {
-            "Namespaced" => true,
-            "Cluster" => false,
-            other => {
-                return Err(format!(
-                    "CRD: /spec/scope {other:?} is neither Namespaced nor Cluster"
-                ));
-            }
-        };
-        let names = &crd["spec"]["names"];
-        let versions = crd
-            .pointer("/spec/versions")
-            .and_then(Value::as_array)
-            .ok_or("CRD: /spec/versions is missing or not a list")?;
-        let mut out = Vec::new();
-        for (i, v) in versions.iter().enumerate() {
-            if v.get("served").and_then(Value::as_bool) != Some(true) {
-                continue;
-            }
-            let version = str_at(v, "/name").map_err(|e| format!("{e} (versions[{i}])"))?;
-            let mut info = ResourceInfo::new(&group, &version, &plural, &kind, namespaced);
-            if let Some(l) = names.get("listKind").and_then(Value::as_str) {
-                info.list_kind = l.to_string();
-            }
-            if let Some(s) = names.get("singular").and_then(Value::as_str) {
-                info.singular = s.to_string();
-            }
-            info.short_names = strings(names.get("shortNames"));
-            info.categories = strings(names.get("categories"));
-            info.status_subresource = v.pointer("/subresources/status").is_some();
-            info.schema = v.pointer("/schema/openAPIV3Schema").cloned();
-            for (j, c) in v
-                .get("additionalPrinterColumns")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .enumerate()
-            {
-                let field = |f: &str| {
-                    str_at(c, &format!("/{f}"))
-                        .map_err(|e| format!("{e} (versions[{i}].additionalPrinterColumns[{j}])"))
-                };
-                info.printer_columns.push(PrinterColumn {
-                    name: field("name")?,
-                    type_: field("type")?,
-                    format: c["format"].as_str().unwrap_or("").to_string(),
-                    description: c["description"].as_str().unwrap_or("").to_string(),
-                    priority: c["priority"].as_i64().unwrap_or(0),
-                    json_path: field("jsonPath")?,
-                });
-            }
-            out.push(info);
-        }
-        if out.is_empty() {
-            return Err("CRD: no served version".into());
-        }
-        Ok(out)
     }
 
     /// Enables the `status` subresource.
     #[must_use]
     pub fn with_status(mut self) -> Self {
         self.status_subresource = true;
-        self
-    }
-
-    /// Sets the short names.
-    #[must_use]
-    pub fn with_short_names(mut self, names: &[&str]) -> Self {
-        self.short_names = names.iter().map(|s| s.to_string()).collect();
-        self
-    }
-
-    /// Serves the resource from another's storage.
-    #[must_use]
-    pub fn with_view(mut self, view: View) -> Self {
-        self.view = Some(view);
         self
     }
 
@@ -341,20 +130,16 @@ impl ResourceInfo {
     }
 }
 
-/// The resources kim's tests need: core v1 secrets, configmaps, namespaces, events (a
-/// [`View`] of the `events.k8s.io/v1` events); `events.k8s.io/v1` events; `coordination.k8s.io/v1` leases; `rbac.authorization.k8s.io/v1` clusterrolebindings
+/// The resources kim's tests need: core v1 secrets, configmaps, namespaces, events;
+/// `events.k8s.io/v1` events; `coordination.k8s.io/v1` leases; `rbac.authorization.k8s.io/v1` clusterrolebindings
 /// and clusterroles; `infrastructuremanager.kyma-project.io/v1` runtimes and
 /// `core.gardener.cloud/v1beta1` shoots (both with a status subresource).
 pub fn default_resources() -> Vec<ResourceInfo> {
     vec![
         ResourceInfo::new("", "v1", "secrets", "Secret", true),
         ResourceInfo::new("", "v1", "configmaps", "ConfigMap", true),
-        ResourceInfo::new("", "v1", "namespaces", "Namespace", false)
-            .with_status()
-            .with_short_names(&["ns"]),
-        ResourceInfo::new("", "v1", "events", "Event", true)
-            .with_short_names(&["ev"])
-            .with_view(View::CoreV1Events),
+        ResourceInfo::new("", "v1", "namespaces", "Namespace", false).with_status(),
+        ResourceInfo::new("", "v1", "events", "Event", true),
         ResourceInfo::new("events.k8s.io", "v1", "events", "Event", true),
         ResourceInfo::new("coordination.k8s.io", "v1", "leases", "Lease", true),
         ResourceInfo::new(
@@ -378,8 +163,7 @@ pub fn default_resources() -> Vec<ResourceInfo> {
             "Runtime",
             true,
         )
-        .with_status()
-        .with_short_names(&["rt"]),
+        .with_status(),
         ResourceInfo::new("core.gardener.cloud", "v1beta1", "shoots", "Shoot", true).with_status(),
     ]
 }

@@ -547,38 +547,9 @@ impl ServerHandle {
         kubeconfig_yaml(&self.shared.url, &self.shared.name, token)
     }
 
-    /// Serves this server over HTTPS too, on another port of `127.0.0.1` (same objects, hooks
-    /// and request log), with a certificate of a CA made for it ([`crate::HttpsEndpoint`]).
-    /// kubectl sends a kubeconfig's token only over TLS: drive it through this endpoint
-    /// ([`ServerHandle::kubeconfig_yaml_for`]) to act as a user. Each call opens another
-    /// endpoint.
-    pub async fn serve_https(&self) -> std::io::Result<crate::HttpsEndpoint> {
-        crate::https::serve(self.shared.clone(), app(self.shared.clone())).await
-    }
-
-    /// A kubeconfig YAML for an HTTPS endpoint of this server (its CA embedded as
-    /// `certificate-authority-data`), with a bearer token if given.
-    pub fn kubeconfig_yaml_for(
-        &self,
-        endpoint: &crate::HttpsEndpoint,
-        token: Option<&str>,
-    ) -> String {
-        kubeconfig_yaml_with_ca(
-            &endpoint.url,
-            &self.shared.name,
-            token,
-            Some(&endpoint.ca_pem),
-        )
-    }
-
     /// Stops serving (open watches end). Also happens when the last clone is dropped.
     pub fn shutdown(&self) {
         self.guard.0.send_replace(true);
-    }
-
-    /// Registers (or replaces) a served resource.
-    pub fn register(&self, info: ResourceInfo) {
-        lock(&self.shared.store).register(info);
     }
 
     /// Maps a bearer token to a user.
@@ -588,24 +559,18 @@ impl ServerHandle {
 
     // ----- direct store access -----
 
-    /// The stored object, if any (no HTTP, no hooks); for a [`crate::View`], in the view's
-    /// form.
+    /// The stored object, if any (no HTTP, no hooks).
     pub fn get(&self, gvr: &Gvr, ns: Option<&str>, name: &str) -> Option<Value> {
         let st = lock(&self.shared.store);
-        let (res, view) = st.resolve(gvr)?;
-        let obj = st.get(res, ns, name)?;
-        Some(view.map_or_else(|| obj.clone(), |v| v.to_view(obj)))
+        let res = st.res(gvr)?;
+        st.get(res, ns, name).cloned()
     }
 
     /// All stored objects of a resource, in one namespace or (`None`) in all, sorted by
-    /// namespace and name; for a [`crate::View`], in the view's form.
+    /// namespace and name.
     pub fn list(&self, gvr: &Gvr, ns: Option<&str>) -> Vec<Value> {
         let st = lock(&self.shared.store);
-        match st.resolve(gvr) {
-            Some((res, None)) => st.list(res, ns),
-            Some((res, Some(view))) => st.list(res, ns).iter().map(|o| view.to_view(o)).collect(),
-            None => Vec::new(),
-        }
+        st.res(gvr).map_or_else(Vec::new, |res| st.list(res, ns))
     }
 
     /// Creates or replaces an object directly (no admission, no faults, no status/spec

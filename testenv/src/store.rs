@@ -441,30 +441,8 @@ impl Store {
         }
     }
 
-    pub fn register(&mut self, info: ResourceInfo) -> usize {
-        if let Some(i) = self.index.get(&info.gvr()) {
-            self.resources[*i] = info;
-            return *i;
-        }
-        let i = self.resources.len();
-        self.index.insert(info.gvr(), i);
-        self.resources.push(info);
-        self.objects.push(BTreeMap::new());
-        i
-    }
-
     pub fn res(&self, gvr: &Gvr) -> Option<usize> {
         self.index.get(gvr).copied()
-    }
-
-    /// The index objects of `gvr` are stored under, and the view converting them (for a
-    /// resource served from another's storage).
-    pub fn resolve(&self, gvr: &Gvr) -> Option<(usize, Option<crate::resource::View>)> {
-        let res = self.res(gvr)?;
-        match self.resources[res].view {
-            Some(view) => Some((self.res(&view.storage())?, Some(view))),
-            None => Some((res, None)),
-        }
     }
 
     pub fn key(info: &ResourceInfo, ns: Option<&str>, name: &str) -> ObjKey {

@@ -18,7 +18,6 @@ use crate::{
     server::{Shared, lock},
     status::ApiError,
     store::{Event, EventType, meta_str},
-    table::Include,
 };
 
 struct Filter {
@@ -27,23 +26,10 @@ struct Filter {
     labels: LabelSelector,
     fields: FieldSelector,
     meta_only: bool,
-    /// The resource as addressed (its [`crate::resource::View`], if any, converts objects).
-    info: ResourceInfo,
-    /// Table events (`Accept: …;as=Table`): what rows carry, and whether the column
-    /// definitions went out yet (only the first event has them, as from kube-apiserver).
-    table: Option<(Include, bool)>,
 }
 
 impl Filter {
     fn matches(&self, obj: &Value) -> bool {
-        if let Some(view) = self.info.view {
-            let obj = view.to_view(obj);
-            return self.matches_viewed(&obj);
-        }
-        self.matches_viewed(obj)
-    }
-
-    fn matches_viewed(&self, obj: &Value) -> bool {
         self.ns
             .as_deref()
             .is_none_or(|ns| meta_str(obj, "namespace") == Some(ns))
@@ -73,26 +59,6 @@ impl Filter {
     }
 
     fn line(&mut self, etype: &str, obj: &Value) -> Bytes {
-        let viewed;
-        let obj = match self.info.view {
-            Some(view) => {
-                viewed = view.to_view(obj);
-                &viewed
-            }
-            None => obj,
-        };
-        if let Some((include, headers_sent)) = &mut self.table {
-            let metadata = json!({"resourceVersion": meta_str(obj, "resourceVersion")});
-            let t = crate::table::table(
-                &self.info,
-                std::slice::from_ref(obj),
-                metadata,
-                *include,
-                !*headers_sent,
-            );
-            *headers_sent = true;
-            return filter_line_raw(etype, &t);
-        }
         if self.meta_only {
             filter_line_raw(etype, &to_meta(obj))
         } else {
@@ -131,7 +97,6 @@ pub(crate) fn watch_response(
     ns: Option<&str>,
     params: &Params,
     meta_only: bool,
-    table: Option<Include>,
 ) -> Response {
     let labels = match LabelSelector::parse(params.get("labelSelector").unwrap_or("")) {
         Ok(l) => l,
@@ -164,8 +129,6 @@ pub(crate) fn watch_response(
         labels,
         fields,
         meta_only,
-        info: info.clone(),
-        table: table.map(|include| (include, false)),
     };
     // Subscribe before the snapshot so that no change between both is missed.
     let mut changes = shared.rv_tx.subscribe();

@@ -2,8 +2,10 @@
 //! installed with its webhook configurations pointed at a real `kim webhook`
 //! ([`crate::support::real::Stack`]). What only kube-apiserver can judge: which requests it
 //! sends to the hooks (every kind of status write, dry runs, not the main resource), what it
-//! makes of their answers (warnings to kubectl) and of their absence (`failurePolicy`,
-//! `timeoutSeconds`).
+//! makes of their answers (warnings to kubectl, defaulting patches, odd answers of a hook:
+//! wrong uid, a patch that does not apply, denial codes) and of their absence
+//! (`failurePolicy`, `timeoutSeconds`, a caBundle it cannot use); the hooks as the shipped
+//! overlays render them.
 
 use crate::support::real::*;
 use axum::extract::{Json, State};
@@ -455,6 +457,15 @@ async fn a_stopped_webhook_fails_status_writes_under_base() {
         )
     );
     assert_eq!(stored(&stack, name).await["status"], before["status"]);
+    // Writes to the Runtime itself match no rule of the configurations: not affected.
+    let label = json!({"metadata": {"labels": {"kim-test/while-down": "yes"}}});
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&label))
+        .await
+        .expect("a label change while the webhook is stopped");
+    assert_eq!(
+        stored(&stack, name).await["metadata"]["labels"]["kim-test/while-down"],
+        "yes"
+    );
 }
 
 /// `overlays/guard-kim` fails open: with its only webhook (validating, `failurePolicy:
@@ -667,4 +678,438 @@ async fn the_mutating_webhooks_defaults_are_stored() {
         serde_json::to_value(written).unwrap()["status"],
         stored["status"]
     );
+    // The same status written again changes nothing (no patch, nothing new to store).
+    api.patch_status(
+        "defaulted",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": stored["status"].clone()})),
+    )
+    .await
+    .expect("the stored status written again is allowed");
+    let again = serde_json::to_value(api.get("defaulted").await.unwrap()).unwrap();
+    assert_eq!(again["status"], stored["status"]);
+    assert_eq!(resource_version(&again), resource_version(&stored));
+
+    // A condition without a message gets one.
+    stack.create_runtime("defaulted-message").await;
+    let status = json!({"status": {
+        "state": "Pending",
+        "conditions": [{"type": "Provisioned", "status": "Unknown", "reason": "Initialised"}]
+    }});
+    api.patch_status(
+        "defaulted-message",
+        &PatchParams::default(),
+        &Patch::Merge(&status),
+    )
+    .await
+    .expect("an incomplete first status is defaulted and allowed");
+    let stored = serde_json::to_value(api.get("defaulted-message").await.unwrap()).unwrap();
+    let cond = &stored["status"]["conditions"][0];
+    assert!(
+        cond["message"].as_str().is_some_and(|m| !m.is_empty()),
+        "{cond}"
+    );
+    let ltt = cond["lastTransitionTime"]
+        .as_str()
+        .expect("lastTransitionTime");
+    chrono::DateTime::parse_from_rfc3339(ltt).expect("RFC 3339");
+    assert_eq!(cond["observedGeneration"], json!(1), "{cond}");
+}
+
+/// `kubectl kustomize <dir>` (the real tool, no server needed): the rendered documents.
+fn kustomize(test: &str, dir: &std::path::Path) -> Vec<Value> {
+    let bin = testenv::tools::require("kubectl", test);
+    let out = std::process::Command::new(bin)
+        .arg("kustomize")
+        .arg(dir)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run kubectl kustomize");
+    assert!(
+        out.status.success(),
+        "kubectl kustomize {}: {}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).expect("utf-8");
+    text.split("\n---\n")
+        .map(|d| serde_saphyr::from_str::<Value>(d).expect("a YAML document"))
+        .filter(|d| !d.is_null())
+        .collect()
+}
+
+/// The two webhook configurations of a render: (mutating, validating).
+fn configurations(docs: &[Value]) -> (&Value, &Value) {
+    let find = |kind: &str| {
+        let found: Vec<&Value> = docs.iter().filter(|d| d["kind"] == kind).collect();
+        assert_eq!(found.len(), 1, "one {kind}");
+        found[0]
+    };
+    (
+        find("MutatingWebhookConfiguration"),
+        find("ValidatingWebhookConfiguration"),
+    )
+}
+
+/// The shipped overlays as `kubectl kustomize` renders them: static-ca (with the caBundle
+/// `certs/gen-certs.sh` writes into a copy of it: the CA it made) points both hooks at the
+/// Service `kim-webhook.kim-system.svc:443` (`/mutate`, `/validate`), `timeoutSeconds` 5,
+/// `failurePolicy: Fail`, UPDATE of `runtimes/status`, the mutating hook reinvoked if
+/// needed; cert-manager gives no caBundle and annotates both for CA injection. Installed as
+/// committed, with the placeholder caBundle, the configurations fail every status write
+/// (kube-apiserver cannot verify the webhook) and the webhook is called no more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shipped_overlays_configure_the_hooks_and_the_placeholder_ca_bundle_fails_closed() {
+    let test =
+        "the_shipped_overlays_configure_the_hooks_and_the_placeholder_ca_bundle_fails_closed";
+    // ---- static-ca, after certs/gen-certs.sh ----
+    let copy = tempfile::tempdir().expect("tempdir");
+    let status = std::process::Command::new("cp")
+        .arg("-r")
+        .arg(manifests(""))
+        .arg(copy.path().join("manifests"))
+        .status()
+        .expect("cp -r manifests");
+    assert!(status.success());
+    let out = std::process::Command::new("bash")
+        .arg(repo().join("certs/gen-certs.sh"))
+        .arg("--out")
+        .arg(copy.path().join("out"))
+        .arg("--overlay")
+        .arg(copy.path().join("manifests/overlays/static-ca"))
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run certs/gen-certs.sh (bash)");
+    assert!(
+        out.status.success(),
+        "certs/gen-certs.sh failed (is openssl installed?):\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ca = std::fs::read_to_string(copy.path().join("out/ca.crt")).expect("ca.crt");
+    let docs = kustomize(test, &copy.path().join("manifests/overlays/static-ca"));
+    let (m, v) = configurations(&docs);
+    for (c, hook, path) in [(m, MUTATE_HOOK, "/mutate"), (v, VALIDATE_HOOK, "/validate")] {
+        let hooks = c["webhooks"].as_array().expect("webhooks");
+        assert_eq!(hooks.len(), 1, "{c}");
+        let w = &hooks[0];
+        assert_eq!(w["name"], hook);
+        assert_eq!(
+            w["clientConfig"]["service"],
+            json!({"name": "kim-webhook", "namespace": "kim-system", "port": 443, "path": path})
+        );
+        assert_eq!(w["timeoutSeconds"], 5);
+        assert_eq!(w["failurePolicy"], "Fail");
+        assert_eq!(w["sideEffects"], "None");
+        let rules = w["rules"].as_array().expect("rules");
+        assert_eq!(rules.len(), 1);
+        assert_eq!(rules[0]["resources"], json!(["runtimes/status"]));
+        assert_eq!(rules[0]["operations"], json!(["UPDATE"]));
+        let bundle = w["clientConfig"]["caBundle"].as_str().expect("caBundle");
+        use base64::Engine as _;
+        let pem = base64::engine::general_purpose::STANDARD
+            .decode(bundle)
+            .expect("base64");
+        assert_eq!(
+            String::from_utf8(pem).unwrap(),
+            ca,
+            "the caBundle is the generated CA"
+        );
+    }
+    assert_eq!(m["webhooks"][0]["reinvocationPolicy"], "IfNeeded");
+
+    // ---- cert-manager ----
+    let docs = kustomize(test, &manifests("overlays/cert-manager"));
+    let (m, v) = configurations(&docs);
+    for c in [m, v] {
+        assert!(
+            c["webhooks"][0]["clientConfig"].get("caBundle").is_none(),
+            "no caBundle: {c}"
+        );
+        assert_eq!(
+            c["metadata"]["annotations"]["cert-manager.io/inject-ca-from"],
+            "kim-system/kim-webhook-serving"
+        );
+    }
+
+    // ---- the committed placeholder caBundle, installed ----
+    let docs = kustomize(test, &manifests("overlays/static-ca"));
+    let placeholder = configurations(&docs).0["webhooks"][0]["clientConfig"]["caBundle"]
+        .as_str()
+        .expect("the committed caBundle")
+        .to_string();
+    let stack = Stack::start("base", &[]).await;
+    let name = "placeholder";
+    stack.create_runtime(name).await;
+    let admin = stack.cp.admin().await;
+    let patch = json!([{"op": "replace", "path": "/webhooks/0/clientConfig/caBundle", "value": placeholder}]);
+    let patch: json_patch::Patch = serde_json::from_value(patch).unwrap();
+    Api::<k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration>::all(
+        admin.clone(),
+    )
+    .patch(
+        CONFIG_NAME,
+        &PatchParams::default(),
+        &Patch::Json::<()>(patch.clone()),
+    )
+    .await
+    .expect("the placeholder caBundle on the mutating configuration");
+    Api::<ValidatingWebhookConfiguration>::all(admin)
+        .patch(
+            CONFIG_NAME,
+            &PatchParams::default(),
+            &Patch::Json::<()>(patch),
+        )
+        .await
+        .expect("the placeholder caBundle on the validating configuration");
+    let api = stack.runtimes().await;
+    // A legal write fails once kube-apiserver uses the new caBundle.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let message = loop {
+        match api
+            .patch_status(name, &PatchParams::default(), &Patch::Merge(pending()))
+            .await
+        {
+            Err(kube::Error::Api(s)) if s.code == 500 => break s.message,
+            other => assert!(
+                Instant::now() < deadline,
+                "the placeholder caBundle not in effect within 30 s: {other:?}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    eprintln!("placeholder caBundle: 500 {message}");
+    assert!(
+        message.contains(&format!("failed calling webhook \"{MUTATE_HOOK}\""))
+            && message.contains("unable to load root certificates"),
+        "{message}"
+    );
+    let before = answered(&stack).await;
+    let err = api
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(pending()))
+        .await
+        .expect_err("a status write with the placeholder caBundle");
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 500),
+        "{err:?}"
+    );
+    assert_eq!(answered(&stack).await, before, "the webhook was not called");
+}
+
+/// What [`odd_webhook`] answers on `/mutate` (for any Runtime but [`PROBE`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Odd {
+    /// Allowed, no patch.
+    Allow,
+    /// A JSONPatch adding to `/status/missing/-`, which the object lacks: it does not apply.
+    BadPatch,
+    /// `response.uid` not the request's.
+    WrongUid,
+    /// A denial without `status.code`.
+    DenyNoCode,
+    /// A denial with code 422 and a reason but no message.
+    Deny422,
+    /// Allowed with a patch that applies (`/status/state` set to `Pending`).
+    GoodPatch,
+}
+
+/// A webhook server of the test's own on 127.0.0.1 answering `/mutate` as the mode says and
+/// allowing every write on `/validate` but one of [`PROBE`] (denied, for
+/// [`Stack::start_pointing_at`]); the uid of every review it got.
+async fn odd_webhook(
+    certs: &WebhookCerts,
+    mode: Arc<Mutex<Odd>>,
+    uids: Arc<Mutex<Vec<String>>>,
+) -> SocketAddr {
+    use base64::Engine as _;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let tls = axum_server::tls_rustls::RustlsConfig::from_pem_file(
+        certs.dir.path().join("tls.crt"),
+        certs.dir.path().join("tls.key"),
+    )
+    .await
+    .expect("the test's serving certificate loads");
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let answer = move |uri: Uri, Json(review): Json<Value>| {
+        let mode = *mode.lock().unwrap();
+        let uids = uids.clone();
+        async move {
+            let request = &review["request"];
+            let uid = request["uid"].as_str().unwrap_or_default().to_string();
+            uids.lock().unwrap().push(uid.clone());
+            let b64 = |v: Value| {
+                base64::engine::general_purpose::STANDARD.encode(serde_json::to_vec(&v).unwrap())
+            };
+            let probe = request["name"] == PROBE;
+            let response = match (uri.path(), probe, mode) {
+                ("/validate", true, _) => json!({"uid": uid, "allowed": false,
+                    "status": {"code": 403, "message": "the probe is denied"}}),
+                ("/validate", false, _) | (_, true, _) | (_, _, Odd::Allow) => {
+                    json!({"uid": uid, "allowed": true})
+                }
+                (_, _, Odd::BadPatch) => {
+                    json!({"uid": uid, "allowed": true, "patchType": "JSONPatch",
+                    "patch": b64(json!([{"op": "add", "path": "/status/missing/-", "value": {"type": "X"}}]))})
+                }
+                (_, _, Odd::WrongUid) => json!({"uid": "not-the-request-uid", "allowed": true}),
+                (_, _, Odd::DenyNoCode) => {
+                    json!({"uid": uid, "allowed": false, "status": {"message": "odd says no"}})
+                }
+                (_, _, Odd::Deny422) => json!({"uid": uid, "allowed": false,
+                    "status": {"code": 422, "reason": "OddReason"}}),
+                (_, _, Odd::GoodPatch) => {
+                    json!({"uid": uid, "allowed": true, "patchType": "JSONPatch",
+                    "patch": b64(json!([{"op": "add", "path": "/status/state", "value": "Pending"}]))})
+                }
+            };
+            Json(
+                json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}),
+            )
+        }
+    };
+    let app = axum::Router::new()
+        .route("/validate", axum::routing::post(answer.clone()))
+        .route("/mutate", axum::routing::post(answer));
+    let server = axum_server::tls_rustls::from_tcp_rustls(listener, tls).expect("listener");
+    tokio::spawn(server.serve(app.into_make_service()));
+    addr
+}
+
+/// [`pending`] complete (the fake hook fills in nothing): what the CRD's schema requires.
+fn complete() -> Value {
+    let mut status = pending();
+    let c = &mut status["status"]["conditions"][0];
+    c["message"] = json!("Shoot creation in progress");
+    c["lastTransitionTime"] = json!("2026-11-01T10:00:00Z");
+    c["observedGeneration"] = json!(1);
+    status
+}
+
+/// Sets `failurePolicy` of the mutating hook of `manifests/base` (as the admin).
+async fn set_mutating_failure_policy(stack: &Stack, policy: &str) {
+    let patch: json_patch::Patch = serde_json::from_value(
+        json!([{"op": "replace", "path": "/webhooks/0/failurePolicy", "value": policy}]),
+    )
+    .unwrap();
+    Api::<k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration>::all(
+        stack.cp.admin().await,
+    )
+    .patch(
+        CONFIG_NAME,
+        &PatchParams::default(),
+        &Patch::Json::<()>(patch),
+    )
+    .await
+    .expect("patch the mutating configuration");
+}
+
+/// What kube-apiserver makes of odd answers of a mutating hook: an answer with another uid is
+/// a call failure (ignored under `failurePolicy: Ignore`, 500 under `Fail`); a patch that does
+/// not apply fails the write with 500 even under `Ignore` (the message names the JSONPatch
+/// operation and path, not the hook); a denial without `status.code` is
+/// a 400, one with 422 a 422, each with the apiserver's message naming the hook; a patch that
+/// applies is stored; every call has a uid of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn odd_answers_of_a_mutating_hook() {
+    let certs = WebhookCerts::generate();
+    let mode = Arc::new(Mutex::new(Odd::Allow));
+    let uids: Arc<Mutex<Vec<String>>> = Arc::default();
+    let addr = odd_webhook(&certs, mode.clone(), uids.clone()).await;
+    let stack = Stack::start_pointing_at("base", addr, certs).await;
+    let name = "odd";
+    stack.create_runtime(name).await;
+    let api = stack.runtimes().await;
+    let write = |status: Value| {
+        let api = api.clone();
+        async move {
+            api.patch_status(name, &PatchParams::default(), &Patch::Merge(status))
+                .await
+        }
+    };
+    let error = |r: kube::Result<kube::api::DynamicObject>| match r {
+        Err(kube::Error::Api(s)) => (s.code, s.message),
+        other => panic!("expected an API error, got {other:?}"),
+    };
+
+    // ---- a wrong uid: ignored under Ignore (polled until the policy is in effect) ----
+    *mode.lock().unwrap() = Odd::WrongUid;
+    set_mutating_failure_policy(&stack, "Ignore").await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while let Err(e) = write(complete()).await {
+        assert!(Instant::now() < deadline, "Ignore not in effect: {e:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(stored(&stack, name).await["status"]["state"], "Pending");
+
+    // ---- a patch that does not apply: 500 even under Ignore ----
+    *mode.lock().unwrap() = Odd::BadPatch;
+    let before = stored(&stack, name).await;
+    let (code, message) = error(write(complete()).await);
+    println!("bad patch, Ignore: {code} {message}");
+    assert_eq!(code, 500, "{message}");
+    // kube-apiserver names the operation and path, not the hook.
+    assert!(
+        message.starts_with(
+            "Internal error occurred: add operation does not apply: doc is missing path: \"/status/missing/-\""
+        ),
+        "{message}"
+    );
+    assert_eq!(
+        resource_version(&stored(&stack, name).await),
+        resource_version(&before),
+        "nothing stored"
+    );
+
+    // ---- a wrong uid under Fail: 500 (polled until the policy is in effect) ----
+    *mode.lock().unwrap() = Odd::WrongUid;
+    set_mutating_failure_policy(&stack, "Fail").await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let (code, message) = loop {
+        match write(complete()).await {
+            Err(kube::Error::Api(s)) => break (s.code, s.message),
+            other => assert!(Instant::now() < deadline, "Fail not in effect: {other:?}"),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    println!("wrong uid, Fail: {code} {message}");
+    assert_eq!(code, 500, "{message}");
+    assert!(
+        message.starts_with(&format!(
+            "Internal error occurred: failed calling webhook \"{MUTATE_HOOK}\": received invalid webhook response: expected response.uid="
+        )),
+        "{message}"
+    );
+
+    // ---- denials ----
+    *mode.lock().unwrap() = Odd::DenyNoCode;
+    let (code, message) = error(write(complete()).await);
+    println!("denial without a code: {code} {message}");
+    assert_eq!(code, 400, "{message}");
+    assert_eq!(
+        message,
+        format!("admission webhook \"{MUTATE_HOOK}\" denied the request: odd says no")
+    );
+    *mode.lock().unwrap() = Odd::Deny422;
+    let (code, message) = error(write(complete()).await);
+    println!("denial with 422: {code} {message}");
+    assert_eq!(code, 422, "{message}");
+    assert_eq!(
+        message,
+        format!("admission webhook \"{MUTATE_HOOK}\" denied the request: OddReason")
+    );
+
+    // ---- a patch that applies is stored ----
+    *mode.lock().unwrap() = Odd::GoodPatch;
+    write(json!({"status": {"state": "Failed"}}))
+        .await
+        .expect("a patch that applies");
+    assert_eq!(
+        stored(&stack, name).await["status"]["state"],
+        "Pending",
+        "the patched object is stored"
+    );
+    let uids = uids.lock().unwrap().clone();
+    let distinct: std::collections::HashSet<&String> = uids.iter().collect();
+    assert_eq!(distinct.len(), uids.len(), "a uid of its own per call");
 }

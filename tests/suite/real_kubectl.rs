@@ -1,8 +1,7 @@
 //! kubectl 1.35 (the real binary) against a real kube-apiserver with kim installed as shipped
 //! (`manifests/crd.yaml`, then `manifests/base` with its webhooks pointed at a real `kim
-//! webhook`: [`crate::support::real::Stack`]): what `kubectl.rs` shows against the simulated
-//! control plane, with every answer — tables, the CRD's OpenAPI v3, watch, denials — the real
-//! apiserver's.
+//! webhook`: [`crate::support::real::Stack`]), every answer — tables, the CRD's OpenAPI v3,
+//! watch, denials — the real apiserver's.
 //!
 //! No controller runs: the admin (`system:masters`, an allowed writer) writes the statuses and
 //! the Event kim's controller would write. Every command and its output is printed.

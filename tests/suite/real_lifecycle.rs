@@ -6,6 +6,10 @@
 //!
 //! - a Runtime is provisioned to `Ready` and deleted; every status write the controller made
 //!   passed the webhook;
+//! - every sample of `samples/runtimes` is provisioned, updated and deleted, none ever
+//!   `Failed`, while a rogue client's illegal status writes (a user RBAC lets write but the
+//!   model does not; the controller's identity breaking the model) are denied with
+//!   kube-apiserver's 403 and the webhook's message;
 //! - the shipped RBAC is minimal: with any one verb of any rule of the two Roles removed, the
 //!   controller fails at a named step with kube-apiserver's 403 for that verb and resource;
 //! - the webhook's ServiceAccount is granted nothing (the webhook reads nothing from the API).
@@ -16,7 +20,7 @@ use k8s_openapi::api::authorization::v1::{SelfSubjectRulesReview, SelfSubjectRul
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::events::v1::Event;
-use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, PolicyRule, RoleBinding};
+use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, PolicyRule, Role, RoleBinding};
 use kube::Api;
 use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::conditions::is_deleted;
@@ -632,4 +636,351 @@ async fn every_verb_of_the_shipped_controller_rbac_is_needed() {
         started.elapsed().as_secs_f64(),
         report.join("\n")
     );
+}
+
+/// A user of the control cluster that RBAC lets write Runtime status but that is no allowed
+/// writer of the status model.
+const ROGUE_USER: &str = "rogue-operator";
+
+/// Grants [`ROGUE_USER`] get/list of Runtimes and update/patch of their status in
+/// kcp-system (a Role and RoleBinding, as the admin) and waits until RBAC answers so.
+async fn let_the_rogue_write_status(env: &RealEnv, rogue: &kube::Client) {
+    let admin = env.stack.cp.admin().await;
+    let role: Role = serde_json::from_value(json!({
+        "metadata": {"name": "rogue-status-writer", "namespace": NS},
+        "rules": [
+            {"apiGroups": [RT_GROUP], "resources": ["runtimes"], "verbs": ["get", "list"]},
+            {"apiGroups": [RT_GROUP], "resources": ["runtimes/status"], "verbs": ["update", "patch"]}
+        ]
+    }))
+    .unwrap();
+    Api::<Role>::namespaced(admin.clone(), NS)
+        .create(&PostParams::default(), &role)
+        .await
+        .expect("create the rogue's Role");
+    let binding: RoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": "rogue-status-writer", "namespace": NS},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "rogue-status-writer"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": ROGUE_USER}]
+    }))
+    .unwrap();
+    Api::<RoleBinding>::namespaced(admin, NS)
+        .create(&PostParams::default(), &binding)
+        .await
+        .expect("bind the rogue's Role");
+    for verb in ["update", "patch"] {
+        let access = Access {
+            verb,
+            group: RT_GROUP,
+            resource: "runtimes/status",
+            namespace: NS,
+            name: None,
+        };
+        let seen = crate::support::eventually(LIMIT, || async {
+            RealEnv::can(rogue, &access).await.then_some(())
+        })
+        .await;
+        assert!(
+            seen.is_some(),
+            "{ROGUE_USER} may not {verb} runtimes/status"
+        );
+    }
+}
+
+/// Sends the write `attempt` makes (from a fresh read, again while the answer is a 409
+/// conflict with a write of the controller) and expects the validating webhook's 403 with
+/// kube-apiserver's message; returns the message.
+async fn expect_denied<F, Fut>(what: &str, mut attempt: F) -> String
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = kube::Result<DynamicObject>>,
+{
+    let prefix = format!(
+        "admission webhook \"{}\" denied the request: ",
+        crate::support::real::VALIDATE_HOOK
+    );
+    for _ in 0..20 {
+        match attempt().await {
+            Err(kube::Error::Api(s)) if s.code == 409 => continue,
+            Err(kube::Error::Api(s)) => {
+                assert_eq!(s.code, 403, "{what}: {s:?}");
+                assert!(
+                    s.message.starts_with(&prefix),
+                    "{what}: the webhook's denial expected, got {:?}",
+                    s.message
+                );
+                return s.message;
+            }
+            other => panic!("{what}: expected a 403 denial, got {other:?}"),
+        }
+    }
+    panic!("{what}: a conflict 20 times in a row");
+}
+
+/// Every sample of `samples/runtimes` is provisioned to `Ready` by the controller (as its
+/// ServiceAccount), updated (a worker maximum raised, an administrator added: `Ready` again at
+/// generation 2) and deleted, all its status writes admitted by the webhook and none
+/// `Failed`. Meanwhile a rogue client's illegal writes are denied with kube-apiserver's 403
+/// and the webhook's message: a user RBAC lets write status but the model does not (PUT and
+/// merge patch), and the controller's own identity writing an unknown reason, removing the
+/// status, and taking a Terminating Runtime back to `Ready` (nothing stored).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_sample_is_provisioned_updated_and_deleted_while_a_rogue_client_is_denied() {
+    let started = Instant::now();
+    let env = RealEnv::start().await;
+    let webhook = env.stack.webhook.as_ref().expect("webhook");
+    let denied_before = webhook.count("/validate", "denied").await;
+    let denied_403_before = webhook
+        .requests()
+        .await
+        .get(&("/validate".into(), "denied".into(), 403))
+        .copied()
+        .unwrap_or(0);
+    let validate_before = webhook.count("/validate", "allowed").await;
+    let mutate_before = webhook.count("/mutate", "allowed").await;
+
+    let mut files: Vec<String> =
+        std::fs::read_dir(crate::support::real::repo().join("samples/runtimes"))
+            .expect("samples/runtimes")
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|f| f.ends_with(".yaml"))
+            .collect();
+    files.sort();
+    assert_eq!(files.len(), 6, "the six samples: {files:?}");
+    let names: Vec<String> = (0..files.len()).map(|i| format!("sample-{i}")).collect();
+
+    // Every state any Runtime was stored in, as a watch of the admin sees them.
+    let states: Arc<std::sync::Mutex<std::collections::BTreeSet<String>>> = Arc::default();
+    let watch = {
+        use futures::StreamExt as _;
+        let states = states.clone();
+        let stream = kube::runtime::watcher(env.runtimes().await, Default::default());
+        tokio::spawn(async move {
+            let mut stream = std::pin::pin!(stream);
+            while let Some(ev) = stream.next().await {
+                let objs = match ev {
+                    Ok(kube::runtime::watcher::Event::Apply(o))
+                    | Ok(kube::runtime::watcher::Event::InitApply(o)) => vec![o],
+                    _ => continue,
+                };
+                for o in objs {
+                    if let Some(s) = o.data["status"]["state"].as_str() {
+                        states.lock().unwrap().insert(s.to_string());
+                    }
+                }
+            }
+        })
+    };
+
+    let mut controller = env.spawn_controller("info,kim=debug");
+    let metrics_addr = controller
+        .logged("metrics_addr", LIMIT)
+        .await
+        .unwrap_or_else(|e| panic!("kim controller: {e}"));
+    let mut stepper = env.sim.run_every(Duration::from_millis(100));
+
+    // ---- provisioning ----
+    for (file, name) in files.iter().zip(&names) {
+        env.create_sample(file, name).await;
+    }
+    for name in &names {
+        env.wait_runtime(name, "Ready", state_is("Ready"), &controller)
+            .await;
+    }
+    let provisioned = started.elapsed();
+
+    // ---- update: a worker maximum raised, an administrator added ----
+    let api = env.runtimes().await;
+    for name in &names {
+        // From a fresh read, again while a status write of the controller conflicts (409).
+        let mut tries = 0;
+        let stored = loop {
+            let mut obj = api.get(name).await.expect("read the Runtime");
+            let max = obj.data["spec"]["shoot"]["provider"]["workers"][0]["maximum"]
+                .as_i64()
+                .expect("a worker maximum");
+            obj.data["spec"]["shoot"]["provider"]["workers"][0]["maximum"] = json!(max + 5);
+            obj.data["spec"]["security"]["administrators"]
+                .as_array_mut()
+                .expect("administrators")
+                .push(json!("second-admin@myorg.com"));
+            match api.replace(name, &PostParams::default(), &obj).await {
+                Err(kube::Error::Api(s)) if s.code == 409 && tries < 20 => tries += 1,
+                other => break other.unwrap_or_else(|e| panic!("updating Runtime {name}: {e}")),
+            }
+        };
+        assert_eq!(stored.metadata.generation, Some(2), "{name}");
+    }
+    let ready_at_2 = |o: Option<&DynamicObject>| {
+        o.is_some_and(|o| {
+            o.data["status"]["state"] == "Ready"
+                && o.data["status"]["conditions"]
+                    .as_array()
+                    .is_some_and(|cs| cs.iter().all(|c| c["observedGeneration"] == 2))
+        })
+    };
+    for name in &names {
+        env.wait_runtime(name, "Ready at generation 2", ready_at_2, &controller)
+            .await;
+    }
+
+    // ---- the rogue client ----
+    let rogue_cert = env.stack.cp.user(ROGUE_USER, &[]);
+    let rogue_client = env.stack.cp.client(&rogue_cert).await;
+    let_the_rogue_write_status(&env, &rogue_client).await;
+    let rogue = Api::<DynamicObject>::namespaced_with(
+        rogue_client,
+        NS,
+        &crate::support::real::runtime_resource(),
+    );
+    let impostor = Api::<DynamicObject>::namespaced_with(
+        env.controller_client().await,
+        NS,
+        &crate::support::real::runtime_resource(),
+    );
+    let target = names[1].as_str();
+    let mut denied: Vec<(&str, String)> = Vec::new();
+    // 1. A user that is no allowed writer, a Ready status unchanged but for a message (PUT).
+    let msg = expect_denied("write by a user not allowed", || async {
+        let mut obj = rogue.get(target).await?;
+        obj.data["status"]["conditions"][0]["message"] = json!("rogue was here");
+        rogue
+            .replace_status(target, &PostParams::default(), &obj)
+            .await
+    })
+    .await;
+    assert!(msg.contains(ROGUE_USER), "the writer is named: {msg}");
+    denied.push(("user not allowed (PUT)", msg));
+    // 2. The same user, a merge patch.
+    let msg = expect_denied("merge patch by a user not allowed", || async {
+        let patch = Patch::Merge(json!({"status": {"state": "Pending"}}));
+        rogue
+            .patch_status(target, &PatchParams::default(), &patch)
+            .await
+    })
+    .await;
+    denied.push(("user not allowed (merge patch)", msg));
+    // 3. The controller's identity, a reason the model does not know.
+    let msg = expect_denied("unknown reason", || async {
+        let mut obj = impostor.get(target).await?;
+        obj.data["status"]["conditions"][0]["reason"] = json!("TotallyMadeUp");
+        impostor
+            .replace_status(target, &PostParams::default(), &obj)
+            .await
+    })
+    .await;
+    assert!(msg.contains("TotallyMadeUp"), "{msg}");
+    denied.push(("unknown reason", msg));
+    // 4. The controller's identity removing the status (a PUT without one: the shipped Role
+    //    grants no patch of the status).
+    let msg = expect_denied("status removal", || async {
+        let mut obj = impostor.get(target).await?;
+        obj.data
+            .as_object_mut()
+            .expect("an object")
+            .remove("status");
+        impostor
+            .replace_status(target, &PostParams::default(), &obj)
+            .await
+    })
+    .await;
+    denied.push(("status removal", msg));
+    // 5. Terminating -> Ready: a deletion held in Terminating (Gardener not stepped).
+    stepper.abort();
+    let _ = (&mut stepper).await;
+    api.delete(target, &DeleteParams::default())
+        .await
+        .expect("delete the target");
+    env.wait_runtime(target, "Terminating", state_is("Terminating"), &controller)
+        .await;
+    let msg = expect_denied("Terminating -> Ready", || async {
+        let mut obj = impostor.get(target).await?;
+        obj.data["status"]["state"] = json!("Ready");
+        impostor
+            .replace_status(target, &PostParams::default(), &obj)
+            .await
+    })
+    .await;
+    assert!(msg.contains("Terminating -> Ready"), "{msg}");
+    denied.push(("Terminating -> Ready", msg));
+    assert_eq!(
+        api.get(target).await.unwrap().data["status"]["state"],
+        "Terminating",
+        "nothing stored"
+    );
+
+    // ---- deletion of all ----
+    let stepper = env.sim.run_every(Duration::from_millis(100));
+    for name in names.iter().filter(|n| *n != target) {
+        api.delete(name, &DeleteParams::default())
+            .await
+            .unwrap_or_else(|e| panic!("deleting Runtime {name}: {e}"));
+    }
+    for name in &names {
+        env.wait_runtime(
+            name,
+            "gone",
+            |o: Option<&DynamicObject>| o.is_none(),
+            &controller,
+        )
+        .await;
+        assert!(env.shoot(name).is_none(), "the Shoot of {name} is gone");
+    }
+
+    // ---- what the webhook saw ----
+    let writes = status_writes(&metrics_addr).await;
+    stepper.abort();
+    watch.abort();
+    let (out, err) = controller.terminate(Duration::from_secs(20));
+    assert_eq!(
+        webhook.count("/validate", "denied").await - denied_before,
+        denied.len() as u64,
+        "only the rogue's writes were denied\ncontroller stdout:\n{out}\nstderr:\n{err}"
+    );
+    assert_eq!(
+        webhook
+            .requests()
+            .await
+            .get(&("/validate".into(), "denied".into(), 403))
+            .copied()
+            .unwrap_or(0)
+            - denied_403_before,
+        denied.len() as u64,
+        "each denial with 403"
+    );
+    assert_eq!(
+        webhook.count("/validate", "allowed").await - validate_before,
+        writes,
+        "every status write of the controller was allowed by /validate"
+    );
+    let mutated = webhook.count("/mutate", "allowed").await - mutate_before;
+    assert!(
+        mutated >= writes + denied.len() as u64,
+        "every status write went through /mutate: {mutated} calls for {writes} writes and {} denied",
+        denied.len()
+    );
+    assert_eq!(
+        forbidden_line(&out, &err, ""),
+        None,
+        "no request of the controller was forbidden"
+    );
+    let states = states.lock().unwrap().clone();
+    assert!(!states.contains("Failed"), "never Failed: {states:?}");
+    assert!(
+        states.contains("Ready") && states.contains("Terminating"),
+        "{states:?}"
+    );
+    eprintln!(
+        "real samples: {} samples Ready after {:.1} s, updated and deleted; {writes} status \
+         writes of the controller admitted ({mutated} /mutate calls), {} rogue writes denied; \
+         states seen {states:?}; {:.1} s in all",
+        names.len(),
+        provisioned.as_secs_f64(),
+        denied.len(),
+        started.elapsed().as_secs_f64()
+    );
+    for (what, msg) in &denied {
+        eprintln!("  denied: {what}: 403 {msg}");
+    }
 }

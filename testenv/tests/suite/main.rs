@@ -6,7 +6,6 @@
 mod support;
 
 mod api;
-mod clients;
 mod gardener;
 mod journal;
 mod watch;

@@ -4,7 +4,6 @@
 //! end-to-end tests' ([`e2e`]). The status model builders are [`testenv::model`].
 #![allow(dead_code)]
 
-pub mod e2e;
 pub mod logs;
 pub mod ops;
 pub mod real;

@@ -6,15 +6,18 @@
 //! Each [`Stack`] has a control plane of its own: webhook configurations and RBAC are
 //! cluster-wide and the shipped ones name fixed namespaces (`kcp-system`, `kim-system`).
 
-use crate::support::e2e::WebhookProc;
 use kube::Api;
 use kube::api::{
     ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
 };
 use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::time::{Duration, Instant};
 use testenv::controlplane::{ClientCert, ControlPlane, Installed, WebhookCerts};
+use testenv::process::Process;
 
 /// Where Runtimes live in the shipped manifests (RBAC, the webhooks' namespaceSelector).
 pub const NS: &str = "kcp-system";
@@ -173,5 +176,102 @@ impl Stack {
         if let Some(mut w) = self.webhook.take() {
             w.proc.terminate(Duration::from_secs(10));
         }
+    }
+}
+
+/// Spawns `kim <args>` with `RUST_LOG` as given (or unset), output captured.
+fn spawn_kim<S: AsRef<std::ffi::OsStr>>(args: &[S], rust_log: Option<&str>) -> Process {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kim"));
+    cmd.args(args).env_remove("RUST_LOG");
+    if let Some(l) = rust_log {
+        cmd.env("RUST_LOG", l);
+    }
+    Process::spawn(&mut cmd).expect("spawn kim")
+}
+
+/// The string field `field` of the first JSON log line of `p` that has one (up to 60 s).
+async fn logged(p: &mut Process, field: &str) -> String {
+    p.logged(field, Duration::from_secs(60))
+        .await
+        .unwrap_or_else(|e| panic!("kim: {e}"))
+}
+
+/// `kim webhook --cert-dir <certs> --addr 127.0.0.1:0 --metrics-addr 127.0.0.1:0
+/// --log-format json` (no `--dev`: the certificates in `<certs>`, as in a cluster), with
+/// the addresses it logged.
+pub struct WebhookProc {
+    pub proc: Process,
+    pub addr: SocketAddr,
+    pub metrics_addr: SocketAddr,
+}
+
+impl WebhookProc {
+    /// Starts it with `extra` arguments after the usual ones and waits for its "kim webhook
+    /// serving" log line.
+    pub async fn start_with(cert_dir: &Path, extra: &[&str]) -> WebhookProc {
+        let mut args = testenv::process::kim_webhook_args(cert_dir, false);
+        args.extend(["--log-format".into(), "json".into()]);
+        args.extend(extra.iter().map(|a| a.into()));
+        let mut proc = spawn_kim(&args, None);
+        let addr = logged(&mut proc, "addr").await.parse().expect("addr");
+        let metrics_addr = logged(&mut proc, "metrics_addr")
+            .await
+            .parse()
+            .expect("addr");
+        WebhookProc {
+            proc,
+            addr,
+            metrics_addr,
+        }
+    }
+
+    /// `kim_webhook_requests_total` by (path, decision, code), from `/metrics`.
+    pub async fn requests(&self) -> HashMap<(String, String, u16), u64> {
+        let text = reqwest::Client::builder()
+            .no_proxy()
+            .build()
+            .unwrap()
+            .get(format!("http://{}/metrics", self.metrics_addr))
+            .timeout(Duration::from_secs(10))
+            .send()
+            .await
+            .expect("scrape /metrics")
+            .text()
+            .await
+            .expect("metrics body");
+        let mut out = HashMap::new();
+        for line in text.lines() {
+            let Some(rest) = line.strip_prefix("kim_webhook_requests_total{") else {
+                continue;
+            };
+            let Some((labels, value)) = rest.split_once("} ") else {
+                continue;
+            };
+            let mut path = String::new();
+            let mut decision = String::new();
+            let mut code = 0;
+            for kv in labels.split(',') {
+                let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+                let v = v.trim_matches('"');
+                match k {
+                    "path" => path = v.to_string(),
+                    "decision" => decision = v.to_string(),
+                    "code" => code = v.parse().unwrap_or(0),
+                    _ => {}
+                }
+            }
+            out.insert((path, decision, code), value.trim().parse().unwrap_or(0));
+        }
+        out
+    }
+
+    /// Total answers on `path` (`/validate` or `/mutate`) with `decision`.
+    pub async fn count(&self, path: &str, decision: &str) -> u64 {
+        self.requests()
+            .await
+            .iter()
+            .filter(|((p, d, _), _)| p == path && d == decision)
+            .map(|(_, n)| *n)
+            .sum()
     }
 }

@@ -160,9 +160,15 @@ impl RealEnv {
     /// Creates the sample `aws-minimal.yaml` as `name`, with Shoot name and runtime ID `name`
     /// (as the admin, no status), and a runtime cluster for its Shoot.
     pub async fn create_runtime(&self, name: &str) -> DynamicObject {
+        self.create_sample("aws-minimal.yaml", name).await
+    }
+
+    /// Creates `samples/runtimes/<file>` as `name`, with Shoot name and runtime ID `name` (as
+    /// the admin, no status), and a runtime cluster for its Shoot.
+    pub async fn create_sample(&self, file: &str, name: &str) -> DynamicObject {
         self.runtime_cluster(name).await;
-        let text = std::fs::read_to_string(repo().join("samples/runtimes/aws-minimal.yaml"))
-            .expect("sample");
+        let text = std::fs::read_to_string(repo().join("samples/runtimes").join(file))
+            .unwrap_or_else(|e| panic!("sample {file}: {e}"));
         let mut obj: Value = serde_saphyr::from_str(&text).expect("sample parses");
         obj["metadata"]["name"] = json!(name);
         obj["metadata"]["namespace"] = json!(NS);

@@ -1,0 +1,380 @@
+//! The Helm chart (`charts/kim`) against the kustomize directories of `manifests/`: one source
+//! of truth. `helm template` renders what `kubectl kustomize` builds, values change only what
+//! they name, bad values are refused.
+//!
+//! Needs kubectl and helm (`bash scripts/install-tools.sh`); a missing one fails the test.
+
+use crate::support::reconciler::manifest_dir;
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::process::{Command, Stdio};
+
+/// Labels Helm adds to the objects it renders (not in manifests/); removed before comparing.
+const HELM_LABELS: [&str; 4] = [
+    "helm.sh/chart",
+    "app.kubernetes.io/managed-by",
+    "app.kubernetes.io/instance",
+    "app.kubernetes.io/version",
+];
+/// Annotations Helm needs that manifests/ does not have: the CRD is kept on `helm uninstall`.
+const HELM_ANNOTATIONS: [&str; 1] = ["helm.sh/resource-policy"];
+/// The release the comparisons render: `helm template kim charts/kim -n kim-system`.
+const RELEASE: [&str; 4] = ["kim", "charts/kim", "--namespace", "kim-system"];
+
+/// Runs a tool from the repository root and returns its stdout (panics with stderr on failure).
+fn run_tool(bin: &std::path::Path, args: &[&str]) -> String {
+    let out = Command::new(bin)
+        .args(args)
+        .current_dir(manifest_dir())
+        .env("HOME", std::env::temp_dir())
+        .stdin(Stdio::null())
+        .output()
+        .expect("run tool");
+    assert!(
+        out.status.success(),
+        "{} {} failed:\n{}",
+        bin.display(),
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8 output")
+}
+
+fn yaml_docs(text: &str) -> Vec<Value> {
+    serde_saphyr::from_multiple::<Value>(text)
+        .expect("rendered YAML parses")
+        .into_iter()
+        .filter(|d| !d.is_null())
+        .collect()
+}
+
+/// `kind namespace/name` of an object (its identity in a build).
+fn id(doc: &Value) -> String {
+    let s = |p: &str| doc.pointer(p).and_then(Value::as_str).unwrap_or("");
+    format!(
+        "{} {} {}/{}",
+        s("/apiVersion"),
+        s("/kind"),
+        s("/metadata/namespace"),
+        s("/metadata/name")
+    )
+}
+
+/// A Helm-rendered object without Helm's own labels and annotations.
+fn without_helm(mut doc: Value) -> Value {
+    for (field, keys) in [
+        ("labels", &HELM_LABELS[..]),
+        ("annotations", &HELM_ANNOTATIONS[..]),
+    ] {
+        let Some(meta) = doc.get_mut("metadata").and_then(Value::as_object_mut) else {
+            continue;
+        };
+        if let Some(map) = meta.get_mut(field).and_then(Value::as_object_mut) {
+            for k in keys {
+                map.remove(*k);
+            }
+            if map.is_empty() {
+                meta.remove(field);
+            }
+        }
+    }
+    doc
+}
+
+/// Paths at which two values differ (`/spec/ports/0/port: 443 != 8443`).
+fn differences(path: &str, a: &Value, b: &Value, out: &mut Vec<String>) {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            let keys: BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+            for k in keys {
+                let p = format!("{path}/{k}");
+                match (x.get(k), y.get(k)) {
+                    (Some(u), Some(v)) => differences(&p, u, v, out),
+                    (u, v) => out.push(format!("{p}: {u:?} != {v:?}")),
+                }
+            }
+        }
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => {
+            for (i, (u, v)) in x.iter().zip(y).enumerate() {
+                differences(&format!("{path}/{i}"), u, v, out);
+            }
+        }
+        _ if a != b => out.push(format!("{path}: {a} != {b}")),
+        _ => {}
+    }
+}
+
+/// Compares two builds object by object; returns every difference (objects on one side only,
+/// fields that differ), empty when equal.
+fn compare(helm: &[Value], kustomize: &[Value]) -> Vec<String> {
+    let by_id = |docs: &[Value]| -> std::collections::BTreeMap<String, Value> {
+        docs.iter().map(|d| (id(d), d.clone())).collect()
+    };
+    let (h, k) = (by_id(helm), by_id(kustomize));
+    assert_eq!(h.len(), helm.len(), "duplicate objects in the Helm render");
+    let mut out = Vec::new();
+    for key in h.keys().chain(k.keys()).collect::<BTreeSet<_>>() {
+        match (h.get(key), k.get(key)) {
+            (Some(a), Some(b)) => {
+                let mut d = Vec::new();
+                differences("", a, b, &mut d);
+                out.extend(d.into_iter().map(|d| format!("{key}: {d}")));
+            }
+            (Some(_), None) => out.push(format!("{key}: only in the Helm render")),
+            (None, _) => out.push(format!("{key}: only in the kustomize build")),
+        }
+    }
+    out
+}
+
+/// `helm template` of the release with `args`, Helm's labels removed.
+fn helm_render(helm: &std::path::Path, args: &[&str]) -> Vec<Value> {
+    let mut all = vec!["template"];
+    all.extend(RELEASE);
+    all.extend(args);
+    yaml_docs(&run_tool(helm, &all))
+        .into_iter()
+        .map(without_helm)
+        .collect()
+}
+
+/// `kubectl kustomize <overlay>` plus the CRD (`kubectl kustomize manifests`).
+fn kustomize_build(kubectl: &std::path::Path, overlay: &str) -> Vec<Value> {
+    let mut docs = yaml_docs(&run_tool(kubectl, &["kustomize", "manifests"]));
+    docs.extend(yaml_docs(&run_tool(kubectl, &["kustomize", overlay])));
+    docs
+}
+
+#[test]
+fn helm_chart_renders_what_kustomize_builds() {
+    let test = "helm_chart_renders_what_kustomize_builds";
+    let helm = testenv::tools::require("helm", test);
+    let kubectl = testenv::tools::require("kubectl", test);
+    // Default values: cert-manager, as manifests/overlays/cert-manager.
+    let rendered = helm_render(&helm, &[]);
+    let built = kustomize_build(&kubectl, "manifests/overlays/cert-manager");
+    assert_eq!(rendered.len(), 23, "CRD + 22 objects of the overlay");
+    let diff = compare(&rendered, &built);
+    assert!(
+        diff.is_empty(),
+        "helm template (defaults) differs from kubectl kustomize manifests/overlays/cert-manager:\n{}",
+        diff.join("\n")
+    );
+
+    // A provided caBundle, as manifests/overlays/static-ca (with the overlay's value).
+    let built = kustomize_build(&kubectl, "manifests/overlays/static-ca");
+    let ca_bundle = built
+        .iter()
+        .find(|d| d["kind"] == "ValidatingWebhookConfiguration")
+        .and_then(|d| d.pointer("/webhooks/0/clientConfig/caBundle"))
+        .and_then(Value::as_str)
+        .expect("the static-ca overlay's caBundle")
+        .to_string();
+    let rendered = helm_render(
+        &helm,
+        &[
+            "--set",
+            "certificates.mode=caBundle",
+            "--set",
+            &format!("certificates.caBundle={ca_bundle}"),
+        ],
+    );
+    let diff = compare(&rendered, &built);
+    assert!(
+        diff.is_empty(),
+        "helm template (caBundle) differs from kubectl kustomize manifests/overlays/static-ca:\n{}",
+        diff.join("\n")
+    );
+
+    // Guard only, in front of KIM: as manifests/overlays/guard-kim (no CRD there).
+    let rendered = helm_render(&helm, &["-f", "charts/kim/ci/guard-only-values.yaml"]);
+    let built: Vec<Value> = yaml_docs(&run_tool(
+        &kubectl,
+        &["kustomize", "manifests/overlays/guard-kim"],
+    ))
+    .into_iter()
+    .map(without_helm)
+    .collect();
+    assert_eq!(
+        rendered.len(),
+        11,
+        "the webhook's objects and its certificates"
+    );
+    let diff = compare(&rendered, &built);
+    assert!(
+        diff.is_empty(),
+        "helm template (guard only) differs from kubectl kustomize manifests/overlays/guard-kim:\n{}",
+        diff.join("\n")
+    );
+}
+
+/// The webhook container's args in a render.
+fn webhook_args(docs: &[Value]) -> Vec<String> {
+    docs.iter()
+        .find(|d| d["kind"] == "Deployment" && d["metadata"]["name"] == "kim-webhook")
+        .and_then(|d| d.pointer("/spec/template/spec/containers/0/args"))
+        .and_then(Value::as_array)
+        .expect("the webhook Deployment")
+        .iter()
+        .filter_map(|a| a.as_str().map(String::from))
+        .collect()
+}
+
+#[test]
+fn helm_values_change_only_what_they_name() {
+    let helm = testenv::tools::require("helm", "helm_values_change_only_what_they_name");
+    let defaults = helm_render(&helm, &[]);
+
+    // Guard only: the default render less the CRD, the controller's objects and the mutating
+    // webhook; the webhook gets the writers, switches, enforcement and failurePolicy of the
+    // values file.
+    let guard = helm_render(&helm, &["-f", "charts/kim/ci/guard-only-values.yaml"]);
+    let expected: Vec<Value> = defaults
+        .iter()
+        .filter(|d| {
+            d["kind"] != "CustomResourceDefinition"
+                && d["kind"] != "MutatingWebhookConfiguration"
+                && d.pointer("/metadata/labels/app.kubernetes.io~1component")
+                    != Some(&Value::from("controller"))
+        })
+        .cloned()
+        .collect();
+    let mut diff = compare(&guard, &expected);
+    diff.sort();
+    let args_path = "/spec/template/spec/containers/0/args";
+    assert!(
+        diff.iter()
+            .all(|d| (d.contains("Deployment") && d.contains(args_path))
+                || d.ends_with("/webhooks/0/failurePolicy: \"Ignore\" != \"Fail\"")),
+        "guard-only differs beyond the webhook's args and failurePolicy:\n{}",
+        diff.join("\n")
+    );
+    let args = webhook_args(&guard);
+    assert_eq!(
+        args[6..],
+        [
+            "--allowed-writers=system:serviceaccount:kcp-system:infrastructure-manager,group:system:masters",
+            "--compat=terminatingConditionType,kimHistory",
+            "--enforcement=warn",
+        ]
+    );
+    assert!(
+        !guard
+            .iter()
+            .any(|d| d["metadata"]["name"] == "kim-controller"),
+        "no controller object in guard-only mode"
+    );
+    let actions = helm_render(&helm, &["--set", "webhook.ruleActions=writer=deny"]);
+    assert_eq!(
+        webhook_args(&actions).last().unwrap(),
+        "--rule-action=writer=deny"
+    );
+
+    // Replicas, image, resources, monitoring off, a policy file.
+    let set = helm_render(
+        &helm,
+        &[
+            "-f",
+            "charts/kim/ci/policy-values.yaml",
+            "--set",
+            "webhook.replicas=3",
+            "--set",
+            "controller.replicas=1",
+            "--set",
+            "image.tag=9.9.9",
+            "--set",
+            "webhook.resources.limits.memory=256Mi",
+        ],
+    );
+    let mut diff = compare(&set, &defaults);
+    diff.sort();
+    let expected = [
+        "apps/v1 Deployment kim-system/kim-controller: /spec/replicas: 1 != 2",
+        "apps/v1 Deployment kim-system/kim-controller: /spec/template/metadata/annotations/prometheus.io/path: None != Some(String(\"/metrics\"))",
+        "apps/v1 Deployment kim-system/kim-controller: /spec/template/metadata/annotations/prometheus.io/port: None != Some(String(\"8081\"))",
+        "apps/v1 Deployment kim-system/kim-controller: /spec/template/metadata/annotations/prometheus.io/scrape: None != Some(String(\"true\"))",
+        "apps/v1 Deployment kim-system/kim-controller: /spec/template/spec/containers/0/image: \"ghcr.io/kyma-project/kim:9.9.9\" != \"ghcr.io/kyma-project/kim:0.1.0\"",
+        "apps/v1 Deployment kim-system/kim-webhook: /spec/replicas: 3 != 2",
+        "apps/v1 Deployment kim-system/kim-webhook: /spec/template/metadata/annotations/prometheus.io/path: None != Some(String(\"/metrics\"))",
+        "apps/v1 Deployment kim-system/kim-webhook: /spec/template/metadata/annotations/prometheus.io/port: None != Some(String(\"8080\"))",
+        "apps/v1 Deployment kim-system/kim-webhook: /spec/template/metadata/annotations/prometheus.io/scrape: None != Some(String(\"true\"))",
+        "apps/v1 Deployment kim-system/kim-webhook: /spec/template/spec/containers/0/image: \"ghcr.io/kyma-project/kim:9.9.9\" != \"ghcr.io/kyma-project/kim:0.1.0\"",
+        "apps/v1 Deployment kim-system/kim-webhook: /spec/template/spec/containers/0/resources/limits/memory: \"256Mi\" != \"128Mi\"",
+        "v1 ConfigMap kim-system/kim-webhook-policy: only in the Helm render",
+    ];
+    let (policy_wiring, rest): (Vec<_>, Vec<_>) = diff.iter().partition(|d| {
+        d.contains("kim-webhook:")
+            && (d.contains("/args")
+                || d.contains("/volumeMounts")
+                || d.contains("/volumes")
+                || d.contains("policy-checksum"))
+    });
+    assert_eq!(rest, expected, "all differences:\n{}", diff.join("\n"));
+    assert!(!policy_wiring.is_empty(), "the policy file is wired in");
+    let args = webhook_args(&set);
+    assert_eq!(
+        args.last().map(String::as_str),
+        Some("--policy-file=/etc/kim/policy/policy.yaml")
+    );
+    // The policy the chart mounts is one kim accepts.
+    let policy = set
+        .iter()
+        .find(|d| d["metadata"]["name"] == "kim-webhook-policy")
+        .and_then(|d| d.pointer("/data/policy.yaml"))
+        .and_then(Value::as_str)
+        .expect("policy ConfigMap");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("policy.yaml");
+    std::fs::write(&file, policy).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_kim"))
+        .args(["policy", "--format", "json", "--policy-file"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "kim rejects the chart's example policy: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("BackupConfigured"));
+}
+
+#[test]
+fn helm_refuses_bad_values() {
+    let helm = testenv::tools::require("helm", "helm_refuses_bad_values");
+    for (args, message) in [
+        (
+            &["--set", "certificates.mode=caBundle"][..],
+            "certificates.caBundle (base64 PEM of the CA of Secret kim-webhook-tls) is required with certificates.mode caBundle",
+        ),
+        (
+            &["--set", "certificates.mode=selfMade"][..],
+            "at '/certificates/mode': value must be one of 'certManager', 'caBundle'",
+        ),
+        (
+            &["--set", "webhook.replicas=0"][..],
+            "at '/webhook/replicas': minimum: got 0, want 1",
+        ),
+        (
+            &["--set", "webhook.allowedWriter=x"][..],
+            "additional properties 'allowedWriter' not allowed",
+        ),
+        (
+            &["--set", "webhook.policy.enabled=true"][..],
+            "webhook.policy.content is required when webhook.policy.enabled is true",
+        ),
+    ] {
+        let mut all = vec!["template"];
+        all.extend(RELEASE);
+        all.extend(args);
+        let out = Command::new(&helm)
+            .args(&all)
+            .current_dir(manifest_dir())
+            .env("HOME", std::env::temp_dir())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} rendered");
+        assert!(stderr.contains(message), "{args:?}: {stderr}");
+    }
+}
