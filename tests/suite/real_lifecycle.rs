@@ -186,18 +186,20 @@ async fn a_runtime_is_provisioned_and_deleted_by_the_controller_serviceaccount_w
         denied_before,
         "the webhook denied none of the controller's writes\ncontroller stdout:\n{out}"
     );
-    assert_eq!(
-        webhook.count("/validate", "allowed").await - validate_before,
-        writes,
-        "every status write the controller sent was judged and allowed by /validate"
+    // At least once per stored write: a write can also pass /validate and then lose the race
+    // for etcd (409, sent again by the controller), so the two need not be equal.
+    let validated = webhook.count("/validate", "allowed").await - validate_before;
+    assert!(
+        validated >= writes,
+        "every status write the controller sent was judged and allowed by /validate: {validated} allowed for {writes} writes"
     );
     // kube-apiserver calls the mutating webhooks of an update before it checks the
     // resourceVersion, the validating ones after: a write that conflicted (409, sent again by
     // the controller) reached /mutate only.
     let mutated = webhook.count("/mutate", "allowed").await - mutate_before;
     assert!(
-        mutated >= writes,
-        "every status write went through /mutate: {mutated} calls for {writes} writes"
+        mutated >= validated,
+        "every status write went through /mutate: {mutated} calls for {validated} allowed by /validate"
     );
     for needle in [
         "StatusWriteDenied",
@@ -949,15 +951,17 @@ async fn every_sample_is_provisioned_updated_and_deleted_while_a_rogue_client_is
         denied.len() as u64,
         "each denial with 403"
     );
-    assert_eq!(
-        webhook.count("/validate", "allowed").await - validate_before,
-        writes,
-        "every status write of the controller was allowed by /validate"
+    // At least once per stored write (one that passed /validate can still lose the race for
+    // etcd and be sent again), and every call to /validate follows one to /mutate.
+    let validated = webhook.count("/validate", "allowed").await - validate_before;
+    assert!(
+        validated >= writes,
+        "every status write of the controller was allowed by /validate: {validated} allowed for {writes} writes"
     );
     let mutated = webhook.count("/mutate", "allowed").await - mutate_before;
     assert!(
-        mutated >= writes + denied.len() as u64,
-        "every status write went through /mutate: {mutated} calls for {writes} writes and {} denied",
+        mutated >= validated + denied.len() as u64,
+        "every status write went through /mutate: {mutated} calls for {validated} allowed and {} denied",
         denied.len()
     );
     assert_eq!(
