@@ -537,16 +537,6 @@ const TOO_LATE: Duration = Duration::from_secs(60);
 type Held = Arc<Mutex<Vec<(String, String)>>>;
 
 async fn slow_webhook(certs: &WebhookCerts) -> SlowWebhook {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let tls = axum_server::tls_rustls::RustlsConfig::from_pem_file(
-        certs.dir.path().join("tls.crt"),
-        certs.dir.path().join("tls.key"),
-    )
-    .await
-    .expect("the test's serving certificate loads");
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let addr = listener.local_addr().unwrap();
     let held: Held = Arc::default();
     async fn review(State(held): State<Held>, uri: Uri, Json(review): Json<Value>) -> Json<Value> {
         let request = &review["request"];
@@ -571,9 +561,25 @@ async fn slow_webhook(certs: &WebhookCerts) -> SlowWebhook {
         .route("/validate", axum::routing::post(review))
         .route("/mutate", axum::routing::post(review))
         .with_state(held.clone());
+    let addr = serve_tls(certs, app).await;
+    SlowWebhook { addr, held }
+}
+
+/// Serves `app` over HTTPS with `certs` on a free port of 127.0.0.1, in the background.
+async fn serve_tls(certs: &WebhookCerts, app: axum::Router) -> SocketAddr {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let tls = axum_server::tls_rustls::RustlsConfig::from_pem_file(
+        certs.dir.path().join("tls.crt"),
+        certs.dir.path().join("tls.key"),
+    )
+    .await
+    .expect("the test's serving certificate loads");
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let addr = listener.local_addr().unwrap();
     let server = axum_server::tls_rustls::from_tcp_rustls(listener, tls).expect("listener");
     tokio::spawn(server.serve(app.into_make_service()));
-    SlowWebhook { addr, held }
+    addr
 }
 
 /// `manifests/base` with a webhook slower than `timeoutSeconds` (5 s): kube-apiserver gives
@@ -921,16 +927,6 @@ async fn odd_webhook(
     uids: Arc<Mutex<Vec<String>>>,
 ) -> SocketAddr {
     use base64::Engine as _;
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let tls = axum_server::tls_rustls::RustlsConfig::from_pem_file(
-        certs.dir.path().join("tls.crt"),
-        certs.dir.path().join("tls.key"),
-    )
-    .await
-    .expect("the test's serving certificate loads");
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let addr = listener.local_addr().unwrap();
     let answer = move |uri: Uri, Json(review): Json<Value>| {
         let mode = *mode.lock().unwrap();
         let uids = uids.clone();
@@ -971,9 +967,7 @@ async fn odd_webhook(
     let app = axum::Router::new()
         .route("/validate", axum::routing::post(answer.clone()))
         .route("/mutate", axum::routing::post(answer));
-    let server = axum_server::tls_rustls::from_tcp_rustls(listener, tls).expect("listener");
-    tokio::spawn(server.serve(app.into_make_service()));
-    addr
+    serve_tls(certs, app).await
 }
 
 /// [`pending`] complete (the fake hook fills in nothing): what the CRD's schema requires.

@@ -120,11 +120,23 @@ impl Stack {
 
     /// Creates the sample `aws-minimal.yaml` as `name` in `kcp-system` (no status).
     pub async fn create_runtime(&self, name: &str) -> DynamicObject {
-        let text = std::fs::read_to_string(repo().join("samples/runtimes/aws-minimal.yaml"))
-            .expect("sample");
+        self.create_sample("aws-minimal.yaml", name, |_| {}).await
+    }
+
+    /// Creates `samples/runtimes/<file>` as `name` in `kcp-system` (as the admin, no status),
+    /// after `edit` changed the object.
+    pub async fn create_sample(
+        &self,
+        file: &str,
+        name: &str,
+        edit: impl FnOnce(&mut Value),
+    ) -> DynamicObject {
+        let text = std::fs::read_to_string(repo().join("samples/runtimes").join(file))
+            .unwrap_or_else(|e| panic!("sample {file}: {e}"));
         let mut obj: Value = serde_saphyr::from_str(&text).expect("sample parses");
         obj["metadata"]["name"] = json!(name);
         obj["metadata"]["namespace"] = json!(NS);
+        edit(&mut obj);
         let obj: DynamicObject = serde_json::from_value(obj).expect("dynamic object");
         self.runtimes()
             .await

@@ -167,20 +167,13 @@ impl RealEnv {
     /// the admin, no status), and a runtime cluster for its Shoot.
     pub async fn create_sample(&self, file: &str, name: &str) -> DynamicObject {
         self.runtime_cluster(name).await;
-        let text = std::fs::read_to_string(repo().join("samples/runtimes").join(file))
-            .unwrap_or_else(|e| panic!("sample {file}: {e}"));
-        let mut obj: Value = serde_saphyr::from_str(&text).expect("sample parses");
-        obj["metadata"]["name"] = json!(name);
-        obj["metadata"]["namespace"] = json!(NS);
-        obj["metadata"]["labels"]["kyma-project.io/runtime-id"] = json!(name);
-        obj["metadata"]["labels"]["kyma-project.io/shoot-name"] = json!(name);
-        obj["spec"]["shoot"]["name"] = json!(name);
-        let obj: DynamicObject = serde_json::from_value(obj).expect("dynamic object");
-        self.runtimes()
+        self.stack
+            .create_sample(file, name, |obj| {
+                obj["metadata"]["labels"]["kyma-project.io/runtime-id"] = json!(name);
+                obj["metadata"]["labels"]["kyma-project.io/shoot-name"] = json!(name);
+                obj["spec"]["shoot"]["name"] = json!(name);
+            })
             .await
-            .create(&PostParams::default(), &obj)
-            .await
-            .unwrap_or_else(|e| panic!("creating Runtime {name}: {e}"))
     }
 
     /// Watches Runtime `name` until `cond` holds (at most [`LIMIT`]); panics with `what` and
