@@ -11,6 +11,7 @@ pub mod policy;
 pub mod render;
 pub mod table;
 mod validate;
+pub mod vap;
 mod violation;
 
 pub use args::{PolicyArgs, PolicyArgsError};

@@ -12,6 +12,8 @@ pub enum Format {
     Markdown,
     Json,
     Dot,
+    /// A ValidatingAdmissionPolicy and its binding ([`super::vap`]).
+    Vap,
 }
 
 /// Renders `policy` in `format`. JSON is the serialised [`Policy`] (states, condition types with
@@ -21,6 +23,7 @@ pub fn render(policy: &Policy, format: Format) -> String {
         Format::Markdown => markdown(policy),
         Format::Json => json(policy),
         Format::Dot => dot(policy),
+        Format::Vap => super::vap::yaml(policy),
     }
 }
 
@@ -140,6 +143,7 @@ pub fn markdown(policy: &Policy) -> String {
         },
         policy.writers.describe()
     );
+    s.push_str(&super::vap::markdown());
     s
 }
 
