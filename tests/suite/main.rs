@@ -26,6 +26,7 @@ mod real_crd;
 mod real_kubectl;
 mod real_lifecycle;
 mod real_manifests;
+mod real_vap;
 mod reconciler_failures;
 mod reconciler_faults;
 mod reconciler_ops;

@@ -1,0 +1,512 @@
+//! `kim policy --format vap` on a real kube-apiserver: the generated ValidatingAdmissionPolicy
+//! and its binding are accepted (the CRD sets no `maxItems` on `status.conditions`), and, for a
+//! table of status writes, the policy's verdict equals kim's own ([`kim::status::validate`])
+//! for the rules the policy covers. No webhook is installed: what the server refuses, the CRD
+//! schema or the policy refused.
+
+use crate::support::real::{repo, runtime_resource};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use kim::status::{self, Action, Facts, Policy, Snapshot};
+use kube::Api;
+use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+use testenv::controlplane::{ClientCert, ControlPlane};
+
+const NS: &str = "vap";
+const LTT: &str = "2026-01-01T00:00:00Z";
+
+fn cond(t: &str, s: &str, r: &str) -> Value {
+    json!({"type": t, "status": s, "reason": r, "message": "m", "lastTransitionTime": LTT})
+}
+
+fn pp() -> Value {
+    cond("Provisioned", "Unknown", "Pending")
+}
+
+fn ready3() -> Vec<Value> {
+    vec![
+        cond("Provisioned", "True", "ShootCreationCompleted"),
+        cond("KubeconfigReady", "True", "KubeconfigCreated"),
+        cond("Configured", "True", "AdministratorsConfigured"),
+    ]
+}
+
+fn st(state: &str, conds: Vec<Value>) -> Option<Value> {
+    Some(json!({"state": state, "conditions": conds}))
+}
+
+/// The same conditions with the first one's message changed (a write the model judges as
+/// leaving every condition unchanged).
+fn touched(state: &str, mut conds: Vec<Value>) -> Option<Value> {
+    conds[0]["message"] = json!("changed");
+    st(state, conds)
+}
+
+/// Who writes.
+#[derive(Clone, Copy, PartialEq)]
+enum Writer {
+    Admin,
+    Mallory,
+}
+
+struct Case {
+    name: &'static str,
+    old: Option<Value>,
+    new: Option<Value>,
+    deleting: bool,
+    writer: Writer,
+}
+
+fn case(name: &'static str, old: Option<Value>, new: Option<Value>) -> Case {
+    Case {
+        name,
+        old,
+        new,
+        deleting: false,
+        writer: Writer::Admin,
+    }
+}
+
+fn cases() -> Vec<Case> {
+    let bogus = cond("Bogus", "True", "Whatever");
+    let bad_reason = cond("Provisioned", "Unknown", "NoSuchReason");
+    let many: Vec<Value> = (0..64)
+        .map(|i| cond(&format!("Extra{i}"), "True", "Some"))
+        .collect();
+    let mut with_deprov = ready3();
+    with_deprov.push(cond("Deprovisioned", "Unknown", "GardenerShootDeleted"));
+    let completed = |v: bool| {
+        let mut s = st("Ready", ready3()).unwrap();
+        s["provisioningCompleted"] = json!(v);
+        Some(s)
+    };
+    let deleting = |mut c: Case| {
+        c.deleting = true;
+        c
+    };
+    let mallory = |mut c: Case| {
+        c.writer = Writer::Mallory;
+        c
+    };
+    vec![
+        case("first-write-pending", None, st("Pending", vec![pp()])),
+        case("first-write-ready", None, st("Ready", ready3())),
+        case(
+            "two-rules-at-once",
+            st("Pending", vec![pp()]),
+            st("Ready", vec![pp(), cond("Bogus", "True", "Whatever")]),
+        ),
+        case(
+            "first-write-failed",
+            None,
+            st("Failed", vec![cond("Provisioned", "False", "CreationErr")]),
+        ),
+        case(
+            "pending-to-ready",
+            st("Pending", vec![pp()]),
+            st("Ready", ready3()),
+        ),
+        case(
+            "ready-without-conditions",
+            st("Pending", vec![pp()]),
+            st("Ready", vec![pp()]),
+        ),
+        case(
+            "failed-without-false",
+            st("Pending", vec![pp()]),
+            st("Failed", vec![pp()]),
+        ),
+        case(
+            "failed-to-ready",
+            st("Failed", vec![cond("Provisioned", "False", "CreationErr")]),
+            st("Ready", ready3()),
+        ),
+        case(
+            "terminating-not-deleting",
+            st("Ready", ready3()),
+            st("Terminating", with_deprov.clone()),
+        ),
+        deleting(case(
+            "terminating-while-deleting",
+            st("Ready", ready3()),
+            st("Terminating", with_deprov.clone()),
+        )),
+        deleting(case(
+            "terminating-without-deprovisioned",
+            st("Ready", ready3()),
+            st("Terminating", ready3()),
+        )),
+        deleting(case(
+            "terminating-is-final",
+            st("Terminating", with_deprov.clone()),
+            st("Pending", vec![pp()]),
+        )),
+        case(
+            "terminating-stays-not-deleting",
+            st("Terminating", with_deprov.clone()),
+            touched("Terminating", with_deprov.clone()),
+        ),
+        case("status-removed", st("Pending", vec![pp()]), None),
+        case(
+            "unknown-state",
+            st("Pending", vec![pp()]),
+            st("Provisioning", vec![pp()]),
+        ),
+        case(
+            "unknown-type",
+            st("Pending", vec![pp()]),
+            st("Pending", vec![pp(), bogus.clone()]),
+        ),
+        case(
+            "unknown-type-unchanged",
+            st("Pending", vec![pp(), bogus.clone()]),
+            touched("Pending", vec![pp(), bogus.clone()]),
+        ),
+        case(
+            "duplicate-type",
+            st("Pending", vec![pp()]),
+            st(
+                "Pending",
+                vec![pp(), cond("Provisioned", "Unknown", "Initialised")],
+            ),
+        ),
+        case(
+            "duplicate-type-unchanged",
+            st(
+                "Pending",
+                vec![pp(), cond("Provisioned", "Unknown", "Initialised")],
+            ),
+            touched(
+                "Pending",
+                vec![pp(), cond("Provisioned", "Unknown", "Initialised")],
+            ),
+        ),
+        case(
+            "unknown-reason",
+            st("Pending", vec![pp()]),
+            st("Pending", vec![bad_reason.clone()]),
+        ),
+        case(
+            "unknown-reason-unchanged",
+            st("Pending", vec![bad_reason.clone()]),
+            touched("Pending", vec![bad_reason.clone()]),
+        ),
+        case(
+            "reason-with-wrong-status",
+            st("Pending", vec![pp()]),
+            st("Pending", vec![cond("Provisioned", "True", "Pending")]),
+        ),
+        case(
+            "ready-requirement-unchanged",
+            st("Ready", vec![pp()]),
+            touched("Ready", vec![pp()]),
+        ),
+        case(
+            "failed-requirement-unchanged",
+            st("Failed", vec![pp()]),
+            touched("Failed", vec![pp()]),
+        ),
+        case(
+            "provisioning-completed-back",
+            completed(true),
+            completed(false),
+        ),
+        case(
+            "provisioning-completed-set",
+            completed(false),
+            completed(true),
+        ),
+        mallory(case(
+            "writer-not-allowed",
+            st("Pending", vec![pp()]),
+            touched("Pending", vec![pp()]),
+        )),
+        mallory(case(
+            "writer-not-allowed-no-change",
+            st("Pending", vec![pp()]),
+            st("Pending", vec![pp()]),
+        )),
+        case(
+            "64-conditions-unchanged",
+            st("Pending", many.clone()),
+            touched("Pending", many.clone()),
+        ),
+        case(
+            "64-conditions-new",
+            st("Pending", vec![pp()]),
+            st("Pending", many.clone()),
+        ),
+    ]
+}
+
+/// What kim or the server made of a write.
+#[derive(Debug, Clone, PartialEq)]
+enum Verdict {
+    Allowed,
+    /// Denied by the policy; the rule id its message starts with.
+    Policy(String),
+    /// Refused before the policy (the CRD schema); the server's message.
+    Schema(String),
+}
+
+async fn apply(client: &kube::Client, doc: &Value) -> Result<(), String> {
+    let gvk = kube::api::GroupVersionKind::gvk(
+        "admissionregistration.k8s.io",
+        "v1",
+        doc["kind"].as_str().unwrap(),
+    );
+    let plural = match doc["kind"].as_str().unwrap() {
+        "ValidatingAdmissionPolicy" => "validatingadmissionpolicies",
+        _ => "validatingadmissionpolicybindings",
+    };
+    let ar = kube::api::ApiResource::from_gvk_with_plural(&gvk, plural);
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+    let name = doc["metadata"]["name"].as_str().unwrap();
+    api.patch(
+        name,
+        &PatchParams::apply("kim-test").force(),
+        &Patch::Apply(doc),
+    )
+    .await
+    .map(|_| ())
+    .map_err(|e| format!("{name}: {e}"))
+}
+
+fn server_verdict(result: kube::Result<DynamicObject>) -> Verdict {
+    match result {
+        Ok(_) => Verdict::Allowed,
+        Err(kube::Error::Api(s)) if s.message.contains("ValidatingAdmissionPolicy") => {
+            let rule = s
+                .message
+                .split_once("denied request: [")
+                .and_then(|(_, rest)| rest.split_once(']'))
+                .map(|(rule, _)| rule.to_string())
+                .unwrap_or_else(|| panic!("policy denial without a rule id: {}", s.message));
+            eprintln!("  policy denial: {}", s.message);
+            Verdict::Policy(rule)
+        }
+        Err(kube::Error::Api(s)) => Verdict::Schema(format!("{} {}", s.code, s.message)),
+        Err(e) => panic!("status write failed: {e}"),
+    }
+}
+
+async fn stored(api: &Api<DynamicObject>, name: &str) -> Value {
+    serde_json::to_value(api.get(name).await.expect("get Runtime")).unwrap()
+}
+
+/// Writes `status` (or removes it) with a PUT of the stored object.
+async fn put_status(
+    api: &Api<DynamicObject>,
+    old: &Value,
+    status: Option<&Value>,
+) -> kube::Result<DynamicObject> {
+    let mut obj = old.clone();
+    match status {
+        Some(s) => obj["status"] = s.clone(),
+        None => {
+            obj.as_object_mut().unwrap().remove("status");
+        }
+    }
+    let name = obj["metadata"]["name"].as_str().unwrap().to_string();
+    let obj: DynamicObject = serde_json::from_value(obj).unwrap();
+    api.replace_status(&name, &PostParams::default(), &obj)
+        .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_generated_policy_judges_status_writes_as_kim_does() {
+    let cp = ControlPlane::start().expect("control plane");
+    cp.create_namespace(NS).await;
+    let crd = std::fs::read_to_string(repo().join("manifests/crd.yaml")).expect("crd.yaml");
+    assert!(
+        !crd.contains("maxItems"),
+        "the CRD sets no maxItems anywhere"
+    );
+    cp.install_crds(&crd).await.expect("kim's CRD installs");
+    let admin = cp.admin().await;
+    let runtimes: Api<DynamicObject> = Api::namespaced_with(admin.clone(), NS, &runtime_resource());
+
+    // Mallory may write Runtime status as far as RBAC goes; only the policy's writer rule stops her.
+    let role: ClusterRole = serde_json::from_value(json!({
+        "metadata": {"name": "runtime-status-writer"},
+        "rules": [{"apiGroups": ["infrastructuremanager.kyma-project.io"],
+                   "resources": ["runtimes", "runtimes/status"],
+                   "verbs": ["get", "update", "patch"]}],
+    }))
+    .unwrap();
+    Api::<ClusterRole>::all(admin.clone())
+        .create(&PostParams::default(), &role)
+        .await
+        .expect("ClusterRole");
+    let binding: ClusterRoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": "runtime-status-writer"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "runtime-status-writer"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "mallory"}],
+    }))
+    .unwrap();
+    Api::<ClusterRoleBinding>::all(admin.clone())
+        .create(&PostParams::default(), &binding)
+        .await
+        .expect("ClusterRoleBinding");
+    let mallory_cert: ClientCert = cp.user("mallory", &[]);
+    let mallory: Api<DynamicObject> =
+        Api::namespaced_with(cp.client(&mallory_cert).await, NS, &runtime_resource());
+
+    // Before the policy: every Runtime with its stored status (some break the model on purpose).
+    let sample = std::fs::read_to_string(repo().join("samples/runtimes/aws-minimal.yaml")).unwrap();
+    let sample: Value = serde_saphyr::from_str(&sample).unwrap();
+    let cases = cases();
+    let make = |name: &str, deleting: bool| {
+        let mut obj = sample.clone();
+        obj["metadata"]["name"] = json!(name);
+        obj["metadata"]["namespace"] = json!(NS);
+        if deleting {
+            obj["metadata"]["finalizers"] = json!(["kim.test/hold"]);
+        }
+        serde_json::from_value::<DynamicObject>(obj).unwrap()
+    };
+    for c in cases
+        .iter()
+        .map(|c| (c.name, c.deleting, c.old.as_ref()))
+        .chain([("policy-probe", false, st("Pending", vec![pp()]).as_ref())])
+    {
+        let (name, deleting, old) = c;
+        runtimes
+            .create(&PostParams::default(), &make(name, deleting))
+            .await
+            .unwrap_or_else(|e| panic!("creating {name}: {e}"));
+        if let Some(old) = old {
+            let obj = stored(&runtimes, name).await;
+            put_status(&runtimes, &obj, Some(old))
+                .await
+                .unwrap_or_else(|e| panic!("{name}: storing the old status: {e}"));
+        }
+        if deleting {
+            runtimes
+                .delete(name, &DeleteParams::default())
+                .await
+                .unwrap_or_else(|e| panic!("deleting {name}: {e}"));
+        }
+    }
+
+    // The policy in force is the built-in one.
+    let policy = Policy::builtin();
+    for doc in status::vap::objects(&policy) {
+        apply(&admin, &doc)
+            .await
+            .unwrap_or_else(|e| panic!("the server refuses the generated policy: {e}"));
+    }
+    // In effect once Mallory's writes (each a change) are refused by the writer rule.
+    let started = Instant::now();
+    for attempt in 0.. {
+        let obj = stored(&runtimes, "policy-probe").await;
+        let mut conds = vec![pp()];
+        conds[0]["message"] = json!(format!("probe {attempt}"));
+        let verdict =
+            server_verdict(put_status(&mallory, &obj, st("Pending", conds).as_ref()).await);
+        if verdict == Verdict::Policy("writer".into()) {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the policy is not in effect after 30 s: {verdict:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    let vaps = kube::api::ApiResource::from_gvk_with_plural(
+        &kube::api::GroupVersionKind::gvk(
+            "admissionregistration.k8s.io",
+            "v1",
+            "ValidatingAdmissionPolicy",
+        ),
+        "validatingadmissionpolicies",
+    );
+    let vap = Api::<DynamicObject>::all_with(admin.clone(), &vaps)
+        .get(status::vap::DENY_NAME)
+        .await
+        .expect("the policy");
+    eprintln!(
+        "policy status: {}",
+        serde_json::to_string(&vap.data["status"]).unwrap()
+    );
+
+    let mut report = Vec::new();
+    let mut mismatches = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
+    for c in &cases {
+        let api = if c.writer == Writer::Mallory {
+            &mallory
+        } else {
+            &runtimes
+        };
+        let old = stored(&runtimes, c.name).await;
+        let mut new = old.clone();
+        match &c.new {
+            Some(s) => new["status"] = s.clone(),
+            None => {
+                new.as_object_mut().unwrap().remove("status");
+            }
+        }
+        let facts = match c.writer {
+            Writer::Admin => Facts {
+                groups: vec!["system:masters".into(), "system:authenticated".into()],
+                ..Facts::by("testenv-admin", chrono::Utc::now())
+            },
+            Writer::Mallory => Facts {
+                groups: vec!["system:authenticated".into()],
+                ..Facts::by("mallory", chrono::Utc::now())
+            },
+        };
+        let violations = status::validate(
+            &policy,
+            Some(&Snapshot::of_object(&old)),
+            &Snapshot::of_object(&new),
+            &facts,
+        );
+        let mut kim_denies: Vec<String> = violations
+            .iter()
+            .filter(|v| v.action == Action::Deny)
+            .map(|v| v.rule.as_str().to_string())
+            .collect();
+        kim_denies.dedup();
+        let server = server_verdict(put_status(api, &old, c.new.as_ref()).await);
+        let agrees = match &server {
+            Verdict::Allowed => kim_denies.is_empty(),
+            Verdict::Policy(rule) => kim_denies.contains(rule),
+            Verdict::Schema(_) => kim_denies.iter().any(|r| {
+                [
+                    "state-unknown",
+                    "state-required",
+                    "malformed",
+                    "condition-shape",
+                ]
+                .contains(&r.as_str())
+            }),
+        };
+        let line = format!("{}: server {server:?}; kim denies {kim_denies:?}", c.name);
+        eprintln!("{line}");
+        report.push(line.clone());
+        if !agrees {
+            mismatches.push(line);
+        }
+        if let Verdict::Policy(rule) = server {
+            seen.insert(rule);
+        }
+    }
+    // Every rule the policy covers denied at least one write on the server (state-unknown is
+    // refused by the CRD schema first).
+    let unseen: Vec<&str> = status::vap::validations(&policy)
+        .iter()
+        .map(|v| v.rule.as_str())
+        .filter(|r| *r != "state-unknown" && !seen.contains(*r))
+        .collect();
+    assert!(unseen.is_empty(), "no case denied by {unseen:?}");
+    assert!(
+        mismatches.is_empty(),
+        "the policy and kim disagree:\n{}\nall cases:\n{}",
+        mismatches.join("\n"),
+        report.join("\n")
+    );
+}
