@@ -314,8 +314,15 @@ async fn put_status(
         .await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_generated_policy_judges_status_writes_as_kim_does() {
+/// A control plane with kim's CRD, namespace [`NS`] and user Mallory, whom RBAC lets write
+/// Runtime status (only the policy's writer rule stops her). Returns the admin's and
+/// Mallory's Runtime APIs and her certificate.
+async fn control_plane() -> (
+    ControlPlane,
+    Api<DynamicObject>,
+    Api<DynamicObject>,
+    ClientCert,
+) {
     let cp = ControlPlane::start().expect("control plane");
     cp.create_namespace(NS).await;
     let crd = std::fs::read_to_string(repo().join("manifests/crd.yaml")).expect("crd.yaml");
@@ -327,7 +334,6 @@ async fn the_generated_policy_judges_status_writes_as_kim_does() {
     let admin = cp.admin().await;
     let runtimes: Api<DynamicObject> = Api::namespaced_with(admin.clone(), NS, &runtime_resource());
 
-    // Mallory may write Runtime status as far as RBAC goes; only the policy's writer rule stops her.
     let role: ClusterRole = serde_json::from_value(json!({
         "metadata": {"name": "runtime-status-writer"},
         "rules": [{"apiGroups": ["infrastructuremanager.kyma-project.io"],
@@ -353,6 +359,13 @@ async fn the_generated_policy_judges_status_writes_as_kim_does() {
     let mallory: Api<DynamicObject> =
         Api::namespaced_with(cp.client(&mallory_cert).await, NS, &runtime_resource());
 
+    (cp, runtimes, mallory, mallory_cert)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_generated_policy_judges_status_writes_as_kim_does() {
+    let (cp, runtimes, mallory, _) = control_plane().await;
+    let admin = cp.admin().await;
     // Before the policy: every Runtime with its stored status (some break the model on purpose).
     let sample = std::fs::read_to_string(repo().join("samples/runtimes/aws-minimal.yaml")).unwrap();
     let sample: Value = serde_saphyr::from_str(&sample).unwrap();
@@ -509,4 +522,67 @@ async fn the_generated_policy_judges_status_writes_as_kim_does() {
         mismatches.join("\n"),
         report.join("\n")
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rule_in_warn_mode_lets_the_write_through_with_a_warning() {
+    let (cp, runtimes, _, mallory_cert) = control_plane().await;
+    let admin = cp.admin().await;
+    let name = "warned";
+    let mut obj: Value = serde_saphyr::from_str(
+        &std::fs::read_to_string(repo().join("samples/runtimes/aws-minimal.yaml")).unwrap(),
+    )
+    .unwrap();
+    obj["metadata"]["name"] = json!(name);
+    obj["metadata"]["namespace"] = json!(NS);
+    runtimes
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(obj).unwrap(),
+        )
+        .await
+        .expect("create Runtime");
+    let obj = stored(&runtimes, name).await;
+    put_status(&runtimes, &obj, st("Pending", vec![pp()]).as_ref())
+        .await
+        .expect("first status");
+
+    let policy =
+        Policy::builtin().with_rule_action(status::RuleId::Writer, status::Enforcement::Warn);
+    let docs = status::vap::objects(&policy);
+    assert_eq!(docs.len(), 4, "a deny pair and a warn pair");
+    for doc in &docs {
+        apply(&admin, doc)
+            .await
+            .unwrap_or_else(|e| panic!("the server refuses the generated policy: {e}"));
+    }
+    let http = cp.http_client(&mallory_cert).expect("http client");
+    let url = format!(
+        "{}/apis/infrastructuremanager.kyma-project.io/v1/namespaces/{NS}/runtimes/{name}/status",
+        cp.url()
+    );
+    let started = Instant::now();
+    for attempt in 0.. {
+        let mut obj = stored(&runtimes, name).await;
+        obj["status"]["conditions"][0]["message"] = json!(format!("by mallory {attempt}"));
+        let answer = http.put(&url).json(&obj).send().await.expect("PUT status");
+        let code = answer.status().as_u16();
+        let warnings: Vec<String> = answer
+            .headers()
+            .get_all("warning")
+            .iter()
+            .map(|h| h.to_str().unwrap_or_default().to_string())
+            .collect();
+        assert_eq!(code, 200, "a rule in warn mode does not deny: {warnings:?}");
+        if let Some(w) = warnings.iter().find(|w| w.contains("[writer]")) {
+            eprintln!("warning: {w}");
+            assert!(w.contains(status::vap::WARN_NAME), "{w}");
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no [writer] warning after 30 s: {warnings:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
