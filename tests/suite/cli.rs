@@ -686,3 +686,34 @@ fn policy_as_vap_follows_the_policy_flags() {
     let builtin_deny = serde_json::to_string(&builtin[0]["spec"]["validations"]).unwrap();
     assert!(!builtin_deny.contains("'Terminating': ['KubernetesErr']"));
 }
+
+#[test]
+fn policy_as_vap_carries_the_policy_files_types() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("policy.yaml");
+    std::fs::write(
+        &path,
+        "kind: StatusPolicy\nconditionTypes:\n  - type: BackupConfigured\n    reasons:\n      - {reason: BackupReady, statuses: [\"True\"], message: Backups configured}\n",
+    )
+    .unwrap();
+    let file = path.to_str().unwrap();
+    let o = kim(&["policy", "--format", "vap", "--policy-file", file]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // The expressions as parsed back, not as folded into YAML lines.
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&stdout(&o)).expect("YAML");
+    let text = serde_json::to_string(&docs).unwrap();
+    assert!(
+        text.contains("'BackupConfigured': ['BackupReady']"),
+        "{text}"
+    );
+    assert!(
+        text.contains("'BackupConfigured/BackupReady': ['True']"),
+        "{text}"
+    );
+    assert!(!stdout(&kim(&["policy", "--format", "vap"])).contains("BackupConfigured"));
+}
