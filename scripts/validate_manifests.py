@@ -27,6 +27,9 @@ produce. What is checked (one line per checked file or build; details under a FA
               x-kubernetes-int-or-string, nullable, formats date-time/int32/int64/byte;
               metadata against the ObjectMeta schema shipped by kubernetes-validate.
               x-kubernetes-validations (CEL) rules are NOT evaluated: counted and reported.
+  policy      manifests/overlays/policy and the policy of webhook-and-policy (check_policy()):
+              one ValidatingAdmissionPolicy and binding on runtimes/status UPDATEs in kcp-system,
+              denying, each message starting with a rule id; beside it the webhooks fail open.
   monitoring  manifests/overlays/monitoring (validate_monitoring.py): the PrometheusRule is the rules
               file (promtool check rules when installed), the ServiceMonitors match the Services,
               ports and prometheus.io/* annotations of base, the dashboard ConfigMap is the JSON.
@@ -543,7 +546,12 @@ def check_conformance(docs: list[dict], variant: str, crate_version: str | None,
     errs: list[str] = []
     warns: list[str] = []
     guard = variant == "guard-kim"
-    cert_manager = variant in ("cert-manager", "guard-kim")
+    # The policy beside the webhooks: they fail open, the policy holds (webhook-and-policy).
+    beside = variant == "webhook-and-policy"
+    cert_manager = variant in ("cert-manager", "guard-kim", "webhook-and-policy")
+    if beside:
+        errs += check_policy([d for d in docs if d["kind"].startswith("ValidatingAdmissionPolicy")])
+        docs = [d for d in docs if not d["kind"].startswith("ValidatingAdmissionPolicy")]
     one(docs, errs, "Namespace", "kim-system")
     if find(docs, "Namespace", "kcp-system"):
         errs.append("Namespace kcp-system must not be managed by kim (kubectl delete -k would remove it)")
@@ -721,7 +729,7 @@ def check_conformance(docs: list[dict], variant: str, crate_version: str | None,
         if h.get("rules") != [EXPECTED_RULE]:
             errs.append(f"{kind}: rules {h.get('rules')}, want [{EXPECTED_RULE}]")
         # In front of KIM while every rule warns, an unreachable guard must not block KIM.
-        for f, v in {"sideEffects": "None", "failurePolicy": "Ignore" if guard else "Fail", "timeoutSeconds": 5,
+        for f, v in {"sideEffects": "None", "failurePolicy": "Ignore" if guard or beside else "Fail", "timeoutSeconds": 5,
                      "admissionReviewVersions": ["v1"], "matchPolicy": "Equivalent",
                      "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kcp-system"}}}.items():
             if h.get(f) != v:
@@ -1093,6 +1101,39 @@ def crate_version(repo: Path) -> str | None:
         return None
 
 
+def check_policy(docs: list[dict]) -> list[str]:
+    """The shipped ValidatingAdmissionPolicy (manifests/overlays/policy): one policy and its
+    binding, both kim-runtime-status, matching runtimes/status UPDATEs in kcp-system, denying,
+    each validation's message starting with a rule id."""
+    errs: list[str] = []
+    kinds = sorted(d["kind"] for d in docs)
+    if kinds != ["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]:
+        return [f"policy objects {kinds}, want a ValidatingAdmissionPolicy and its binding"]
+    pol = one(docs, errs, "ValidatingAdmissionPolicy", "kim-runtime-status")
+    bind = one(docs, errs, "ValidatingAdmissionPolicyBinding", "kim-runtime-status")
+    if not pol or not bind:
+        return errs
+    spec, bspec = pol.get("spec") or {}, bind.get("spec") or {}
+    want_rule = {"apiGroups": ["infrastructuremanager.kyma-project.io"], "apiVersions": ["v1"],
+                 "operations": ["UPDATE"], "resources": ["runtimes/status"]}
+    if (spec.get("matchConstraints") or {}).get("resourceRules") != [want_rule]:
+        errs.append(f"ValidatingAdmissionPolicy: resourceRules {spec.get('matchConstraints')}, want [{want_rule}]")
+    if spec.get("failurePolicy") != "Fail":
+        errs.append("ValidatingAdmissionPolicy: failurePolicy must be Fail")
+    vs = spec.get("validations") or []
+    if not vs:
+        errs.append("ValidatingAdmissionPolicy: no validations")
+    for i, v in enumerate(vs):
+        if not str(v.get("messageExpression", "")).startswith("'["):
+            errs.append(f"ValidatingAdmissionPolicy: validations[{i}] message does not start with a rule id")
+    if bspec.get("policyName") != "kim-runtime-status" or bspec.get("validationActions") != ["Deny"]:
+        errs.append(f"ValidatingAdmissionPolicyBinding: {bspec}, want policyName kim-runtime-status, [Deny]")
+    sel = ((bspec.get("matchResources") or {}).get("namespaceSelector") or {}).get("matchLabels")
+    if sel != {"kubernetes.io/metadata.name": "kcp-system"}:
+        errs.append(f"ValidatingAdmissionPolicyBinding: namespaceSelector {sel}, want kcp-system")
+    return errs
+
+
 def check_build(docs: list[dict], vals: Validators, variant: str | None, version, crd, config,
                 monitoring: tuple[list[dict], Path] | None = None):
     """Schemas of every object, and conformance unless `variant` is None (the monitoring
@@ -1107,6 +1148,8 @@ def check_build(docs: list[dict], vals: Validators, variant: str | None, version
     if variant == "monitoring" and monitoring is not None:
         e, warns = validate_monitoring.check_overlay(docs, monitoring[0], monitoring[1])
         errs += e
+    elif variant == "policy":
+        errs += check_policy(docs)
     elif variant is not None:
         e, warns = check_conformance(docs, variant, version, crd, config)
         errs += e
@@ -1125,6 +1168,7 @@ def check_build(docs: list[dict], vals: Validators, variant: str | None, version
 HELM_VARIANTS = {
     "ca-bundle-values.yaml": "static-ca",
     "guard-only-values.yaml": "guard-kim",
+    "admission-policy-values.yaml": "webhook-and-policy",
     "policy-values.yaml": None,
 }
 

@@ -82,6 +82,10 @@ pub enum Output {
 pub struct PolicyCmdArgs {
     #[arg(long, value_enum, default_value_t = Format::Markdown)]
     pub format: Format,
+    /// With `--format vap`: the namespace whose Runtimes the bindings match (as the webhook
+    /// configurations' namespaceSelector); default: every namespace.
+    #[arg(long)]
+    pub runtime_namespace: Option<String>,
     #[command(flatten)]
     pub policy: PolicyArgs,
 }
@@ -306,7 +310,21 @@ pub fn check(args: &CheckArgs, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
 
 /// Runs `kim policy`.
 pub fn policy(args: &PolicyCmdArgs, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
+    if args.runtime_namespace.is_some() && args.format != Format::Vap {
+        return fail(err, "--runtime-namespace applies to --format vap only");
+    }
+    if args.runtime_namespace.as_deref() == Some("") {
+        return fail(
+            err,
+            "--runtime-namespace: empty; give the namespace of the Runtimes",
+        );
+    }
     match args.policy.load() {
+        Ok(p) if args.format == Format::Vap => {
+            let ns = args.runtime_namespace.as_deref();
+            let _ = write!(out, "{}", status::vap::yaml(&p, ns));
+            EXIT_ALLOWED
+        }
         Ok(p) => {
             let _ = write!(out, "{}", render::render(&p, args.format));
             EXIT_ALLOWED

@@ -23,7 +23,7 @@ pub fn render(policy: &Policy, format: Format) -> String {
         Format::Markdown => markdown(policy),
         Format::Json => json(policy),
         Format::Dot => dot(policy),
-        Format::Vap => super::vap::yaml(policy),
+        Format::Vap => super::vap::yaml(policy, None),
     }
 }
 

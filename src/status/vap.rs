@@ -367,9 +367,16 @@ pub fn validations(policy: &Policy) -> Vec<Validation> {
     out
 }
 
+/// The labels of the generated objects, in the style of the other manifests.
+fn labels() -> Value {
+    json!({"app.kubernetes.io/component": "policy", "app.kubernetes.io/part-of": "kim"})
+}
+
 /// The policy and binding objects: one pair for the rules in `deny` mode, one for those in
-/// `warn` mode (each only when it has rules).
-pub fn objects(policy: &Policy) -> Vec<Value> {
+/// `warn` mode (each only when it has rules). With `namespace`, the bindings match writes in
+/// that namespace only (`matchResources.namespaceSelector` on `kubernetes.io/metadata.name`,
+/// as the webhook configurations select the Runtime namespace); without, every namespace.
+pub fn objects(policy: &Policy, namespace: Option<&str>) -> Vec<Value> {
     let all = validations(policy);
     let vars: Vec<Value> = variables(policy)
         .into_iter()
@@ -397,7 +404,7 @@ pub fn objects(policy: &Policy) -> Vec<Value> {
         out.push(json!({
             "apiVersion": "admissionregistration.k8s.io/v1",
             "kind": "ValidatingAdmissionPolicy",
-            "metadata": {"name": name},
+            "metadata": {"name": name, "labels": labels()},
             "spec": {
                 "failurePolicy": "Fail",
                 "matchConstraints": {
@@ -417,11 +424,17 @@ pub fn objects(policy: &Policy) -> Vec<Value> {
                 "validations": validations,
             },
         }));
+        let mut binding = json!({"policyName": name, "validationActions": actions});
+        if let Some(ns) = namespace {
+            binding["matchResources"] = json!({
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}},
+            });
+        }
         out.push(json!({
             "apiVersion": "admissionregistration.k8s.io/v1",
             "kind": "ValidatingAdmissionPolicyBinding",
-            "metadata": {"name": name},
-            "spec": {"policyName": name, "validationActions": actions},
+            "metadata": {"name": name, "labels": labels()},
+            "spec": binding,
         }));
     }
     out
@@ -429,7 +442,7 @@ pub fn objects(policy: &Policy) -> Vec<Value> {
 
 /// The YAML of [`objects`], documents separated by `---`, after a comment block saying what
 /// the policy covers and what it does not do.
-pub fn yaml(policy: &Policy) -> String {
+pub fn yaml(policy: &Policy, namespace: Option<&str>) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -444,7 +457,7 @@ pub fn yaml(policy: &Policy) -> String {
     for line in limitations() {
         let _ = writeln!(s, "#   - {line}");
     }
-    for obj in objects(policy) {
+    for obj in objects(policy, namespace) {
         let _ = writeln!(s, "---");
         s.push_str(&serde_saphyr::to_string(&obj).expect("the policy serialises to YAML"));
     }
@@ -463,7 +476,7 @@ mod tests {
     #[test]
     fn warn_rules_get_their_own_policy() {
         let p = Policy::builtin().with_rule_action(RuleId::Writer, Enforcement::Warn);
-        let objs = objects(&p);
+        let objs = objects(&p, None);
         assert_eq!(objs.len(), 4);
         assert_eq!(
             objs[3]["spec"]["validationActions"],
@@ -473,7 +486,7 @@ mod tests {
             objs[2]["spec"]["validations"].as_array().map(Vec::len),
             Some(1)
         );
-        let all_warn = objects(&Policy::builtin().with_enforcement(Enforcement::Warn));
+        let all_warn = objects(&Policy::builtin().with_enforcement(Enforcement::Warn), None);
         assert_eq!(all_warn.len(), 2);
         assert_eq!(all_warn[0]["metadata"]["name"], WARN_NAME);
     }
@@ -481,8 +494,14 @@ mod tests {
     #[test]
     fn the_yaml_parses_back_to_the_objects() {
         let p = Policy::builtin();
-        let docs: Vec<Value> = serde_saphyr::from_multiple(&yaml(&p)).expect("YAML");
+        let docs: Vec<Value> =
+            serde_saphyr::from_multiple(&yaml(&p, Some("kcp-system"))).expect("YAML");
         let docs: Vec<Value> = docs.into_iter().filter(|d| !d.is_null()).collect();
-        assert_eq!(docs, objects(&p));
+        assert_eq!(docs, objects(&p, Some("kcp-system")));
+        assert_eq!(
+            docs[1]["spec"]["matchResources"]["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"],
+            "kcp-system"
+        );
+        assert!(objects(&p, None)[1]["spec"].get("matchResources").is_none());
     }
 }

@@ -283,6 +283,45 @@ fn crd_command_prints_the_committed_crd() {
     assert_eq!(stdout(&o), committed);
 }
 
+/// The shipped ValidatingAdmissionPolicy (`manifests/overlays/policy`, linked into the chart)
+/// is what its kustomization says generates it; `--runtime-namespace` is refused without
+/// `--format vap` and when empty.
+#[test]
+fn shipped_validating_admission_policy_is_current() {
+    let o = kim(&[
+        "policy",
+        "--format",
+        "vap",
+        "--runtime-namespace",
+        "kcp-system",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let root = env!("CARGO_MANIFEST_DIR");
+    let committed = std::fs::read_to_string(format!(
+        "{root}/manifests/overlays/policy/validating-admission-policy.yaml"
+    ))
+    .unwrap();
+    assert!(
+        stdout(&o) == committed,
+        "manifests/overlays/policy/validating-admission-policy.yaml is stale; regenerate with: \
+         cargo run -q -- policy --format vap --runtime-namespace kcp-system > manifests/overlays/policy/validating-admission-policy.yaml"
+    );
+    let chart = std::fs::read_to_string(format!(
+        "{root}/charts/kim/files/validating-admission-policy.yaml"
+    ))
+    .unwrap();
+    assert_eq!(chart, committed, "the chart's copy is the overlay's file");
+    for args in [
+        &["policy", "--runtime-namespace", "kcp-system"][..],
+        &["policy", "--format", "vap", "--runtime-namespace", ""][..],
+    ] {
+        let o = kim(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert_clean_error(&o);
+        assert!(stderr(&o).contains("--runtime-namespace"), "{}", stderr(&o));
+    }
+}
+
 /// The README's "why would this write be denied?" example, run as written: its YAML block is
 /// `examples/check/old.yaml`, `new.yaml` differs only in `state`, and the printed verdict is
 /// the README's comment lines. Without `--user` the writer rule is skipped, and said so.

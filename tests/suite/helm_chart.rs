@@ -206,6 +206,137 @@ fn helm_chart_renders_what_kustomize_builds() {
         "helm template (guard only) differs from kubectl kustomize manifests/overlays/guard-kim:\n{}",
         diff.join("\n")
     );
+
+    // The ValidatingAdmissionPolicy beside the webhooks (failurePolicy Ignore), as
+    // manifests/overlays/webhook-and-policy.
+    let rendered = helm_render(&helm, &["-f", "charts/kim/ci/admission-policy-values.yaml"]);
+    let built = kustomize_build(&kubectl, "manifests/overlays/webhook-and-policy");
+    assert_eq!(
+        rendered.len(),
+        25,
+        "the defaults plus a policy and its binding"
+    );
+    let diff = compare(&rendered, &built);
+    assert!(
+        diff.is_empty(),
+        "helm template (admission policy) differs from kubectl kustomize manifests/overlays/webhook-and-policy:\n{}",
+        diff.join("\n")
+    );
+}
+
+/// `admissionPolicy.enabled` adds the shipped policy and binding and nothing else; with
+/// `webhook.enabled=false` the policy guards alone: every webhook object is gone, the
+/// controller's stay; the bindings follow `runtimeNamespace`; a policy generated with the
+/// webhook's flags is taken as given.
+#[test]
+fn helm_admission_policy_alone_or_beside_the_webhook() {
+    let helm = testenv::tools::require("helm", "helm_admission_policy_alone_or_beside_the_webhook");
+    let defaults = helm_render(&helm, &[]);
+    let beside = helm_render(&helm, &["--set", "admissionPolicy.enabled=true"]);
+    let mut diff = compare(&beside, &defaults);
+    diff.sort();
+    assert_eq!(
+        diff,
+        [
+            "admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy /kim-runtime-status: only in the Helm render",
+            "admissionregistration.k8s.io/v1 ValidatingAdmissionPolicyBinding /kim-runtime-status: only in the Helm render",
+        ]
+    );
+    let shipped: Vec<Value> = yaml_docs(
+        &std::fs::read_to_string(
+            manifest_dir().join("manifests/overlays/policy/validating-admission-policy.yaml"),
+        )
+        .unwrap(),
+    );
+    let rendered_policy: Vec<Value> = beside
+        .iter()
+        .filter(|d| {
+            d["apiVersion"] == "admissionregistration.k8s.io/v1"
+                && d["kind"]
+                    .as_str()
+                    .is_some_and(|k| k.starts_with("ValidatingAdmissionPolicy"))
+        })
+        .cloned()
+        .map(without_helm)
+        .collect();
+    assert_eq!(rendered_policy, shipped, "the policy is the shipped file");
+
+    let alone = helm_render(
+        &helm,
+        &[
+            "--set",
+            "admissionPolicy.enabled=true",
+            "--set",
+            "webhook.enabled=false",
+            "--set",
+            "runtimeNamespace=runtimes",
+        ],
+    );
+    let component = |d: &Value| {
+        d.pointer("/metadata/labels/app.kubernetes.io~1component")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    assert!(
+        !alone.iter().any(|d| component(d) == "webhook"
+            || d["kind"] == "Certificate"
+            || d["kind"] == "Issuer"),
+        "no webhook object without the webhook"
+    );
+    let controller = |docs: &[Value]| docs.iter().filter(|d| component(d) == "controller").count();
+    assert!(controller(&alone) > 0 && controller(&alone) == controller(&defaults));
+    let binding = alone
+        .iter()
+        .find(|d| d["kind"] == "ValidatingAdmissionPolicyBinding")
+        .expect("binding");
+    assert_eq!(
+        binding.pointer(
+            "/spec/matchResources/namespaceSelector/matchLabels/kubernetes.io~1metadata.name"
+        ),
+        Some(&Value::from("runtimes"))
+    );
+
+    // kimHistory on the webhook: the policy must be generated with it and given as content.
+    let generated = Command::new(env!("CARGO_BIN_EXE_kim"))
+        .args([
+            "policy",
+            "--format",
+            "vap",
+            "--compat",
+            "kimHistory",
+            "--enforcement",
+            "warn",
+        ])
+        .output()
+        .unwrap();
+    assert!(generated.status.success());
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("vap.yaml");
+    std::fs::write(&file, &generated.stdout).unwrap();
+    let custom = helm_render(
+        &helm,
+        &[
+            "--set",
+            "admissionPolicy.enabled=true",
+            "--set",
+            "webhook.compat=kimHistory",
+            "--set",
+            "webhook.enforcement=warn",
+            "--set-file",
+            &format!("admissionPolicy.content={}", file.display()),
+        ],
+    );
+    let names: Vec<&str> = custom
+        .iter()
+        .filter(|d| d["kind"] == "ValidatingAdmissionPolicyBinding")
+        .filter_map(|d| d["metadata"]["name"].as_str())
+        .collect();
+    assert_eq!(
+        names,
+        ["kim-runtime-status-warn"],
+        "all rules warn: one warn binding"
+    );
 }
 
 /// The webhook container's args in a render.
@@ -362,6 +493,24 @@ fn helm_refuses_bad_values() {
         (
             &["--set", "webhook.policy.enabled=true"][..],
             "webhook.policy.content is required when webhook.policy.enabled is true",
+        ),
+        (
+            &[
+                "--set",
+                "admissionPolicy.enabled=true",
+                "--set",
+                "webhook.compat=kimHistory",
+            ][..],
+            "admissionPolicy.content is required: the shipped policy holds the built-in table",
+        ),
+        (
+            &[
+                "--set",
+                "admissionPolicy.enabled=true",
+                "--set",
+                "admissionPolicy.content=kind: Secret",
+            ][..],
+            "admissionPolicy.content: kind Secret; expected the output of kim policy --format vap",
         ),
     ] {
         let mut all = vec!["template"];

@@ -405,7 +405,7 @@ async fn the_generated_policy_judges_status_writes_as_kim_does() {
 
     // The policy in force is the built-in one.
     let policy = Policy::builtin();
-    for doc in status::vap::objects(&policy) {
+    for doc in status::vap::objects(&policy, None) {
         apply(&admin, &doc)
             .await
             .unwrap_or_else(|e| panic!("the server refuses the generated policy: {e}"));
@@ -549,7 +549,7 @@ async fn a_rule_in_warn_mode_lets_the_write_through_with_a_warning() {
 
     let policy =
         Policy::builtin().with_rule_action(status::RuleId::Writer, status::Enforcement::Warn);
-    let docs = status::vap::objects(&policy);
+    let docs = status::vap::objects(&policy, None);
     assert_eq!(docs.len(), 4, "a deny pair and a warn pair");
     for doc in &docs {
         apply(&admin, doc)
