@@ -15,11 +15,11 @@ use model::*;
 use serde_json::{Value, json};
 
 /// KIM's service account in a KIM control cluster.
-const KIM: &str = "system:serviceaccount:kcp-system:infrastructure-manager";
+pub(crate) const KIM: &str = "system:serviceaccount:kcp-system:infrastructure-manager";
 
 /// The policy of the guard in front of KIM (README, "Guarding an existing KIM installation"):
 /// KIM may write, KIM's deletion-error condition is accepted.
-fn kim_policy() -> Policy {
+pub(crate) fn kim_policy() -> Policy {
     Policy::builtin()
         .with_switch(CompatSwitch::TerminatingConditionType)
         .with_writers(Writers::parse_list(&format!("{KIM},group:system:masters")).unwrap())
@@ -82,7 +82,7 @@ fn chain(policy: &Policy, old: &Rt, new: &Rt, user: &str) -> Chain {
 
 /// A stored Runtime of the sample `aws.yaml` with `state` and the conditions as KIM wrote
 /// them back then (type, status, reason).
-fn stored(state: &str, conds: &[(&str, &str, &str)]) -> Rt {
+pub(crate) fn stored(state: &str, conds: &[(&str, &str, &str)]) -> Rt {
     let (_, sample) = sample_runtimes()
         .into_iter()
         .find(|(n, _)| n == "aws.yaml")
@@ -92,7 +92,7 @@ fn stored(state: &str, conds: &[(&str, &str, &str)]) -> Rt {
 
 /// Runtimes as KIM left them in three eras (`samples/kim/vocabulary-history.tsv`): conditions of types and
 /// reasons KIM has retired stay on them, because KIM never removes a condition.
-fn eras() -> Vec<(&'static str, Rt)> {
+pub(crate) fn eras() -> Vec<(&'static str, Rt)> {
     vec![
         (
             "2024-10: AuditlogConfigured and OidcConfigured, 2024 Configured reason",
@@ -156,7 +156,7 @@ fn kim_ready(rt: &Rt) -> Rt {
 /// KIM's update of an existing runtime (kim-writes.md §3.4): patch, Gardener reconciles,
 /// the chain runs to the administrators' bindings; for a runtime without a ready kubeconfig
 /// the kubeconfig step writes first (`ensure` in sFnHandleKubeconfig).
-fn kim_update(start: &Rt) -> Vec<Rt> {
+pub(crate) fn kim_update(start: &Rt) -> Vec<Rt> {
     let gen2 = start.bump_generation();
     let w1 = gen2.write("Pending", &[("Provisioned", "Unknown", "Processing")]);
     let w2 = w1.with(|o| {
@@ -176,7 +176,7 @@ fn kim_update(start: &Rt) -> Vec<Rt> {
 
 /// KIM's error writes on a Ready runtime: a retryable Gardener error, a terminal update
 /// error, then a fixed spec retried (kim-writes.md §2.3, §3.6).
-fn kim_errors(start: &Rt) -> Vec<Rt> {
+pub(crate) fn kim_errors(start: &Rt) -> Vec<Rt> {
     let e1 = start.write("Pending", &[("Provisioned", "False", "GardenerErr")]);
     let e2 = e1.write("Failed", &[("Provisioned", "False", "ProcessingErr")]);
     let e3 = e2
@@ -187,7 +187,7 @@ fn kim_errors(start: &Rt) -> Vec<Rt> {
 
 /// KIM's deletion (kim-writes.md §3.5) with its deletion-error path (a condition of type
 /// `Terminating`, then Terminating again).
-fn kim_delete(start: &Rt) -> Vec<Rt> {
+pub(crate) fn kim_delete(start: &Rt) -> Vec<Rt> {
     let d = start.deleting();
     let w1 = d.write(
         "Terminating",
@@ -424,6 +424,148 @@ fn kim_history_accepts_retired_pairs_kim_declared_together() {
 }
 
 // ---- each §7 rule alone, on `status::validate` ----------------------------------------------
+
+/// The stored objects and writes of the ratcheting tests below (spec §7: unchanged
+/// conditions, duplicates, broken state requirements, unknown states), as (name, old, new).
+pub(crate) fn ratcheting_pairs() -> Vec<(&'static str, Rt, Rt)> {
+    let broken = stored(
+        "Pending",
+        &[
+            ("Provisioned", "Unknown", "Pending"),
+            ("Legacy", "True", "Whatever"),
+            ("KubeconfigReady", "True", "KubernetesErr"),
+        ],
+    );
+    let dup = |o: &mut Value| {
+        let first = o["status"]["conditions"][0].clone();
+        o["status"]["conditions"]
+            .as_array_mut()
+            .unwrap()
+            .push(first);
+    };
+    let dup_old = stored("Pending", &[("Provisioned", "Unknown", "Pending")]).with(dup);
+    let clean = stored("Pending", &[("Provisioned", "Unknown", "Pending")]);
+    let ready1 = stored(
+        "Ready",
+        &[("Provisioned", "True", "ShootCreationCompleted")],
+    );
+    let pending1 = stored(
+        "Pending",
+        &[("Provisioned", "True", "ShootCreationCompleted")],
+    );
+    let failed1 = stored(
+        "Failed",
+        &[("Provisioned", "True", "ShootCreationCompleted")],
+    );
+    let error = stored("Error", &[("Provisioned", "False", "GardenerErr")]);
+    let term = stored(
+        "Terminating",
+        &[
+            ("OidcConfigured", "True", "OidcConfigured"),
+            ("Deprovisioned", "Unknown", "GardenerShootDeleted"),
+        ],
+    )
+    .deleting()
+    .completed();
+    vec![
+        (
+            "broken conditions, only messages rewritten",
+            broken.clone(),
+            broken
+                .with(|o| {
+                    for c in o["status"]["conditions"].as_array_mut().unwrap() {
+                        c["message"] = json!("rewritten");
+                        c["observedGeneration"] = json!(7);
+                    }
+                })
+                .write("Pending", &[("Provisioned", "False", "GardenerErr")]),
+        ),
+        (
+            "broken conditions changed",
+            broken.clone(),
+            broken.write("Pending", &[("Legacy", "False", "Whatever")]),
+        ),
+        (
+            "duplicate kept",
+            dup_old.clone(),
+            dup_old.write(
+                "Pending",
+                &[("KubeconfigReady", "Unknown", "GardenerClusterCRCreated")],
+            ),
+        ),
+        (
+            "duplicate's second copy changed",
+            dup_old.clone(),
+            dup_old.with(|o| o["status"]["conditions"][1]["reason"] = json!("Initialised")),
+        ),
+        ("third copy added", dup_old.clone(), dup_old.with(dup)),
+        ("first duplicate", clean.clone(), clean.with(dup)),
+        (
+            "Ready requirement broken, unrelated condition added",
+            ready1.clone(),
+            ready1.write(
+                "Ready",
+                &[("KymaSystemNSCreated", "True", "KymaSystemNSReady")],
+            ),
+        ),
+        (
+            "Ready requirement broken, its condition touched",
+            ready1.clone(),
+            ready1.write(
+                "Ready",
+                &[("Provisioned", "True", "ConfigurationCompleted")],
+            ),
+        ),
+        (
+            "Pending to a Ready it does not meet",
+            pending1.clone(),
+            pending1.write("Ready", &[]),
+        ),
+        (
+            "Failed without False, unchanged",
+            failed1.clone(),
+            failed1.with(|o| o["status"]["shootLastOperation"] = json!({"type": "Reconcile"})),
+        ),
+        (
+            "Failed without False, a condition added",
+            failed1.clone(),
+            failed1.write(
+                "Failed",
+                &[("KubeconfigReady", "True", "GardenerClusterCRReady")],
+            ),
+        ),
+        (
+            "retired state kept",
+            error.clone(),
+            error.write(
+                "Error",
+                &[("KubeconfigReady", "Unknown", "GardenerClusterCRCreated")],
+            ),
+        ),
+        (
+            "retired state left for Pending",
+            error.clone(),
+            error.write("Pending", &[("Provisioned", "Unknown", "Pending")]),
+        ),
+        (
+            "retired state to another unknown one",
+            error.clone(),
+            error.write("Deleting", &[]),
+        ),
+        (
+            "Terminating with a retired condition to Ready",
+            term.clone(),
+            term.write("Ready", &[]),
+        ),
+        (
+            "Terminating with a retired condition, lastTransitionTime moved back",
+            term.clone(),
+            term.with(|o| {
+                o["status"]["conditions"][1]["lastTransitionTime"] = json!("2020-01-01T00:00:00Z")
+            }),
+        ),
+    ]
+}
 
 fn validate(policy: &Policy, old: &Rt, new: &Rt) -> Vec<status::Violation> {
     status::validate(
@@ -789,7 +931,7 @@ fn policy_file_sets_enforcement_and_rejects_unknown_rules() {
 
 // ---- the three example statuses of the discussion that defined the model --------------------
 
-fn seed_examples() -> Vec<(String, Value)> {
+pub(crate) fn seed_examples() -> Vec<(String, Value)> {
     let text = std::fs::read_to_string(samples_dir().join("seed/status-examples.yaml")).unwrap();
     text.split("\n---")
         .filter_map(|doc| serde_saphyr::from_str::<Value>(doc).ok())

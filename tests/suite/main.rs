@@ -23,6 +23,7 @@ mod properties;
 mod real_admission;
 mod real_audit;
 mod real_crd;
+mod real_differential;
 mod real_kubectl;
 mod real_lifecycle;
 mod real_manifests;

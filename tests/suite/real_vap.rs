@@ -45,17 +45,17 @@ fn touched(state: &str, mut conds: Vec<Value>) -> Option<Value> {
 
 /// Who writes.
 #[derive(Clone, Copy, PartialEq)]
-enum Writer {
+pub(crate) enum Writer {
     Admin,
     Mallory,
 }
 
-struct Case {
-    name: &'static str,
-    old: Option<Value>,
-    new: Option<Value>,
-    deleting: bool,
-    writer: Writer,
+pub(crate) struct Case {
+    pub(crate) name: &'static str,
+    pub(crate) old: Option<Value>,
+    pub(crate) new: Option<Value>,
+    pub(crate) deleting: bool,
+    pub(crate) writer: Writer,
 }
 
 fn case(name: &'static str, old: Option<Value>, new: Option<Value>) -> Case {
@@ -68,7 +68,8 @@ fn case(name: &'static str, old: Option<Value>, new: Option<Value>) -> Case {
     }
 }
 
-fn cases() -> Vec<Case> {
+/// Status writes (stored status, written status) covering every rule the policy expresses.
+pub(crate) fn cases() -> Vec<Case> {
     let bogus = cond("Bogus", "True", "Whatever");
     let bad_reason = cond("Provisioned", "Unknown", "NoSuchReason");
     let many: Vec<Value> = (0..64)
@@ -585,4 +586,122 @@ async fn a_rule_in_warn_mode_lets_the_write_through_with_a_warning() {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// `apiserver_admission_controller_admission_duration_seconds` of kube-apiserver's
+/// ValidatingAdmissionPolicy plugin for allowed UPDATEs: (sum in seconds, count), from its
+/// `/metrics`. (`apiserver_validating_admission_policy_check_duration_seconds` records
+/// denials only.)
+async fn policy_plugin_seconds(client: &kube::Client) -> (f64, u64) {
+    let req = http::Request::get("/metrics").body(Vec::new()).unwrap();
+    let text = client.request_text(req).await.expect("GET /metrics");
+    let metric = "apiserver_admission_controller_admission_duration_seconds";
+    let labels = [
+        "name=\"ValidatingAdmissionPolicy\"",
+        "operation=\"UPDATE\"",
+        "rejected=\"false\"",
+    ];
+    let (mut sum, mut count) = (0.0, 0);
+    for line in text.lines() {
+        if !line.starts_with(metric) || !labels.iter().all(|l| line.contains(l)) {
+            continue;
+        }
+        let value = line.rsplit(' ').next().unwrap_or_default();
+        if line.starts_with(&format!("{metric}_sum{{")) {
+            sum += value.parse::<f64>().unwrap_or(0.0);
+        } else if line.starts_with(&format!("{metric}_count{{")) {
+            count += value.parse::<u64>().unwrap_or(0);
+        }
+    }
+    (sum, count)
+}
+
+/// The generated policy's cost on the server: N writes on Runtimes with 10 and with 64
+/// conditions (kept, the message changed: every rule reads every condition and passes), each
+/// allowed; kube-apiserver's own duration histogram of its ValidatingAdmissionPolicy plugin
+/// counts each one, and the mean time per write is printed. kube-apiserver exports no runtime
+/// CEL cost; the runtime budget per call holds, or the writes would fail with "cost budget
+/// exceeded".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_policy_check_time_for_10_and_64_conditions_from_kube_apiservers_metrics() {
+    const WRITES: u64 = 40;
+    let (cp, runtimes, mallory, _) = control_plane().await;
+    let admin = cp.admin().await;
+    let mut obj: Value = serde_saphyr::from_str(
+        &std::fs::read_to_string(repo().join("samples/runtimes/aws-minimal.yaml")).unwrap(),
+    )
+    .unwrap();
+    obj["metadata"]["namespace"] = json!(NS);
+    let sizes = [10usize, 64];
+    let conds = |n: usize| -> Vec<Value> {
+        (0..n)
+            .map(|i| cond(&format!("Extra{i}"), "True", "Some"))
+            .collect()
+    };
+    // Stored before the policy exists (their condition types are unknown to it).
+    for (name, status) in sizes
+        .iter()
+        .map(|n| (format!("conditions-{n}"), st("Pending", conds(*n))))
+        .chain([("policy-probe".to_string(), st("Pending", vec![pp()]))])
+    {
+        obj["metadata"]["name"] = json!(name);
+        runtimes
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(obj.clone()).unwrap(),
+            )
+            .await
+            .expect("create");
+        let o = stored(&runtimes, &name).await;
+        put_status(&runtimes, &o, status.as_ref())
+            .await
+            .expect("stored status");
+    }
+    for doc in status::vap::objects(&Policy::builtin(), None) {
+        apply(&admin, &doc).await.expect("the policy applies");
+    }
+    let started = Instant::now();
+    for attempt in 0.. {
+        let o = stored(&runtimes, "policy-probe").await;
+        let mut c = vec![pp()];
+        c[0]["message"] = json!(format!("probe {attempt}"));
+        if server_verdict(put_status(&mallory, &o, st("Pending", c).as_ref()).await)
+            == Verdict::Policy("writer".into())
+        {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the policy is not in effect after 30 s"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let mut report = Vec::new();
+    for n in sizes {
+        let name = format!("conditions-{n}");
+        let (sum0, count0) = policy_plugin_seconds(&admin).await;
+        for i in 0..WRITES {
+            let old = stored(&runtimes, &name).await;
+            let mut c = conds(n);
+            c[0]["message"] = json!(format!("write {i}"));
+            put_status(&runtimes, &old, st("Pending", c).as_ref())
+                .await
+                .unwrap_or_else(|e| panic!("{n} conditions, write {i}: {e}"));
+        }
+        let (sum1, count1) = policy_plugin_seconds(&admin).await;
+        let checks = count1 - count0;
+        assert!(
+            checks >= WRITES,
+            "kube-apiserver's ValidatingAdmissionPolicy plugin counted {checks} allowed UPDATEs for {WRITES} writes"
+        );
+        let mean_us = (sum1 - sum0) / checks as f64 * 1e6;
+        report.push(format!(
+            "{n} conditions: {checks} checks, mean {mean_us:.0} µs per check"
+        ));
+    }
+    eprintln!(
+        "ValidatingAdmissionPolicy {}: {}",
+        status::vap::DENY_NAME,
+        report.join("; ")
+    );
 }

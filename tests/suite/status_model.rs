@@ -41,10 +41,21 @@ fn every_sample_lifecycle_is_allowed_and_needs_no_defaulting() {
 #[test]
 fn failure_paths_of_the_reconciler_are_allowed() {
     let policy = Policy::builtin();
+    for (p, seq) in failure_paths().iter().enumerate() {
+        for (i, pair) in seq.windows(2).enumerate() {
+            let d = check(&policy, &pair[0], &pair[1]);
+            assert!(d.allowed(), "path {p} step {i}: {:?}", d.violations);
+        }
+    }
+}
+
+/// The reconciler's failure paths (spec'd in docs/reconciler.md), each a sequence of stored
+/// Runtimes whose consecutive pairs are status writes.
+pub(crate) fn failure_paths() -> Vec<Vec<Rt>> {
     let (_, sample) = sample_runtimes().remove(0);
     let start = Rt::new(sample);
     let init = start.write("Pending", &[("Provisioned", "Unknown", "Initialised")]);
-    let paths: Vec<Vec<Rt>> = vec![
+    vec![
         // Conversion error: terminal; fixed spec retries.
         {
             let failed = init.write("Failed", &[("Provisioned", "False", "ConversionErr")]);
@@ -150,13 +161,7 @@ fn failure_paths_of_the_reconciler_are_allowed() {
             let back = done.write("Ready", &[]);
             vec![ready, upd, failed, again, done, back]
         },
-    ];
-    for (p, seq) in paths.iter().enumerate() {
-        for (i, pair) in seq.windows(2).enumerate() {
-            let d = check(&policy, &pair[0], &pair[1]);
-            assert!(d.allowed(), "path {p} step {i}: {:?}", d.violations);
-        }
-    }
+    ]
 }
 
 /// The reconciler's "Ready" runtime of a sample (index 5 of the lifecycle).
@@ -181,12 +186,12 @@ fn cond_mut<'a>(o: &'a mut Value, ctype: &str) -> &'a mut Value {
         .unwrap()
 }
 
-struct Case {
-    name: &'static str,
-    old: Option<Rt>,
-    new: Rt,
-    user: &'static str,
-    groups: Vec<String>,
+pub(crate) struct Case {
+    pub(crate) name: &'static str,
+    pub(crate) old: Option<Rt>,
+    pub(crate) new: Rt,
+    pub(crate) user: &'static str,
+    pub(crate) groups: Vec<String>,
     expect: &'static [RuleId],
 }
 
@@ -201,7 +206,8 @@ fn case(name: &'static str, old: Option<Rt>, new: Rt, expect: &'static [RuleId])
     }
 }
 
-fn illegal_writes() -> Vec<Case> {
+/// The table of illegal writes, each with the rules it must be denied by.
+pub(crate) fn illegal_writes() -> Vec<Case> {
     use RuleId::*;
     let r = ready();
     let p = pending();
