@@ -705,3 +705,120 @@ async fn the_policy_check_time_for_10_and_64_conditions_from_kube_apiservers_met
         report.join("; ")
     );
 }
+
+/// Defence in depth as `manifests/overlays/webhook-and-policy` ships it: the policy beside
+/// kim's webhooks, which fail open. With the webhook up, a status write is defaulted by it
+/// and an illegal one refused; with the webhook stopped, writes still go through (failurePolicy
+/// Ignore), not defaulted, and the policy still refuses the illegal one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn beside_a_webhook_that_is_down_the_shipped_policy_still_denies() {
+    use crate::support::real::{NS as RUNTIME_NS, WebhookProc};
+    let cp = ControlPlane::start().expect("control plane");
+    cp.create_namespace(RUNTIME_NS).await;
+    let crd = std::fs::read_to_string(repo().join("manifests/crd.yaml")).unwrap();
+    cp.install_crds(&crd).await.expect("kim's CRD installs");
+    let certs = testenv::controlplane::WebhookCerts::generate();
+    let mut webhook = WebhookProc::start_with(certs.dir.path(), &[]).await;
+    let installed = cp
+        .install_kustomize(
+            &repo().join("manifests/overlays/webhook-and-policy"),
+            webhook.addr,
+            &certs.ca_pem,
+        )
+        .await
+        .expect("the overlay installs");
+    for kind in [
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+        "ValidatingWebhookConfiguration",
+        "MutatingWebhookConfiguration",
+    ] {
+        assert!(
+            installed.applied.iter().any(|a| a.starts_with(kind)),
+            "{kind} applied: {:?}",
+            installed.applied
+        );
+    }
+    let runtimes: Api<DynamicObject> =
+        Api::namespaced_with(cp.admin().await, RUNTIME_NS, &runtime_resource());
+    let mut sample: Value = serde_saphyr::from_str(
+        &std::fs::read_to_string(repo().join("samples/runtimes/aws-minimal.yaml")).unwrap(),
+    )
+    .unwrap();
+    sample["metadata"]["namespace"] = json!(RUNTIME_NS);
+    let mut n = 0;
+    let mut fresh = || {
+        n += 1;
+        let mut o = sample.clone();
+        o["metadata"]["name"] = json!(format!("rt-{n}"));
+        o
+    };
+    // A condition with an empty message: kim's mutating webhook fills it in.
+    let unfinished = || {
+        let mut c = pp();
+        c["message"] = json!("");
+        st("Pending", vec![c])
+    };
+    // Both in effect: the write is defaulted, and `Ready` with no condition is refused by
+    // the policy (it runs before the validating webhooks).
+    let started = Instant::now();
+    loop {
+        let obj = fresh();
+        let name = obj["metadata"]["name"].as_str().unwrap().to_string();
+        runtimes
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(obj).unwrap(),
+            )
+            .await
+            .expect("create");
+        let stored_obj = stored(&runtimes, &name).await;
+        let written = put_status(&runtimes, &stored_obj, unfinished().as_ref()).await;
+        let defaulted = written.as_ref().is_ok_and(|o| {
+            o.data["status"]["conditions"][0]["message"]
+                .as_str()
+                .is_some_and(|m| !m.is_empty())
+        });
+        let o = stored(&runtimes, &name).await;
+        let bad = put_status(&runtimes, &o, st("Ready", vec![]).as_ref()).await;
+        if defaulted && server_verdict(bad) == Verdict::Policy("ready-requires".into()) {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "webhook and policy not both in effect after 30 s"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    webhook.proc.terminate(Duration::from_secs(10));
+    // The webhook is gone: a write goes through as sent (fail open) …
+    let obj = fresh();
+    let name = obj["metadata"]["name"].as_str().unwrap().to_string();
+    runtimes
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(obj).unwrap(),
+        )
+        .await
+        .expect("create");
+    let o = stored(&runtimes, &name).await;
+    let written = put_status(&runtimes, &o, unfinished().as_ref())
+        .await
+        .expect("with the webhook down, failurePolicy Ignore lets the write through");
+    assert_eq!(
+        written.data["status"]["conditions"][0]["message"], "",
+        "not defaulted: no webhook answered"
+    );
+    // … and the policy still refuses what it expresses.
+    let o = stored(&runtimes, &name).await;
+    assert_eq!(
+        server_verdict(put_status(&runtimes, &o, st("Terminating", vec![]).as_ref()).await),
+        Verdict::Policy("transition-needs-deletion".into())
+    );
+    let o = stored(&runtimes, &name).await;
+    assert_eq!(
+        server_verdict(put_status(&runtimes, &o, st("Ready", vec![]).as_ref()).await),
+        Verdict::Policy("ready-requires".into())
+    );
+}
