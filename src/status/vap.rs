@@ -144,10 +144,20 @@ fn variables(policy: &Policy) -> Vec<(&'static str, String)> {
         ),
         ("conds", conds("object")),
         ("oldConds", conds("oldObject")),
+        // The types of the conditions, in order: `indexOf`, `lastIndexOf` and `in` on them
+        // loop in Go, not in CEL (the condition rules stay linear in CEL steps).
+        ("types", "variables.conds.map(c, c.type)".to_string()),
+        ("oldTypes", "variables.oldConds.map(c, c.type)".to_string()),
+        // (type, status, reason) of each stored condition; status and reason never contain
+        // '/', so the key reads back unambiguously from the right.
+        (
+            "oldKeys",
+            "variables.oldConds.map(o, o.type + '/' + o.status + '/' + o.reason)".to_string(),
+        ),
         // Conditions the stored status has no identical (type, status, reason) of (§7.1).
         (
             "changed",
-            "variables.conds.filter(c, !variables.oldConds.exists(o, o.type == c.type && o.status == c.status && o.reason == c.reason))".to_string(),
+            "variables.conds.filter(c, !((c.type + '/' + c.status + '/' + c.reason) in variables.oldKeys))".to_string(),
         ),
     ]
 }
@@ -303,14 +313,10 @@ pub fn validations(policy: &Policy) -> Vec<Validation> {
             "'status.conditions: unknown condition type ' + variables.changed.filter(c, !(c.type in {types}))[0].type"
         ),
     ));
-    let same = |l: &str| format!("{l}.filter(d, d.type == c.type).size()");
+    // A type is counted only when it occurs twice (rare): the common case is two native scans.
     out.push(v(
         RuleId::ConditionTypeDuplicate,
-        format!(
-            "variables.conds.all(c, {n} <= 1 || {n} <= {o})",
-            n = same("variables.conds"),
-            o = same("variables.oldConds")
-        ),
+        "variables.types.all(t, variables.types.indexOf(t) == variables.types.lastIndexOf(t) || variables.types.filter(x, x == t).size() <= variables.oldTypes.filter(x, x == t).size())".to_string(),
         lit("status.conditions: duplicate condition type; at most one condition per type"),
     ));
     let reasons: Vec<String> = policy
