@@ -39,10 +39,6 @@ pub const LEFT_OUT: &[(RuleId, &str)] = &[
         RuleId::ConditionShape,
         "the CRD schema requires type, status, reason, message and lastTransitionTime and checks their patterns",
     ),
-    (
-        RuleId::LastTransitionTime,
-        "comparing RFC 3339 instants per condition, matched by index and type, is left to the webhook",
-    ),
 ];
 
 /// What the generated policy does not do, one line each (shown in the YAML's comment block
@@ -55,6 +51,7 @@ pub fn limitations() -> Vec<String> {
         "no 10-warnings cap and no per-warning length limit of the webhook: kube-apiserver adds one warning per failing rule in warn mode".to_string(),
         "ratcheted violations (spec §7) are skipped silently, without the webhook's (ratcheted) warnings, audit annotations or metrics".to_string(),
         "an unknown state or condition status is refused by the CRD schema before the policy runs, so [state-unknown] is only seen from the schema's answer".to_string(),
+        "[last-transition-time] compares a condition with the stored condition of its type (the first of that type); the webhook prefers the one at the same index, which differs only where a type repeats".to_string(),
     ];
     for (rule, why) in LEFT_OUT {
         out.push(format!("rule {} is left out: {why}", rule.as_str()));
@@ -153,6 +150,11 @@ fn variables(policy: &Policy) -> Vec<(&'static str, String)> {
         (
             "oldKeys",
             "variables.oldConds.map(o, o.type + '/' + o.status + '/' + o.reason)".to_string(),
+        ),
+        // (type, status, lastTransitionTime) of each stored condition.
+        (
+            "oldTimes",
+            "variables.oldConds.map(o, o.type + '/' + o.status + '/' + (has(o.lastTransitionTime) ? o.lastTransitionTime : ''))".to_string(),
         ),
         // Conditions the stored status has no identical (type, status, reason) of (§7.1).
         (
@@ -369,6 +371,21 @@ pub fn validations(policy: &Policy) -> Vec<Validation> {
         RuleId::ProvisioningCompleted,
         "!variables.hasStatus || !(variables.hadStatus && has(oldObject.status.provisioningCompleted) && oldObject.status.provisioningCompleted == true) || (has(object.status.provisioningCompleted) && object.status.provisioningCompleted == true)".to_string(),
         lit("status.provisioningCompleted: may not go from true to false; once provisioning has completed it stays completed"),
+    ));
+    // A condition whose (type, status, lastTransitionTime) the stored status has is fine (the
+    // common case, one `in`); otherwise the stored condition of its type (`indexOf`, repeated
+    // rather than bound) is compared as instants.
+    let o = "variables.oldConds[variables.oldTypes.indexOf(c.type)]";
+    let ltt_ok = format!(
+        "!has(c.lastTransitionTime) || (c.type + '/' + c.status + '/' + c.lastTransitionTime) in variables.oldTimes || !(c.type in variables.oldTypes) || !has({o}.lastTransitionTime) || ({o}.status == c.status ? timestamp(c.lastTransitionTime) == timestamp({o}.lastTransitionTime) : timestamp(c.lastTransitionTime) >= timestamp({o}.lastTransitionTime))"
+    );
+    out.push(v(
+        RuleId::LastTransitionTime,
+        format!("!variables.hasStatus || variables.conds.all(c, {ltt_ok})"),
+        format!(
+            "'status.conditions: lastTransitionTime of ' + variables.conds.filter(c, !({ltt_ok}))[0].type + {}",
+            lit(" changed although its status did not, or moved backwards; it changes only when the status changes")
+        ),
     ));
     out
 }

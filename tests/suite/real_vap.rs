@@ -229,6 +229,43 @@ pub(crate) fn cases() -> Vec<Case> {
             st("Pending", vec![pp()]),
         )),
         case(
+            "ltt-changed-without-status-change",
+            st("Pending", vec![pp()]),
+            st(
+                "Pending",
+                vec![{
+                    let mut c = pp();
+                    c["lastTransitionTime"] = json!("2026-02-01T00:00:00Z");
+                    c
+                }],
+            ),
+        ),
+        case(
+            "ltt-same-instant-other-notation",
+            st("Pending", vec![pp()]),
+            st(
+                "Pending",
+                vec![{
+                    let mut c = pp();
+                    c["lastTransitionTime"] = json!("2026-01-01T00:00:00+00:00");
+                    c["message"] = json!("changed");
+                    c
+                }],
+            ),
+        ),
+        case(
+            "ltt-moved-backwards",
+            st("Pending", vec![pp()]),
+            st(
+                "Pending",
+                vec![{
+                    let mut c = cond("Provisioned", "False", "GardenerErr");
+                    c["lastTransitionTime"] = json!("2025-01-01T00:00:00Z");
+                    c
+                }],
+            ),
+        ),
+        case(
             "64-conditions-unchanged",
             st("Pending", many.clone()),
             touched("Pending", many.clone()),
