@@ -1,6 +1,6 @@
-//! `kim audit`: which per-object rules (spec §1, §4.1–4.5) the stored status of each Runtime
+//! `kim audit`: which per-object rules (status model §1, §4.1–4.5) the stored status of each Runtime
 //! of a cluster breaks — the report an operator reads before switching a rule of the guard from
-//! `warn` to `deny` on a live control cluster (spec §7, last paragraph), like Gatekeeper's audit
+//! `warn` to `deny` on a live control cluster (status model §7, last paragraph), like Gatekeeper's audit
 //! or `kyverno apply --cluster`.
 //!
 //! # Reading the cluster

@@ -54,7 +54,7 @@ pub struct CheckArgs {
     /// The Runtime as written. `metadata.deletionTimestamp` set means it is being deleted.
     #[arg(long)]
     pub new: String,
-    /// The writer's user name; without it the writer rule (spec §4.8) is not checked.
+    /// The writer's user name; without it the writer rule (status model §4.8) is not checked.
     #[arg(long)]
     pub user: Option<String>,
     /// The writer's groups (repeatable).

@@ -9,7 +9,7 @@
 //! - no `nullable` anywhere and no `format` on numbers (controller-gen writes neither): a `null`
 //!   sent for an optional field is dropped by the API server, as under KIM's CRD;
 //! - `status.state` becomes an enum of [`State::ALL`] and is required once `status` exists
-//!   (`shared/spec/status-model.md` §1);
+//!   (docs/status-model.md §1);
 //! - `status.conditions[]` gets the upstream `metav1.Condition` CRD shape (required fields,
 //!   `type`/`reason` patterns and lengths from [`crate::status::policy`], `status` enum from
 //!   [`CondStatus::ALL`], `observedGeneration >= 0`). The list is a plain list without

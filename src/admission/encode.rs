@@ -1,5 +1,5 @@
 //! Encoding of AdmissionReview answers: the JSON the webhook sends back
-//! (`shared/spec/admission-protocol.md`), `response.patch` as a standard-base64 string.
+//! (docs/admission-protocol.md), `response.patch` as a standard-base64 string.
 
 use super::REVIEW_API_VERSION;
 use base64::Engine as _;

@@ -1,5 +1,5 @@
 //! AdmissionReview v1 decoding and encoding for `runtimes/status` writes
-//! (`shared/spec/admission-protocol.md`). Pure: bytes in, bytes out, no I/O. The webhook server
+//! (docs/admission-protocol.md). Pure: bytes in, bytes out, no I/O. The webhook server
 //! and `kim review` both call [`review`], so they answer identically.
 //!
 //! Every path — including malformed input — produces a well-formed AdmissionReview with
@@ -41,7 +41,7 @@ pub(crate) const REVIEW_API_VERSION_BETA: &str = "admission.k8s.io/v1beta1";
 pub enum Hook {
     /// Denies writes the status model forbids; never returns a patch.
     Validate,
-    /// Returns the defaulting JSONPatch of spec §5; never denies a well-formed review.
+    /// Returns the defaulting JSONPatch of status model §5; never denies a well-formed review.
     Mutate,
 }
 
@@ -107,7 +107,7 @@ impl Outcome {
 ///   warning saying that nothing was checked.
 /// - `runtimes/status` UPDATE without `object`/`oldObject`, or with a malformed one: denied, 400.
 /// - Otherwise [`Hook::Mutate`] returns the defaulting patch of [`status::mutate`] and
-///   [`Hook::Validate`] the verdict of [`status::validate`] (messages per spec §6, rule ids in
+///   [`Hook::Validate`] the verdict of [`status::validate`] (messages per status model §6, rule ids in
 ///   `auditAnnotations["violations"]`). `dryRun` is evaluated the same way.
 ///
 /// `now` is the request time used by defaulting.

@@ -121,7 +121,7 @@ pub(super) fn patched(
 }
 
 /// The validating answer for evaluated violations: allowed unless one denies; warnings for
-/// the others (spec §7.7); audit annotations `violations` (denying rule ids), `warn-violations`
+/// the others (status model §7.7); audit annotations `violations` (denying rule ids), `warn-violations`
 /// and `warn-message` (what a denial would have said in `warn` mode) and
 /// `ratcheted-violations`.
 pub(super) fn validated(

@@ -3,7 +3,7 @@
 //!
 //! Sources: upstream KIM `api/v1/runtime_types.go` (spec, status, KIM's own types) and Gardener
 //! `pkg/apis/core/v1beta1` (`Worker`, `OIDCConfig`, `ControlPlane`, `LastOperation`,
-//! `LastError`). The status model (states, conditions) is `shared/spec/status-model.md` §1.
+//! `LastError`). The status model (states, conditions) is docs/status-model.md §1.
 //!
 //! Conventions:
 //! - A Go field without `omitempty` (required in the upstream CRD) is a plain Rust field; every
@@ -722,7 +722,7 @@ pub struct RegistryCacheHttp {
     pub tls: Option<bool>,
 }
 
-/// Observed state of a Runtime (spec `status-model.md` §1). Written only through the
+/// Observed state of a Runtime (docs/status-model.md §1). Written only through the
 /// `runtimes/status` subresource, by the reconciler (or KIM), checked by the admission webhook.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default, JsonSchema)]
 #[serde(rename_all = "camelCase")]

@@ -1,4 +1,4 @@
-//! Runtime → Shoot conversion (spec `reconciler.md`, "Shoot from Runtime"; upstream KIM
+//! Runtime → Shoot conversion (docs/reconciler.md, "Shoot from Runtime"; upstream KIM
 //! `pkg/gardener/shoot/converter.go` and its extenders in `pkg/gardener/shoot/extender/**`).
 //!
 //! [`runtime_to_shoot`] builds the Shoot to create; [`runtime_to_shoot_for_update`] builds the

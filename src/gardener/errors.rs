@@ -1,5 +1,5 @@
 //! Classification of a Shoot's `status.lastOperation` and `status.lastErrors` into what the
-//! reconciler needs (spec `reconciler.md`, step 4): still in progress, succeeded, or failed —
+//! reconciler needs (docs/reconciler.md, step 4): still in progress, succeeded, or failed —
 //! and if failed, whether waiting/retrying can help ([`ShootProgress::Failed::retryable`]) or
 //! the Runtime must go to `Failed` until its spec changes.
 //!

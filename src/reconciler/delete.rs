@@ -1,4 +1,4 @@
-//! Deletion (`metadata.deletionTimestamp` set, finalizer present; spec `reconciler.md`,
+//! Deletion (`metadata.deletionTimestamp` set, finalizer present; docs/reconciler.md,
 //! "Delete").
 //!
 //! - The Shoot exists: `Terminating`; annotate it `confirmation.gardener.cloud/deletion: "true"`

@@ -1,4 +1,4 @@
-//! `kim controller`: the Runtime reconciler (spec `shared/spec/reconciler.md`).
+//! `kim controller`: the Runtime reconciler (docs/reconciler.md).
 //!
 //! A kube-runtime [`Controller`](kube::runtime::Controller) on `Runtime`s in one namespace of
 //! the control cluster. It also watches the `Shoot`s in the Gardener project namespace

@@ -1,4 +1,4 @@
-//! Steps 2–4 and the update (spec `reconciler.md`): accept the Runtime, convert it and create
+//! Steps 2–4 and the update (docs/reconciler.md): accept the Runtime, convert it and create
 //! the Shoot, apply spec changes to an existing Shoot, and wait on the Shoot's
 //! `lastOperation`. Once it is done, the orchestrator ([`super::reconcile`]) goes on with
 //! [`super::kubeconfig`] and [`super::admins`].

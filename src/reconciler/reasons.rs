@@ -1,4 +1,4 @@
-//! The condition reasons this reconciler writes, by step (spec `reconciler.md`). They are
+//! The condition reasons this reconciler writes, by step (docs/reconciler.md). They are
 //! names from the status table ([`crate::status::table::REASONS`]); a unit test checks that
 //! each (type, reason, status) the reconciler uses is allowed by the built-in policy, so a
 //! change of the table that the reconciler does not follow fails the build's tests, not a

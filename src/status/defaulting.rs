@@ -1,4 +1,4 @@
-//! Defaulting of one status write (spec §5): the mutating webhook's JSON Patch.
+//! Defaulting of one status write (status model §5): the mutating webhook's JSON Patch.
 
 use super::Policy;
 use super::json::{
@@ -24,7 +24,7 @@ fn instant<J: JsonView>(v: Option<&J>) -> Option<DateTime<Utc>> {
         .filter(|t| !is_zero_time(*t))
 }
 
-/// The `lastTransitionTime` of a condition whose status changes at `now` (spec §5): `now` in
+/// The `lastTransitionTime` of a condition whose status changes at `now` (status model §5): `now` in
 /// whole seconds (the precision `metav1.Time` is stored with), or one second after the
 /// `previous` transition when that second has not passed it yet (so times never move backwards
 /// and a change is never stamped with the instant it replaces — a second transition within the
@@ -41,7 +41,7 @@ pub fn transition_stamp(previous: Option<DateTime<Utc>>, now: DateTime<Utc>) -> 
 }
 
 /// What defaulting does with one condition's `lastTransitionTime`: nothing, or set it to a
-/// value (spec §5). Times are compared as instants, in any RFC 3339 spelling.
+/// value (status model §5). Times are compared as instants, in any RFC 3339 spelling.
 fn transition_time<J: JsonView>(
     old_cond: Option<&J>,
     cond: &J,
@@ -82,7 +82,7 @@ fn transition_time<J: JsonView>(
     }
 }
 
-/// Defaulting of spec §5 as JSON Patch operations against the object `new` was read from.
+/// Defaulting of status model §5 as JSON Patch operations against the object `new` was read from.
 ///
 /// For each condition (matched to the old one by `type`):
 /// - status changed (or new condition) and `lastTransitionTime` unset (missing, unparsable or

@@ -1,4 +1,4 @@
-//! Defaulting ([`mutate`], spec §5) and validation ([`validate`], spec §3–§4 and §7, messages
+//! Defaulting ([`mutate`], status model §5) and validation ([`validate`], status model §3–§4 and §7, messages
 //! per §6) chained as the API server does ([`evaluate`]).
 
 use super::Policy;
@@ -26,12 +26,12 @@ impl Decision {
     }
 
     /// The denial's `status.code`: 400 when any denying violation is about the object's
-    /// shape, otherwise 403; 200 when allowed (spec §6).
+    /// shape, otherwise 403; 200 when allowed (status model §6).
     pub fn code(&self) -> u16 {
         denial_code(&self.violations)
     }
 
-    /// The denying violations in one line (spec §6), see [`denial_message`].
+    /// The denying violations in one line (status model §6), see [`denial_message`].
     pub fn message(&self) -> String {
         denial_message(&self.violations)
     }

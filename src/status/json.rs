@@ -74,11 +74,11 @@ impl JsonView for Value {
 #[derive(Debug)]
 pub struct Snapshot<'a, J = Value> {
     /// `metadata.generation`; on a status write it equals the stored generation, which is the
-    /// value for `observedGeneration` (admission-protocol.md).
+    /// value for `observedGeneration` (docs/admission-protocol.md).
     pub generation: Option<i64>,
-    /// `metadata.deletionTimestamp` is set (the Runtime is being deleted; spec §3 footnote ¹).
+    /// `metadata.deletionTimestamp` is set (the Runtime is being deleted; status model §3 footnote ¹).
     pub deleting: bool,
-    /// `status`, `None` when absent or `null` (∅ in spec §3).
+    /// `status`, `None` when absent or `null` (∅ in status model §3).
     pub status: Option<&'a J>,
 }
 
@@ -124,9 +124,9 @@ pub struct Facts {
     pub user: String,
     /// `userInfo.groups`.
     pub groups: Vec<String>,
-    /// `dryRun`: evaluated the same way; recorded for logs only (spec §6).
+    /// `dryRun`: evaluated the same way; recorded for logs only (status model §6).
     pub dry_run: bool,
-    /// The request time; defaulting writes it as RFC 3339 with seconds (spec §5).
+    /// The request time; defaulting writes it as RFC 3339 with seconds (status model §5).
     pub now: DateTime<Utc>,
 }
 

@@ -1,4 +1,4 @@
-//! The Runtime status model (`shared/spec/status-model.md`): the table ([`table`]), the policy
+//! The Runtime status model (docs/status-model.md): the table ([`table`]), the policy
 //! in force ([`Policy`]), and the pure evaluation of a status write ([`evaluate`], [`mutate`],
 //! [`validate`]). No I/O, no async.
 

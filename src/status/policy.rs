@@ -3,7 +3,7 @@
 //!
 //! A policy file can only *add* (condition types, reasons, statuses of a reason, transitions)
 //! and name the allowed writers; it is validated completely when loaded, and any error stops
-//! the load with a message naming the file, the field and what was expected (spec §2, last
+//! the load with a message naming the file, the field and what was expected (status model §2, last
 //! paragraph: "an invalid file … never weakens the policy silently").
 
 use super::history::{self, Kind};
@@ -19,7 +19,7 @@ use std::path::Path;
 pub struct ReasonEntry {
     pub reason: String,
     pub statuses: Vec<CondStatus>,
-    /// Default message used when a condition arrives with an empty `message` (spec §5).
+    /// Default message used when a condition arrives with an empty `message` (status model §5).
     pub message: String,
     /// Counts as a deletion reason for invariant 5.
     pub deletion: bool,
@@ -41,7 +41,7 @@ impl TypeEntry {
     }
 }
 
-/// Who may write `runtimes/status` (spec §4, invariant 8). A request is allowed when its user
+/// Who may write `runtimes/status` (status model §4, invariant 8). A request is allowed when its user
 /// is in `users` or one of its groups is in `groups`; `any: true` disables the check.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
@@ -56,7 +56,7 @@ pub struct Writers {
 }
 
 impl Writers {
-    /// The defaults of spec §4.8: the reconciler's service account and `system:masters`.
+    /// The defaults of status model §4.8: the reconciler's service account and `system:masters`.
     pub fn defaults() -> Writers {
         Writers {
             users: table::DEFAULT_WRITER_USERS
@@ -143,7 +143,7 @@ pub struct Policy {
     pub switches: BTreeSet<CompatSwitchName>,
     #[serde(rename = "allowedWriters")]
     pub writers: Writers,
-    /// The enforcement action of every rule without an entry in `rule_actions` (spec §7).
+    /// The enforcement action of every rule without an entry in `rule_actions` (status model §7).
     pub enforcement: Enforcement,
     /// Per-rule enforcement actions; they win over `enforcement`.
     #[serde(rename = "ruleActions")]
@@ -177,7 +177,7 @@ impl Default for Policy {
 }
 
 impl Policy {
-    /// The built-in model of spec §2–§4, with no compatibility switch on and the default writers.
+    /// The built-in model of status model §2–§4, with no compatibility switch on and the default writers.
     pub fn builtin() -> Policy {
         let mut p = Policy {
             states: State::ALL.to_vec(),
@@ -224,7 +224,7 @@ impl Policy {
         self
     }
 
-    /// Adds the (type, reason) pairs of KIM's history that involve a retired name (spec §7.6):
+    /// Adds the (type, reason) pairs of KIM's history that involve a retired name (status model §7.6):
     /// every condition type and reason KIM declared at the same time (their date ranges
     /// overlap, [`history::Name::overlaps`]) where at least one of the two is retired, with any
     /// status (KIM never bound statuses to reasons), origin [`Origin::KimRetired`]. Pairs
@@ -276,7 +276,7 @@ impl Policy {
         self
     }
 
-    /// KIM's retired name of `kind` (spec §7.6), for messages: `None` when KIM never declared
+    /// KIM's retired name of `kind` (status model §7.6), for messages: `None` when KIM never declared
     /// it or still does.
     pub fn retired(&self, kind: Kind, name: &str) -> Option<&'static history::Name> {
         history::retired(kind, name)
@@ -331,7 +331,7 @@ impl Policy {
         self.types.iter().find(|t| t.condition_type == ctype)
     }
 
-    /// The default message of a (type, reason) pair (spec §5): the table's, or `"TYPE REASON"`
+    /// The default message of a (type, reason) pair (status model §5): the table's, or `"TYPE REASON"`
     /// for a pair the policy does not know.
     pub(crate) fn default_message(&self, ctype: &str, reason: &str) -> String {
         self.reason(ctype, reason)
@@ -668,7 +668,7 @@ pub struct PolicyFile {
     pub condition_types: Vec<PolicyFileType>,
     #[serde(default)]
     pub transitions: Vec<PolicyFileTransition>,
-    /// Enforcement actions (spec §7): `{action: warn, rules: {writer: deny}}`.
+    /// Enforcement actions (status model §7): `{action: warn, rules: {writer: deny}}`.
     #[serde(default)]
     pub enforcement: Option<PolicyFileEnforcement>,
 }

@@ -120,7 +120,7 @@ pub fn markdown(policy: &Policy) -> String {
     retired_section(policy, &mut s);
     let _ = writeln!(
         s,
-        "\n### Rules (ids in denials)\n\nAction: what a violation does — `deny` rejects the write, `warn` allows it with a warning and an audit annotation. A violation the stored object already had, in a part the write does not change, is *ratcheted*: allowed with a warning.\n\n| rule | spec | checks | denial code | action |\n|---|---|---|---|---|"
+        "\n### Rules (ids in denials)\n\nSections (§) are those of docs/status-model.md. Action: what a violation does — `deny` rejects the write, `warn` allows it with a warning and an audit annotation. A violation the stored object already had, in a part the write does not change, is *ratcheted*: allowed with a warning.\n\n| rule | status model | checks | denial code | action |\n|---|---|---|---|---|"
     );
     for r in RuleId::ALL {
         let _ = writeln!(

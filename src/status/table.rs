@@ -1,7 +1,7 @@
 //! The built-in Runtime status model as data: states, transitions, condition types, reasons,
 //! default messages and the per-state requirements.
 //!
-//! Source of every row: `shared/spec/status-model.md` (§2 condition types and reasons, §3 state
+//! Source of every row: docs/status-model.md (§2 condition types and reasons, §3 state
 //! transitions, §4 invariants). Nothing else in the crate spells out a state, a reason or an edge:
 //! the webhook, the reconciler, the CRD generator and `kim policy` all read these tables through
 //! [`crate::status::Policy`].
@@ -9,7 +9,7 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
-/// `status.state` of a Runtime (spec §1). Serialised as the bare name (`"Pending"`, …).
+/// `status.state` of a Runtime (status model §1). Serialised as the bare name (`"Pending"`, …).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum State {
     /// Being created or updated; steps in progress or retrying.
@@ -46,7 +46,7 @@ impl State {
         State::ALL.into_iter().find(|st| st.as_str() == s)
     }
 
-    /// Meaning of the state (spec §1, "Meaning of the states").
+    /// Meaning of the state (status model §1, "Meaning of the states").
     pub const fn meaning(self) -> &'static str {
         match self {
             State::Pending => {
@@ -111,7 +111,7 @@ impl fmt::Display for CondStatus {
     }
 }
 
-/// Where a reason comes from (spec §2); shown by `kim policy`.
+/// Where a reason comes from (status model §2); shown by `kim policy`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Origin {
@@ -127,18 +127,18 @@ pub enum Origin {
     PolicyFile,
     /// KIM's retired vocabulary ([`super::history`]): a (type, reason) pair whose names KIM
     /// declared at the same time and has since retired one of; accepted only while the
-    /// [`CompatSwitch::KimHistory`] switch is on (spec §7.6).
+    /// [`CompatSwitch::KimHistory`] switch is on (status model §7.6).
     KimRetired,
 }
 
-/// Named compatibility switches (spec §2, last paragraph). Off by default.
+/// Named compatibility switches (status model §2, last paragraph). Off by default.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum CompatSwitch {
     /// Current KIM writes, on one deletion error path, a condition of type `Terminating` with
     /// reason `KubernetesErr` (a state name used as a condition type).
     #[serde(rename = "terminatingConditionType")]
     TerminatingConditionType,
-    /// KIM's retired vocabulary may be written anew (spec §7.6): a condition type or reason KIM
+    /// KIM's retired vocabulary may be written anew (status model §7.6): a condition type or reason KIM
     /// has retired is accepted, with any status, on a pair whose two names KIM declared at the
     /// same time ([`super::history::Name::overlaps`]). Retired *states* stay unwritable (they
     /// have no edges in the transition table).
@@ -179,7 +179,7 @@ impl CompatSwitch {
     }
 }
 
-/// The enforcement action configured for a rule (spec §7, "Enforcement"): `deny` rejects the
+/// The enforcement action configured for a rule (status model §7, "Enforcement"): `deny` rejects the
 /// write; `warn` lets it through with an AdmissionReview warning, an audit annotation carrying
 /// what the denial would have said, and a metric.
 #[derive(
@@ -219,7 +219,7 @@ impl fmt::Display for Enforcement {
 
 /// What became of one violation of a write: it denies the write, it is a warning because its
 /// rule runs in `warn` mode, or it is *ratcheted* — the stored object already broke the rule
-/// and the write does not touch what the rule reads (spec §7.1–7.5). The label values of the
+/// and the write does not touch what the rule reads (status model §7.1–7.5). The label values of the
 /// violations metric.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -252,8 +252,8 @@ impl fmt::Display for Action {
     }
 }
 
-/// One row of spec §2: a condition `type`, a `reason`, the statuses this pair may carry,
-/// the default message (used by defaulting, spec §5) and whether it is a deletion reason
+/// One row of status model §2: a condition `type`, a `reason`, the statuses this pair may carry,
+/// the default message (used by defaulting, status model §5) and whether it is a deletion reason
 /// (counts for invariant 5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReasonRow {
@@ -302,7 +302,7 @@ const fn del(
 
 use Origin::{Kim, KimCompatible as Compat, Seed};
 
-/// Condition type names used by the reconciler (spec §2).
+/// Condition type names used by the reconciler (status model §2).
 pub mod types {
     pub const PROVISIONED: &str = "Provisioned";
     pub const KUBECONFIG_READY: &str = "KubeconfigReady";
@@ -310,7 +310,7 @@ pub mod types {
     pub const DEPROVISIONED: &str = "Deprovisioned";
 }
 
-/// Reason names the reconciler writes (spec `reconciler.md`), spelled once here and used in
+/// Reason names the reconciler writes (docs/reconciler.md), spelled once here and used in
 /// [`REASONS`] below and by `crate::reconciler`.
 pub mod reasons {
     /// `Provisioned=Unknown`: Runtime accepted, nothing created yet (step 2).
@@ -343,7 +343,7 @@ pub mod reasons {
     pub const GARDENER_SHOOT_DELETED: &str = "GardenerShootDeleted";
 }
 
-/// Every (type, reason) pair of spec §2, in the spec's order.
+/// Every (type, reason) pair of status model §2, in the spec's order.
 pub const REASONS: &[ReasonRow] = &[
     // Provisioned
     row(
@@ -693,7 +693,7 @@ pub const REASONS: &[ReasonRow] = &[
 ];
 
 /// The states of the first proposal, which KIM declared until June 2024 (its retired states,
-/// `samples/kim/vocabulary-history.tsv`), and what each means in today's model (spec §1, "Meaning of the
+/// `samples/kim/vocabulary-history.tsv`), and what each means in today's model (status model §1, "Meaning of the
 /// states"). A stored Runtime in one of them moves on as if it were in its equivalent: a
 /// `Deleting` one, like a `Terminating` one, never goes back (deletion is final).
 pub const RETIRED_STATE_EQUIVALENTS: &[(&str, State)] = &[
@@ -703,7 +703,7 @@ pub const RETIRED_STATE_EQUIVALENTS: &[(&str, State)] = &[
     ("Deleting", State::Terminating),
 ];
 
-/// One edge of spec §3. `from: None` is ∅ (no status yet).
+/// One edge of status model §3. `from: None` is ∅ (no status yet).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Edge {
     pub from: Option<State>,
@@ -722,7 +722,7 @@ const fn e(from: Option<State>, to: State, only_while_deleting: bool) -> Edge {
 
 use State::{Failed as Fd, Pending as Pd, Ready as Rd, Terminating as Tm};
 
-/// The transition table of spec §3. Edges not listed are illegal; no edge leads to ∅
+/// The transition table of status model §3. Edges not listed are illegal; no edge leads to ∅
 /// (removing the status is never allowed).
 pub const EDGES: &[Edge] = &[
     e(None, Pd, false),
@@ -744,7 +744,7 @@ pub const EDGES: &[Edge] = &[
     e(Some(Tm), Fd, true),
 ];
 
-/// Why edges out of a state are restricted, quoted in denial messages (spec §3, footnote ¹).
+/// Why edges out of a state are restricted, quoted in denial messages (status model §3, footnote ¹).
 pub fn from_note(from: Option<State>) -> Option<&'static str> {
     match from {
         Some(State::Terminating) => Some("deletion is final"),
@@ -759,37 +759,37 @@ pub fn from_note(from: Option<State>) -> Option<&'static str> {
 pub enum RuleId {
     /// The object or its status is not shaped as the CRD says (wrong JSON types). Code 400.
     Malformed,
-    /// `status` exists but `status.state` is missing (spec §1).
+    /// `status` exists but `status.state` is missing (status model §1).
     StateRequired,
-    /// `status.state` is not one of the states (spec §1). Code 400.
+    /// `status.state` is not one of the states (status model §1). Code 400.
     StateUnknown,
-    /// The state change is not an edge of the transition table (spec §3).
+    /// The state change is not an edge of the transition table (status model §3).
     Transition,
-    /// The edge exists only while the Runtime is being deleted (spec §3, footnote ¹).
+    /// The edge exists only while the Runtime is being deleted (status model §3, footnote ¹).
     TransitionNeedsDeletion,
-    /// The status was removed (spec §3, no edge leads to ∅).
+    /// The status was removed (status model §3, no edge leads to ∅).
     StatusRemoved,
     /// A condition lacks `type`, `status` or `reason`, or has a malformed field. Code 400.
     ConditionShape,
-    /// A condition type is not in the table (spec §4.1).
+    /// A condition type is not in the table (status model §4.1).
     ConditionTypeUnknown,
-    /// Two conditions share a type (spec §4.1).
+    /// Two conditions share a type (status model §4.1).
     ConditionTypeDuplicate,
-    /// A reason is not allowed for its condition type (spec §4.2).
+    /// A reason is not allowed for its condition type (status model §4.2).
     ReasonUnknown,
-    /// A (type, reason) pair carries a status it may not carry (spec §4.2).
+    /// A (type, reason) pair carries a status it may not carry (status model §4.2).
     ReasonStatus,
-    /// `Ready` without `Provisioned`, `KubeconfigReady`, `Configured` all `True` (spec §4.3).
+    /// `Ready` without `Provisioned`, `KubeconfigReady`, `Configured` all `True` (status model §4.3).
     ReadyRequires,
-    /// `Failed` without any `False` condition (spec §4.4).
+    /// `Failed` without any `False` condition (status model §4.4).
     FailedRequiresFalse,
-    /// `Terminating` without a `Deprovisioned` (or deletion-reason) condition (spec §4.5).
+    /// `Terminating` without a `Deprovisioned` (or deletion-reason) condition (status model §4.5).
     TerminatingRequiresDeprovisioned,
-    /// `provisioningCompleted` went from true to false (spec §4.6).
+    /// `provisioningCompleted` went from true to false (status model §4.6).
     ProvisioningCompleted,
-    /// `lastTransitionTime` changed without a status change, or moved backwards (spec §4.7).
+    /// `lastTransitionTime` changed without a status change, or moved backwards (status model §4.7).
     LastTransitionTime,
-    /// The writer is not an allowed principal (spec §4.8).
+    /// The writer is not an allowed principal (status model §4.8).
     Writer,
 }
 
@@ -843,7 +843,7 @@ impl RuleId {
         }
     }
 
-    /// The spec section the rule enforces (`shared/spec/status-model.md`).
+    /// The spec section the rule enforces (docs/status-model.md).
     pub const fn spec_section(self) -> &'static str {
         match self {
             RuleId::Malformed | RuleId::StateRequired | RuleId::StateUnknown => "§1",
@@ -897,7 +897,7 @@ impl RuleId {
     }
 
     /// True for rules about the object's shape rather than the policy: these deny with
-    /// HTTP-style code 400 `BadRequest` instead of 403 `Forbidden` (spec §6).
+    /// HTTP-style code 400 `BadRequest` instead of 403 `Forbidden` (status model §6).
     pub const fn is_malformed(self) -> bool {
         matches!(
             self,
@@ -912,7 +912,7 @@ impl fmt::Display for RuleId {
     }
 }
 
-/// What a state requires of the conditions (spec §4, invariants 3–5).
+/// What a state requires of the conditions (status model §4, invariants 3–5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Requirement {
     /// Every listed condition type is present with status `True` (invariant 3).
@@ -924,7 +924,7 @@ pub enum Requirement {
     TypeOrDeletionReason(&'static str),
 }
 
-/// Per-state requirements (spec §4) and the rule each one enforces.
+/// Per-state requirements (status model §4) and the rule each one enforces.
 pub const STATE_REQUIREMENTS: &[(State, Requirement, RuleId)] = &[
     (
         State::Ready,
@@ -947,10 +947,10 @@ pub const STATE_REQUIREMENTS: &[(State, Requirement, RuleId)] = &[
     ),
 ];
 
-/// Principals allowed to write `runtimes/status` by default (spec §4, invariant 8): the
+/// Principals allowed to write `runtimes/status` by default (status model §4, invariant 8): the
 /// reconciler's service account and the `system:masters` group.
 pub const DEFAULT_WRITER_USERS: &[&str] = &["system:serviceaccount:kim-system:kim-controller"];
-/// Groups allowed to write `runtimes/status` by default (spec §4, invariant 8).
+/// Groups allowed to write `runtimes/status` by default (status model §4, invariant 8).
 pub const DEFAULT_WRITER_GROUPS: &[&str] = &["system:masters"];
 
 /// Most entries accepted in `status.conditions` (the CRD, like KIM's, sets no `maxItems`). The model allows

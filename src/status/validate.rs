@@ -1,5 +1,5 @@
-//! Validation of one status write (spec §3, §4, messages per §6), judged on what the write
-//! changes (ratcheting, spec §7.1–7.5), with each violation's enforcement action (spec §7).
+//! Validation of one status write (status model §3, §4, messages per §6), judged on what the write
+//! changes (ratcheting, status model §7.1–7.5), with each violation's enforcement action (status model §7).
 //!
 //! Pure functions over [`JsonView`]s; every rule is looked up in the [`Policy`].
 
@@ -12,12 +12,12 @@ use super::table::{Action, CondStatus, Enforcement, MAX_CONDITIONS, Requirement,
 use super::violation::{Violation, violation};
 use std::fmt::Write as _;
 
-/// Validation of spec §3 and §4 on the object as written (the validating webhook's view).
+/// Validation of status model §3 and §4 on the object as written (the validating webhook's view).
 ///
 /// Returns every violation, in the order: writer, shape and state, transition, conditions,
 /// state requirements, `provisioningCompleted`, `lastTransitionTime`. Each carries its
 /// [`Action`]: [`Action::Ratcheted`] when the stored object (`old`) already broke the rule and
-/// the write does not change what the rule reads (spec §7.1–7.5; a write that leaves the
+/// the write does not change what the rule reads (status model §7.1–7.5; a write that leaves the
 /// status as it was is never denied), otherwise the rule's enforcement in the policy
 /// ([`Action::Deny`] or [`Action::Warn`]). The write is allowed when no violation has
 /// [`Action::Deny`] ([`super::allowed`]).
@@ -43,7 +43,7 @@ pub fn validate<J: JsonView>(
     out
 }
 
-/// The per-object rules of a stored status (spec §1, §4.1–4.5): what `kim audit` reports.
+/// The per-object rules of a stored status (status model §1, §4.1–4.5): what `kim audit` reports.
 /// No transition, writer, `provisioningCompleted` or `lastTransitionTime` rule (they judge a
 /// change), no ratcheting; every violation carries the action its rule's enforcement gives.
 pub fn validate_stored<J: JsonView>(policy: &Policy, stored: &Snapshot<'_, J>) -> Vec<Violation> {
@@ -185,7 +185,7 @@ fn state_list(policy: &Policy) -> String {
         .join(", ")
 }
 
-/// `"NAME" was retired by KIM after D (declared F to D)` for a retired name (spec §7.6), short
+/// `"NAME" was retired by KIM after D (declared F to D)` for a retired name (status model §7.6), short
 /// enough to fit a warning line with its path.
 fn retired_note(policy: &Policy, kind: Kind, name: &str) -> Option<String> {
     let n = policy.retired(kind, name)?;
@@ -210,7 +210,7 @@ static RETIRED_NOTES: std::sync::LazyLock<Vec<String>> =
     std::sync::LazyLock::new(|| history::vocabulary().iter().map(note_of).collect());
 
 /// §1 — `status.state`: required, one of the states. An unknown state the stored object
-/// already had is ratcheted (spec §7.4).
+/// already had is ratcheted (status model §7.4).
 fn read_state<J: JsonView>(
     policy: &Policy,
     old_status: Option<&J>,
@@ -256,7 +256,7 @@ fn read_state<J: JsonView>(
 }
 
 /// §3 — the state change is an edge of the table; a footnote edge only while deleting. A
-/// same-state write on an object that already broke the footnote is ratcheted (spec §7).
+/// same-state write on an object that already broke the footnote is ratcheted (status model §7).
 fn check_transition(
     policy: &Policy,
     from: Option<State>,
@@ -562,7 +562,7 @@ fn check_type_and_reason(
 }
 
 /// Whether the old status has a condition with the same `type`, `status` and `reason` as
-/// `cond` (spec §7.1: message, `lastTransitionTime` and `observedGeneration` may differ).
+/// `cond` (status model §7.1: message, `lastTransitionTime` and `observedGeneration` may differ).
 fn unchanged<J: JsonView>(old_status: Option<&J>, cond: &J) -> bool {
     if !cond.is_object() {
         return old_conditions(old_status).any(|o| o == cond);
@@ -614,7 +614,7 @@ fn ratchet_conditions<J: JsonView>(
 }
 
 /// §4.3–4.5 — what the new state requires; ratcheted when the state is unchanged, the write
-/// changes no condition the requirement reads, and the stored object broke it too (spec §7.3).
+/// changes no condition the requirement reads, and the stored object broke it too (status model §7.3).
 fn check_requirements<J: JsonView>(
     policy: &Policy,
     old_status: Option<&J>,
@@ -649,7 +649,7 @@ fn check_requirements<J: JsonView>(
     }
 }
 
-/// Whether the write leaves every condition `req` reads as it was (spec §7.3): for
+/// Whether the write leaves every condition `req` reads as it was (status model §7.3): for
 /// [`Requirement::AllTrue`] the named types; otherwise every condition.
 fn requirement_inputs_unchanged<J: JsonView>(
     req: Requirement,
@@ -760,7 +760,7 @@ fn deletion_alternatives(policy: &Policy, t: &str) -> String {
 }
 
 /// §1 — `provisioningCompleted` is a boolean when present; a wrong value the stored object
-/// already had is ratcheted (spec §7: a write is judged on what it changes).
+/// already had is ratcheted (status model §7: a write is judged on what it changes).
 fn check_provisioning_completed_type<J: JsonView>(
     old_status: Option<&J>,
     status: &J,

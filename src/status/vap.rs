@@ -9,7 +9,7 @@
 //! `validationActions: [Deny]`, rules in `warn` mode into a second one bound with
 //! `[Warn, Audit]`.
 //!
-//! Ratcheting (spec §7) as the webhook does it: a write that leaves `status` as it was is not
+//! Ratcheting (status model §7) as the webhook does it: a write that leaves `status` as it was is not
 //! judged at all (the policies' match condition); condition rules judge only conditions that
 //! the stored object has with no identical `type`, `status` and `reason`; an unknown state the
 //! stored object already had, a footnote edge from a state to itself, and a state requirement
@@ -45,11 +45,11 @@ pub const LEFT_OUT: &[(RuleId, &str)] = &[
 /// and in `kim policy`'s Markdown).
 pub fn limitations() -> Vec<String> {
     let mut out = vec![
-        "no defaulting or mutation (spec §5): a ValidatingAdmissionPolicy only admits or refuses; empty messages and lastTransitionTime are not filled in".to_string(),
+        "no defaulting or mutation (status model §5): a ValidatingAdmissionPolicy only admits or refuses; empty messages and lastTransitionTime are not filled in".to_string(),
         "messages start with the webhook's rule id but are shorter: they name the first offending value, not every one, nor the allowed alternatives".to_string(),
         "when several rules fail, kube-apiserver reports one denial message, not every violation".to_string(),
         "no 10-warnings cap and no per-warning length limit of the webhook: kube-apiserver adds one warning per failing rule in warn mode".to_string(),
-        "ratcheted violations (spec §7) are skipped silently, without the webhook's (ratcheted) warnings, audit annotations or metrics".to_string(),
+        "ratcheted violations (status model §7) are skipped silently, without the webhook's (ratcheted) warnings, audit annotations or metrics".to_string(),
         "an unknown state or condition status is refused by the CRD schema before the policy runs, so [state-unknown] is only seen from the schema's answer".to_string(),
         "[last-transition-time] compares a condition with the stored condition of its type (the first of that type); the webhook prefers the one at the same index, which differs only where a type repeats".to_string(),
     ];

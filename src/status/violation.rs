@@ -1,13 +1,13 @@
 //! One broken rule ([`Violation`]) and what a set of them says: allowed or not, the denial's
-//! code and message, the warnings (spec §6, §7.7).
+//! code and message, the warnings (status model §6, §7.7).
 
 use super::table::{Action, RuleId};
 use serde::Serialize;
 
-/// One broken rule (spec §6): its id, the JSON path of the offending value (e.g.
+/// One broken rule (status model §6): its id, the JSON path of the offending value (e.g.
 /// `status.conditions[2].reason`), the value as written, what is allowed, the full
 /// human-readable message, and what became of it ([`Action`]: it denies the write, or is a
-/// warning because the rule runs in `warn` mode or because it is ratcheted, spec §7).
+/// warning because the rule runs in `warn` mode or because it is ratcheted, status model §7).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Violation {
     pub rule: RuleId,
@@ -29,7 +29,7 @@ impl Violation {
         format!("[{}] {}", self.rule, self.message)
     }
 
-    /// The AdmissionReview warning for a violation that does not deny (spec §7.7): one line,
+    /// The AdmissionReview warning for a violation that does not deny (status model §7.7): one line,
     /// rule id first, what became of it, at most [`WARNING_LIMIT`] characters, e.g.
     /// `[condition-type-unknown] (ratcheted) status.conditions[3].type: …`.
     pub fn warning(&self) -> String {
@@ -47,7 +47,7 @@ impl Violation {
 
 /// Longest AdmissionReview warning (characters); the apiserver passes longer ones on cut.
 pub const WARNING_LIMIT: usize = 120;
-/// Most warnings listed for one write; a last line counts the rest (spec §7.7).
+/// Most warnings listed for one write; a last line counts the rest (status model §7.7).
 pub const LISTED_WARNINGS: usize = 10;
 
 /// Whether a write with these violations is allowed: none has [`Action::Deny`].
@@ -111,7 +111,7 @@ fn join_lines<'a>(violations: impl Iterator<Item = &'a Violation>) -> String {
     out
 }
 
-/// The AdmissionReview warnings for the violations that do not deny (spec §7.7): `warn` ones
+/// The AdmissionReview warnings for the violations that do not deny (status model §7.7): `warn` ones
 /// first, then ratcheted ones, one line each ([`Violation::warning`]), at most
 /// [`LISTED_WARNINGS`] plus a line counting the rest.
 pub fn warnings(violations: &[Violation]) -> Vec<String> {

@@ -2,7 +2,7 @@
 //! [`ServerConfig`](rustls::ServerConfig) (ring provider, TLS 1.2 + 1.3, ALPN `h2` +
 //! `http/1.1`), and hot reload.
 //!
-//! Reload (spec admission-protocol.md, "Certificates in a mounted Secret are replaced by a
+//! Reload (docs/admission-protocol.md, "Certificates in a mounted Secret are replaced by a
 //! symlink swap"): the cert *directory* is watched with `notify` (inotify on Linux), which
 //! sees kubelet's atomic rename of the `..data` symlink, and the files are re-read every
 //! reload interval as a fallback (watch lost, directory replaced, no inotify). A reload only
@@ -35,7 +35,7 @@ pub const CA_FILE: &str = "ca.crt";
 /// ALPN protocols offered, in preference order.
 pub const ALPN: [&[u8]; 2] = [b"h2", b"http/1.1"];
 
-/// The ring crypto provider, the only one this crate uses (toolchain.md: never aws-lc).
+/// The ring crypto provider, the only one this crate uses (aws-lc would need cmake and a C toolchain in every build, and two providers make rustls' process default ambiguous).
 pub fn provider() -> Arc<CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }

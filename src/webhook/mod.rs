@@ -3,7 +3,7 @@
 //! The server adds no rules of its own: every answer body comes from
 //! [`crate::admission::review`] or [`crate::admission::reject`]. This module owns the transport:
 //! TLS (ring, TLS 1.2/1.3, h2 + http/1.1), certificate hot reload, body limits, health and
-//! readiness, metrics, logs and graceful shutdown (spec: admission-protocol.md).
+//! readiness, metrics, logs and graceful shutdown (docs/admission-protocol.md).
 //!
 //! - [`run`] is what `kim webhook` calls; [`init_tracing`] sets up logs first.
 //! - [`start`] starts a server in-process (tests, benches) and returns a [`Running`] with the

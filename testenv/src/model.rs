@@ -1,5 +1,5 @@
 //! Builders of Runtime objects with statuses the way the reconciler writes them
-//! (`shared/spec/reconciler.md`), from the real samples in `samples/runtimes/`, and of
+//! (docs/reconciler.md), from the real samples in `samples/runtimes/`, and of
 //! the `runtimes/status` AdmissionReviews that carry them (for kim's tests and benches; plain
 //! JSON, no kim types).
 
@@ -133,7 +133,7 @@ impl Rt {
     }
 }
 
-/// The full create → update → delete status sequence of `reconciler.md` for one Runtime.
+/// The full create → update → delete status sequence of docs/reconciler.md for one Runtime.
 /// Returns the successive objects, starting with the Runtime without status.
 pub fn lifecycle(sample: Value) -> Vec<Rt> {
     let mut seq = vec![Rt::new(sample)];
@@ -233,7 +233,7 @@ pub fn status_review(
 }
 
 /// The envelope of a `runtimes/status` UPDATE review as kube-apiserver sends it
-/// (admission-protocol.md): `kind`/`resource`/`requestKind`/`requestResource` of Runtime v1,
+/// (docs/admission-protocol.md): `kind`/`resource`/`requestKind`/`requestResource` of Runtime v1,
 /// `subResource` `status`, `name`/`namespace` from `object` (namespace `kcp-system` when it has
 /// none), `userInfo` as given, `options` UpdateOptions with fieldManager `kim`.
 pub fn update_status_review(

@@ -9,7 +9,7 @@
 //! installed on a [`ServerHandle`] with [`WebhookStage::install`] (through
 //! [`ServerHandle::set_admission_async`]) and, for every write, behaves like kube-apiserver
 //! ("Dynamic Admission Control" in the Kubernetes reference; the facts kim relies on are in
-//! `shared/spec/admission-protocol.md`):
+//! docs/admission-protocol.md):
 //!
 //! - **matching**: a webhook is called when one of its `rules` matches the write
 //!   (`operations`, `apiGroups`, `apiVersions`, `resources` with subresources — `runtimes/status`,

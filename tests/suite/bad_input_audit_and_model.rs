@@ -485,7 +485,7 @@ fn a_no_op_write_through_both_webhooks_is_never_denied() {
     assert_eq!(v["allowed"], true, "{v}");
 }
 
-/// KIM's retired state `Deleting` is the `Terminating` of the first proposal (spec §1: "Deleting
+/// KIM's retired state `Deleting` is the `Terminating` of the first proposal (status model §1: "Deleting
 /// → Terminating"). A Runtime stored in it reads as ∅ for the transition table, so a write takes
 /// it back to `Pending` (∅ → Pending), then to `Ready`, while it is being deleted — "deletion is
 /// final" does not hold for it, and no warning says the retired state was left.

@@ -1,5 +1,5 @@
-//! The guard in front of a live KIM control cluster (spec §7): KIM-shaped write sequences
-//! (`shared/spec/kim-writes.md`) on stored Runtimes that carry KIM's retired vocabulary of
+//! The guard in front of a live KIM control cluster (status model §7): KIM-shaped write sequences
+//! (docs/kim-writes.md) on stored Runtimes that carry KIM's retired vocabulary of
 //! several eras, through both webhooks over AdmissionReview JSON as the API server chains them;
 //! each ratcheting rule; retired names and the `kimHistory` switch; enforcement actions; the
 //! three example statuses of the discussion that defined the model.
@@ -135,7 +135,7 @@ pub(crate) fn eras() -> Vec<(&'static str, Rt)> {
     ]
 }
 
-/// KIM's last write of a provisioning or an update (kim-writes.md §3.3 W7): the namespace,
+/// KIM's last write of a provisioning or an update (docs/kim-writes.md §3.3 W7): the namespace,
 /// OIDC/ConfigMap and bindings steps run in one reconcile and end `Ready`.
 fn kim_ready(rt: &Rt) -> Rt {
     rt.write(
@@ -153,7 +153,7 @@ fn kim_ready(rt: &Rt) -> Rt {
     .completed()
 }
 
-/// KIM's update of an existing runtime (kim-writes.md §3.4): patch, Gardener reconciles,
+/// KIM's update of an existing runtime (docs/kim-writes.md §3.4): patch, Gardener reconciles,
 /// the chain runs to the administrators' bindings; for a runtime without a ready kubeconfig
 /// the kubeconfig step writes first (`ensure` in sFnHandleKubeconfig).
 pub(crate) fn kim_update(start: &Rt) -> Vec<Rt> {
@@ -175,7 +175,7 @@ pub(crate) fn kim_update(start: &Rt) -> Vec<Rt> {
 }
 
 /// KIM's error writes on a Ready runtime: a retryable Gardener error, a terminal update
-/// error, then a fixed spec retried (kim-writes.md §2.3, §3.6).
+/// error, then a fixed spec retried (docs/kim-writes.md §2.3, §3.6).
 pub(crate) fn kim_errors(start: &Rt) -> Vec<Rt> {
     let e1 = start.write("Pending", &[("Provisioned", "False", "GardenerErr")]);
     let e2 = e1.write("Failed", &[("Provisioned", "False", "ProcessingErr")]);
@@ -185,7 +185,7 @@ pub(crate) fn kim_errors(start: &Rt) -> Vec<Rt> {
     vec![e1, e2, e3]
 }
 
-/// KIM's deletion (kim-writes.md §3.5) with its deletion-error path (a condition of type
+/// KIM's deletion (docs/kim-writes.md §3.5) with its deletion-error path (a condition of type
 /// `Terminating`, then Terminating again).
 pub(crate) fn kim_delete(start: &Rt) -> Vec<Rt> {
     let d = start.deleting();
@@ -425,7 +425,7 @@ fn kim_history_accepts_retired_pairs_kim_declared_together() {
 
 // ---- each §7 rule alone, on `status::validate` ----------------------------------------------
 
-/// The stored objects and writes of the ratcheting tests below (spec §7: unchanged
+/// The stored objects and writes of the ratcheting tests below (status model §7: unchanged
 /// conditions, duplicates, broken state requirements, unknown states), as (name, old, new).
 pub(crate) fn ratcheting_pairs() -> Vec<(&'static str, Rt, Rt)> {
     let broken = stored(
@@ -753,7 +753,7 @@ fn an_unknown_state_the_object_had_is_a_warning() {
         "{}",
         v[0].message
     );
-    // Leaving it for a state of the table is a transition from ∅ (spec §3 has no edge from a
+    // Leaving it for a state of the table is a transition from ∅ (status model §3 has no edge from a
     // retired state): Pending is allowed.
     let to_pending = old.write("Pending", &[("Provisioned", "Unknown", "Pending")]);
     assert!(status::allowed(&validate(&p, &old, &to_pending)));

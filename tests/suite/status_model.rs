@@ -1,6 +1,6 @@
 //! The status model over the real sample Runtimes: the reconciler's sequences are allowed, a
 //! table of illegal writes is denied with the expected rule ids, KIM-compatible writes pass,
-//! and defaulting behaves as spec §5 says.
+//! and defaulting behaves as status model §5 says.
 
 use testenv::model;
 
@@ -376,7 +376,7 @@ fn denial_messages_follow_spec_section_6() {
     );
 }
 
-/// Every KIM-compatible (type, reason, status) of spec §2 is allowed on a plausible predecessor.
+/// Every KIM-compatible (type, reason, status) of status model §2 is allowed on a plausible predecessor.
 #[test]
 fn kim_compatible_writes_are_allowed() {
     let policy = Policy::builtin();
@@ -744,7 +744,7 @@ fn defaulting_compares_times_as_instants_and_treats_the_zero_time_as_unset() {
 fn the_kim_vocabulary_is_the_sample_history_and_current_names_are_in_the_table() {
     let file = std::fs::read_to_string(samples_dir().join("kim/vocabulary-history.tsv")).unwrap();
     assert_eq!(status::history::KIM_VOCABULARY_TSV, file);
-    // Declared in KIM's API but written by no step of KIM's FSM (kim-writes.md §2.4).
+    // Declared in KIM's API but written by no step of KIM's FSM (docs/kim-writes.md §2.4).
     const DECLARED_NOT_WRITTEN: &[&str] = &["RegistryCacheError"];
     let policy = Policy::builtin();
     for n in status::history::vocabulary()
