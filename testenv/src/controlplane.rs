@@ -575,6 +575,7 @@ pub struct WebhookCerts {
     pub dir: tempfile::TempDir,
     /// The CA (PEM): the webhook configurations' `caBundle`.
     pub ca_pem: String,
+    issuer: Issuer<'static, KeyPair>,
 }
 
 impl WebhookCerts {
@@ -587,6 +588,24 @@ impl WebhookCerts {
         let ca_key = KeyPair::generate().expect("CA key");
         let ca_cert = ca.self_signed(&ca_key).expect("CA");
         let issuer = Issuer::new(ca, ca_key);
+        let dir = tempfile::tempdir().expect("tempdir");
+        let certs = WebhookCerts {
+            dir,
+            ca_pem: ca_cert.pem(),
+            issuer,
+        };
+        let (cert, key) = certs.reissue();
+        std::fs::write(certs.dir.path().join("tls.crt"), cert).expect("tls.crt");
+        std::fs::write(certs.dir.path().join("tls.key"), key).expect("tls.key");
+        certs
+    }
+
+    /// A new serving certificate and key (PEM) for the same names, signed by the same CA: a
+    /// renewal, as cert-manager writes it into the Secret (the `caBundle` stays valid).
+    ///
+    /// # Panics
+    /// When rcgen fails.
+    pub fn reissue(&self) -> (String, String) {
         let key = KeyPair::generate().expect("key");
         let mut leaf =
             CertificateParams::new(vec!["127.0.0.1".into(), "localhost".into()]).expect("params");
@@ -595,14 +614,10 @@ impl WebhookCerts {
         leaf.is_ca = IsCa::ExplicitNoCa;
         leaf.key_usages = vec![KeyUsagePurpose::DigitalSignature];
         leaf.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-        let cert = leaf.signed_by(&key, &issuer).expect("serving certificate");
-        let dir = tempfile::tempdir().expect("tempdir");
-        std::fs::write(dir.path().join("tls.crt"), cert.pem()).expect("tls.crt");
-        std::fs::write(dir.path().join("tls.key"), key.serialize_pem()).expect("tls.key");
-        WebhookCerts {
-            dir,
-            ca_pem: ca_cert.pem(),
-        }
+        let cert = leaf
+            .signed_by(&key, &self.issuer)
+            .expect("serving certificate");
+        (cert.pem(), key.serialize_pem())
     }
 }
 

@@ -120,6 +120,7 @@
 pub mod capture;
 pub mod controlplane;
 pub mod gardener;
+pub mod haproxy;
 mod hooks;
 mod http;
 mod journal;
@@ -127,6 +128,8 @@ mod list;
 pub mod model;
 pub mod process;
 mod resource;
+#[cfg(feature = "kube")]
+pub mod rollout;
 mod selector;
 mod server;
 mod status;

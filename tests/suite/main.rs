@@ -27,6 +27,7 @@ mod real_differential;
 mod real_kubectl;
 mod real_lifecycle;
 mod real_manifests;
+mod real_rollout;
 mod real_vap;
 mod reconciler_failures;
 mod reconciler_faults;
