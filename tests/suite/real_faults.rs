@@ -24,14 +24,16 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
+use testenv::EventType;
 use testenv::Gvr;
 use testenv::process::Process;
-use testenv::EventType;
 
 /// `--lease-duration-seconds` of [`RealEnv::spawn_controller`].
 const LEASE_SECONDS: u64 = 6;
 /// How long before expiry the holder renews (`kim controller`: a third of the duration).
 const GRACE_SECONDS: u64 = LEASE_SECONDS / 3;
+/// The replicas' log filter: retries of Events are logged at debug level.
+const RUST_LOG: &str = "info,kim::reconciler::events=debug";
 /// Limit of each wait for progress through a fault.
 const PHASE_LIMIT: Duration = Duration::from_secs(120);
 
@@ -43,7 +45,9 @@ struct LeaseSeen {
     renewed: Option<SystemTime>,
 }
 
-fn micro(t: &Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime>) -> Option<SystemTime> {
+fn micro(
+    t: &Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime>,
+) -> Option<SystemTime> {
     t.as_ref().map(|t| SystemTime::from(t.0))
 }
 
@@ -57,7 +61,10 @@ fn record_lease(client: kube::Client) -> (Arc<Mutex<Vec<LeaseSeen>>>, tokio::tas
     let config = watcher::Config::default().fields(&format!("metadata.name={}", LEASE.1));
     let out = seen.clone();
     let task = tokio::spawn(async move {
-        let mut stream = watcher(api, config).default_backoff().applied_objects().boxed();
+        let mut stream = watcher(api, config)
+            .default_backoff()
+            .applied_objects()
+            .boxed();
         while let Some(item) = stream.next().await {
             let Ok(lease) = item else { continue };
             let spec = lease.spec.unwrap_or_default();
@@ -75,9 +82,15 @@ fn record_lease(client: kube::Client) -> (Arc<Mutex<Vec<LeaseSeen>>>, tokio::tas
 fn acquired_identity(out: &str) -> Option<String> {
     out.lines().find_map(|l| {
         let v: Value = serde_json::from_str(l).ok()?;
-        let msg = v["message"].as_str().or_else(|| v["fields"]["message"].as_str())?;
+        let msg = v["message"]
+            .as_str()
+            .or_else(|| v["fields"]["message"].as_str())?;
         msg.starts_with("acquired the leader Lease")
-            .then(|| v["identity"].as_str().or_else(|| v["fields"]["identity"].as_str()))
+            .then(|| {
+                v["identity"]
+                    .as_str()
+                    .or_else(|| v["fields"]["identity"].as_str())
+            })
             .flatten()
             .map(String::from)
     })
@@ -175,8 +188,7 @@ fn blocking<T>(f: impl FnOnce() -> T) -> T {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fifty_runtimes_are_provisioned_through_apiserver_and_etcd_restarts_and_a_killed_leader()
-{
+async fn fifty_runtimes_are_provisioned_through_apiserver_and_etcd_restarts_and_a_killed_leader() {
     let started = Instant::now();
     let env = RealEnv::start().await;
     let webhook = env.stack.webhook.as_ref().expect("webhook");
@@ -202,12 +214,12 @@ async fn fifty_runtimes_are_provisioned_through_apiserver_and_etcd_restarts_and_
     };
 
     // Two replicas; the first leads.
-    let mut first = env.spawn_controller("info");
+    let mut first = env.spawn_controller(RUST_LOG);
     let leader_id = first
         .wait_output(PHASE_LIMIT, |out, _| acquired_identity(out))
         .await
         .unwrap_or_else(|e| panic!("the first replica never led: {e}"));
-    let mut second = env.spawn_controller("info");
+    let mut second = env.spawn_controller(RUST_LOG);
     second
         .wait_output(PHASE_LIMIT, |out, _| {
             out.contains("waiting for the leader Lease").then_some(())
@@ -244,16 +256,22 @@ async fn fifty_runtimes_are_provisioned_through_apiserver_and_etcd_restarts_and_
         ready_in,
     );
     let wave1: BTreeSet<String> = names[..30].iter().cloned().collect();
-    wait_for("30 Shoots after kube-apiserver's restart", &env, &[&first, &second], |_| {
-        shoots(&env).is_superset(&wave1)
-    })
+    wait_for(
+        "30 Shoots after kube-apiserver's restart",
+        &env,
+        &[&first, &second],
+        |_| shoots(&env).is_superset(&wave1),
+    )
     .await;
 
     // ---- Gardener moves; etcd killed once the first kubeconfig Secret is written ----
     gardener_runs.store(true, Ordering::Relaxed);
     let t = Instant::now();
     loop {
-        if kubeconfig_secrets(&secrets).await.is_some_and(|s| !s.is_empty()) {
+        if kubeconfig_secrets(&secrets)
+            .await
+            .is_some_and(|s| !s.is_empty())
+        {
             break;
         }
         assert!(t.elapsed() < PHASE_LIMIT, "no kubeconfig Secret written");
@@ -262,7 +280,11 @@ async fn fifty_runtimes_are_provisioned_through_apiserver_and_etcd_restarts_and_
     let down = Instant::now();
     env.stack.cp.kill_etcd().expect("kill etcd");
     let ready_in = blocking(|| env.stack.cp.start_etcd()).expect("etcd again");
-    downtime("etcd SIGKILL after the first kubeconfig Secret", down, ready_in);
+    downtime(
+        "etcd SIGKILL after the first kubeconfig Secret",
+        down,
+        ready_in,
+    );
 
     // ---- wave 2 (15), created after both restarts; the leader killed mid-provisioning ----
     gardener_runs.store(false, Ordering::Relaxed);
@@ -367,15 +389,16 @@ async fn fifty_runtimes_are_provisioned_through_apiserver_and_etcd_restarts_and_
         since_renewal <= bound,
         "the standby acquired the Lease {since_renewal:?} after the killed leader's last renewal, more than the duration plus one renew period ({bound:?}); history: {history:?}"
     );
-    let holders: Vec<Option<&str>> = history
-        .iter()
-        .map(|l| l.holder.as_deref())
-        .fold(Vec::new(), |mut v, h| {
-            if v.last() != Some(&h) {
-                v.push(h);
-            }
-            v
-        });
+    let holders: Vec<Option<&str>> =
+        history
+            .iter()
+            .map(|l| l.holder.as_deref())
+            .fold(Vec::new(), |mut v, h| {
+                if v.last() != Some(&h) {
+                    v.push(h);
+                }
+                v
+            });
 
     // ---- no status write refused ----
     let denied = webhook.count("/validate", "denied").await - denied_before;
@@ -384,7 +407,12 @@ async fn fifty_runtimes_are_provisioned_through_apiserver_and_etcd_restarts_and_
         ("first", &first_out, &first_err),
         ("standby", &second_out, &second_err),
     ] {
-        for needle in ["StatusWriteDenied", "status write denied"] {
+        // "cannot publish event": an Event lost (given up after its retries).
+        for needle in [
+            "StatusWriteDenied",
+            "status write denied",
+            "cannot publish event",
+        ] {
             assert!(
                 !out.contains(needle) && !err.contains(needle),
                 "the {who} replica logged {needle:?}:\n{out}\n{err}"
@@ -393,11 +421,16 @@ async fn fifty_runtimes_are_provisioned_through_apiserver_and_etcd_restarts_and_
     }
     let (w1, w2) = (warnings(&first_out), warnings(&second_out));
     let lost = |out: &str| out.matches("lost the leader Lease").count();
+    let event_retries = |out: &str| {
+        out.matches("creating an event failed; trying again")
+            .count()
+    };
     eprintln!(
         "real faults: 50 Runtimes Ready after {:.1} s in all; {}; leader killed with {ready_at_kill} Ready; \
          the standby acquired the Lease {:.2} s after the killed leader's last renewal ({:.2} s after the kill; bound {:.0} s); \
          Lease holders in order {holders:?}; lost-Lease lines: first {}, standby {}; \
-         WARN/ERROR lines: first replica {}, standby {}; 0 denied status writes",
+         WARN/ERROR lines: first replica {}, standby {}; Event creates tried again: first {}, standby {}; \
+         0 denied status writes, 0 Events lost",
         all_ready.as_secs_f64(),
         faults.join("; "),
         since_renewal.as_secs_f64(),
@@ -407,6 +440,8 @@ async fn fifty_runtimes_are_provisioned_through_apiserver_and_etcd_restarts_and_
         lost(&second_out),
         w1.len(),
         w2.len(),
+        event_retries(&first_out),
+        event_retries(&second_out),
     );
     for l in w1.iter().chain(&w2) {
         eprintln!("  {l}");
