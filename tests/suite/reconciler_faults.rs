@@ -69,6 +69,9 @@
 //!   counts from when a request is sent, not from when the client service is called, and a
 //!   body read late is delivered: the Controller holds its watchers' requests unpolled during
 //!   its trigger backoff).
+//! - `an_event_whose_create_fails_transiently_is_sent_again`: the first three Event creates
+//!   answered 500, every condition change of a provisioning still gets its Event (they were
+//!   tried once: the Events of a control-plane restart were lost, `real_faults`).
 //!
 //! # Environment
 //!
