@@ -347,6 +347,13 @@ async fn fifty_runtimes_are_provisioned_through_apiserver_and_etcd_restarts_and_
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let ready_at_kill = ready(&runtimes(&env.runtimes().await).await.unwrap_or_default());
+    // The leader got through kube-apiserver's and etcd's restarts without exiting.
+    assert!(
+        first.exited().is_none(),
+        "the leader exited:\n{}\n{}",
+        first.stdout(),
+        first.stderr()
+    );
     let killed_at = SystemTime::now();
     let (first_out, first_err) = first.kill();
     gardener_runs.store(true, Ordering::Relaxed);
