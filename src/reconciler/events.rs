@@ -16,6 +16,13 @@
 //! fields the `Recorder` sets for a new one (see [`Publisher::event`]) and keeps nothing.
 //! An Event's note is a condition message, which never carries secret material (see the
 //! module docs of [`super`]).
+//!
+//! An Event whose create fails transiently (a connection refused or cut, 429, 5xx: a
+//! kube-apiserver or etcd restarting) is sent again, the same object, up to [`ATTEMPTS`]
+//! times in all, as client-go's event broadcaster does (12 tries): an Event is a condition
+//! change written nowhere else, and a single try lost every Event of the seconds a control
+//! plane restart takes. A 409 on a retry means an earlier try was stored though its answer was
+//! lost: done.
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::Event as K8sEvent;
@@ -25,6 +32,15 @@ use kube::Client;
 use kube::api::{Api, PostParams};
 use kube::runtime::events::{Event, EventType, Reporter};
 use std::sync::Arc;
+use std::time::Duration;
+
+/// Tries of one Event's create (the first and the retries of transient failures).
+pub(crate) const ATTEMPTS: u32 = 12;
+/// Pause after the first failed try; it doubles after each further one, up to
+/// [`MAX_RETRY_DELAY`] (about 70 s from the first try to the last).
+const FIRST_RETRY_DELAY: Duration = Duration::from_millis(500);
+/// Longest pause between two tries.
+const MAX_RETRY_DELAY: Duration = Duration::from_secs(10);
 
 /// Creates `events.k8s.io/v1` Events in the namespace of the object they regard (`default`
 /// for cluster-scoped objects). Needs RBAC `create` on `events.k8s.io` `events`. Cloning is
@@ -85,10 +101,11 @@ impl Publisher {
         }
     }
 
-    /// Creates the Event for `ev` about `regarding` now.
+    /// Creates the Event for `ev` about `regarding` now, trying again after a transient
+    /// failure (see the module docs).
     ///
-    /// Errors: the client error of the create (e.g. 403 without RBAC, 409 if an Event of
-    /// that name exists).
+    /// Errors: the client error of the last try (e.g. 403 without RBAC, 409 if an Event of
+    /// that name existed before the first try, a transient error [`ATTEMPTS`] times).
     pub(crate) async fn publish(
         &self,
         ev: &Event,
@@ -96,10 +113,23 @@ impl Publisher {
     ) -> Result<(), kube::Error> {
         let event = self.event(ev, regarding, Timestamp::now());
         let ns = regarding.namespace.as_deref().unwrap_or("default");
-        Api::<K8sEvent>::namespaced(self.client.clone(), ns)
-            .create(&PostParams::default(), &event)
-            .await
-            .map(drop)
+        let api = Api::<K8sEvent>::namespaced(self.client.clone(), ns);
+        let (mut attempt, mut delay) = (1, FIRST_RETRY_DELAY);
+        loop {
+            match api.create(&PostParams::default(), &event).await {
+                Ok(_) => return Ok(()),
+                Err(e) if super::error::is_conflict(&e) => {
+                    return if attempt > 1 { Ok(()) } else { Err(e) };
+                }
+                Err(e) if attempt < ATTEMPTS && super::error::transient(&e) => {
+                    tracing::debug!(error = %e, reason = %ev.reason, attempt, "creating an event failed; trying again");
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(MAX_RETRY_DELAY);
+                    attempt += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        }
     }
 }
 

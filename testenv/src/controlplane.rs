@@ -13,6 +13,11 @@
 //!   (SIGTERM, SIGKILL after 10 s each) and removes the directory. So no test leaves a process,
 //!   a port or a directory behind, even from the static [`ControlPlane::shared`] instance,
 //!   whose destructor never runs.
+//! - **Faults**: [`ControlPlane::kill_apiserver`] and [`ControlPlane::kill_etcd`] SIGKILL one
+//!   server; [`ControlPlane::start_apiserver`] and [`ControlPlane::start_etcd`] start it again
+//!   with the same flags (same ports, certificates, data directory), so clients made before
+//!   reconnect to the same URL. The supervisor does both; a restarted server is stopped with
+//!   the rest.
 //! - **Start-up**: ports are taken free from the kernel and released; when kube-apiserver does
 //!   not answer `/readyz` with 200 within 60 s (a port taken meanwhile, a slow machine), the
 //!   attempt is torn down and retried on new ports, three times at most.
@@ -21,10 +26,11 @@
 //! and a control plane of its own ([`ControlPlane::start`]) for a test that changes what is
 //! cluster-wide (webhook configurations, a different CRD).
 
+use std::io::Write as _;
 use std::io::{self, BufRead, BufReader};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -41,32 +47,45 @@ const READY_TIMEOUT: Duration = Duration::from_secs(60);
 /// Start attempts before giving up.
 const ATTEMPTS: u32 = 3;
 
-/// The supervisor: starts both servers, prints their pids, waits for its stdin to close (or
-/// for SIGINT, SIGHUP or SIGTERM, as from Ctrl-C or a hangup of the test's terminal), then
-/// stops them (kube-apiserver first) and removes the directory. The wait is on a reader in
-/// the background: a trapped signal interrupts `wait`, not `read`.
+/// The supervisor: starts both servers, prints their pids, then reads commands, one a line,
+/// from its standard input until it closes (or until SIGINT, SIGHUP or SIGTERM, as from Ctrl-C
+/// or a hangup of the test's terminal; bash runs the trap during `read`), then stops them
+/// (kube-apiserver first) and removes the directory. The commands kill one server with
+/// SIGKILL and wait until it is gone (`kill-apiserver`, `kill-etcd`: answers `killed`) or
+/// start it again with the same script, so on the same port, certificates and data directory
+/// (`start-apiserver`, `start-etcd`: answers the new pid). A restarted server is the
+/// supervisor's child like the first one, so it is stopped the same way.
 const SUPERVISOR: &str = r#"set -u
 dir=$1
-reader=
-trap '[ -z "$reader" ] || kill "$reader" 2>/dev/null' INT HUP TERM
-"$dir/etcd.sh" </dev/null >"$dir/etcd.log" 2>&1 &
-etcd=$!
-"$dir/kube-apiserver.sh" </dev/null >"$dir/kube-apiserver.log" 2>&1 &
-api=$!
-echo "$etcd $api"
-(while read -r _; do :; done) <&0 &
-reader=$!
-wait "$reader"
-trap '' INT HUP TERM
+start_etcd() { "$dir/etcd.sh" </dev/null >>"$dir/etcd.log" 2>&1 & etcd=$!; }
+start_api() { "$dir/kube-apiserver.sh" </dev/null >>"$dir/kube-apiserver.log" 2>&1 & api=$!; }
 stop() {
   kill -TERM "$1" 2>/dev/null || return 0
   for _ in $(seq 100); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.1; done
   kill -KILL "$1" 2>/dev/null
 }
-stop "$api"
-stop "$etcd"
-wait
-rm -rf "$dir"
+shutdown() {
+  trap '' INT HUP TERM
+  stop "$api"
+  stop "$etcd"
+  wait
+  rm -rf "$dir"
+  exit 0
+}
+trap shutdown INT HUP TERM
+start_etcd
+start_api
+echo "$etcd $api"
+while read -r cmd; do
+  case $cmd in
+    kill-apiserver) kill -KILL "$api" 2>/dev/null; wait "$api" 2>/dev/null; echo killed ;;
+    kill-etcd) kill -KILL "$etcd" 2>/dev/null; wait "$etcd" 2>/dev/null; echo killed ;;
+    start-apiserver) start_api; echo "$api" ;;
+    start-etcd) start_etcd; echo "$etcd" ;;
+    *) echo "unknown command" ;;
+  esac
+done
+shutdown
 "#;
 
 /// A user's client certificate and key (PEM), signed by the control plane's CA.
@@ -91,10 +110,18 @@ pub struct ControlPlane {
     ca_key_pem: String,
     ca_pem: String,
     admin: ClientCert,
-    etcd_pid: u32,
-    apiserver_pid: u32,
+    etcd_pid: AtomicU32,
+    apiserver_pid: AtomicU32,
     started_in: Duration,
-    supervisor: Mutex<Option<(Child, ChildStdin)>>,
+    supervisor: Mutex<Option<Supervisor>>,
+}
+
+/// The supervisor process, the pipe to its standard input (commands; closing it stops
+/// everything) and its standard output (the answers).
+struct Supervisor {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
 }
 
 impl std::fmt::Debug for ControlPlane {
@@ -102,8 +129,7 @@ impl std::fmt::Debug for ControlPlane {
         f.debug_struct("ControlPlane")
             .field("url", &self.url)
             .field("dir", &self.dir)
-            .field("etcd_pid", &self.etcd_pid)
-            .field("apiserver_pid", &self.apiserver_pid)
+            .field("pids", &self.pids())
             .finish()
     }
 }
@@ -250,8 +276,8 @@ impl ControlPlane {
                         "testenv control plane: ready in {:.1} s at {} (attempt {attempt}; etcd pid {}, kube-apiserver pid {}; RSS {} MiB)",
                         cp.started_in.as_secs_f64(),
                         cp.url,
-                        cp.etcd_pid,
-                        cp.apiserver_pid,
+                        cp.pids().0,
+                        cp.pids().1,
                         cp.rss_kib() / 1024
                     );
                     return Ok(cp);
@@ -364,7 +390,8 @@ impl ControlPlane {
             .map_err(cleanup)?;
         let stdin = child.stdin.take().expect("piped stdin");
         let mut first = String::new();
-        BufReader::new(child.stdout.take().expect("piped stdout")).read_line(&mut first)?;
+        let mut stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
+        stdout.read_line(&mut first)?;
         let pids: Vec<u32> = first
             .split_whitespace()
             .filter_map(|s| s.parse().ok())
@@ -377,10 +404,14 @@ impl ControlPlane {
             ca_key_pem,
             ca_pem: ca_cert.pem(),
             admin,
-            etcd_pid: pids.first().copied().unwrap_or(0),
-            apiserver_pid: pids.get(1).copied().unwrap_or(0),
+            etcd_pid: AtomicU32::new(pids.first().copied().unwrap_or(0)),
+            apiserver_pid: AtomicU32::new(pids.get(1).copied().unwrap_or(0)),
             started_in: Duration::ZERO,
-            supervisor: Mutex::new(Some((child, stdin))),
+            supervisor: Mutex::new(Some(Supervisor {
+                child,
+                stdin,
+                stdout,
+            })),
         };
         if pids.len() != 2 {
             return Err(other(format!("supervisor printed {first:?}, not two pids")));
@@ -427,7 +458,8 @@ impl ControlPlane {
 
     /// Whether both server processes are alive (not exited, not zombies).
     pub fn running(&self) -> bool {
-        [self.etcd_pid, self.apiserver_pid].iter().all(|pid| {
+        let (etcd, api) = self.pids();
+        [etcd, api].iter().all(|pid| {
             std::fs::read_to_string(format!("/proc/{pid}/stat"))
                 .ok()
                 .and_then(|s| s.rsplit(')').next().map(|r| r.trim_start().to_string()))
@@ -458,7 +490,10 @@ impl ControlPlane {
 
     /// Process ids: (etcd, kube-apiserver).
     pub fn pids(&self) -> (u32, u32) {
-        (self.etcd_pid, self.apiserver_pid)
+        (
+            self.etcd_pid.load(Ordering::Relaxed),
+            self.apiserver_pid.load(Ordering::Relaxed),
+        )
     }
 
     /// Process id of the supervisor (see the module docs).
@@ -467,7 +502,7 @@ impl ControlPlane {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .as_ref()
-            .map(|(child, _)| child.id())
+            .map(|s| s.child.id())
     }
 
     /// How long the successful start attempt took, to `/readyz` 200.
@@ -477,7 +512,8 @@ impl ControlPlane {
 
     /// Resident memory of etcd plus kube-apiserver now, in KiB (from `/proc/<pid>/status`).
     pub fn rss_kib(&self) -> u64 {
-        [self.etcd_pid, self.apiserver_pid]
+        let (etcd, api) = self.pids();
+        [etcd, api]
             .iter()
             .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/status")).ok())
             .filter_map(|s| {
@@ -549,6 +585,87 @@ impl ControlPlane {
         )
     }
 
+    /// Sends `command` to the supervisor and returns its one-line answer.
+    fn command(&self, command: &str) -> io::Result<String> {
+        let mut guard = self.supervisor.lock().unwrap_or_else(|e| e.into_inner());
+        let s = guard
+            .as_mut()
+            .ok_or_else(|| other("the control plane is stopped"))?;
+        writeln!(s.stdin, "{command}")?;
+        s.stdin.flush()?;
+        let mut answer = String::new();
+        if s.stdout.read_line(&mut answer)? == 0 {
+            return Err(other(format!(
+                "the supervisor exited before answering {command}"
+            )));
+        }
+        Ok(answer.trim().to_string())
+    }
+
+    fn kill_server(&self, command: &str) -> io::Result<()> {
+        match self.command(command)?.as_str() {
+            "killed" => Ok(()),
+            answer => Err(other(format!("{command}: {answer:?}"))),
+        }
+    }
+
+    fn start_server(&self, command: &str, pid: &AtomicU32) -> io::Result<Duration> {
+        let t0 = Instant::now();
+        let answer = self.command(command)?;
+        let new = answer
+            .parse()
+            .map_err(|_| other(format!("{command}: {answer:?}")))?;
+        pid.store(new, Ordering::Relaxed);
+        // The readiness probe runs on a runtime of its own: on a plain thread, so that this
+        // may be called from inside a runtime (`tokio::task::block_in_place`).
+        std::thread::scope(|scope| scope.spawn(|| self.wait_ready()).join())
+            .map_err(|_| other("readiness probe panicked"))??;
+        Ok(t0.elapsed())
+    }
+
+    /// Kills kube-apiserver with SIGKILL, as a crash or the OOM killer would (no graceful
+    /// shutdown: open watches and requests are cut), and returns once it is gone. etcd keeps
+    /// running. Until [`ControlPlane::start_apiserver`], connections are refused.
+    ///
+    /// # Errors
+    /// The control plane is stopped, or the supervisor does not answer.
+    pub fn kill_apiserver(&self) -> io::Result<()> {
+        self.kill_server("kill-apiserver")
+    }
+
+    /// Starts kube-apiserver again after [`ControlPlane::kill_apiserver`]: the same flags,
+    /// so the same URL, certificates and etcd; every client and kubeconfig made before keeps
+    /// working. Blocks until `/readyz` answers 200 (at most 60 s) and returns how long that
+    /// took. In a tokio runtime, call it in `tokio::task::block_in_place`.
+    ///
+    /// # Errors
+    /// The supervisor does not answer, or the server is not ready in time.
+    pub fn start_apiserver(&self) -> io::Result<Duration> {
+        self.start_server("start-apiserver", &self.apiserver_pid)
+    }
+
+    /// Kills etcd with SIGKILL and returns once it is gone; kube-apiserver keeps running and
+    /// answers errors (and `/readyz` 500) until [`ControlPlane::start_etcd`]. The data
+    /// directory stays: nothing committed is lost (`--unsafe-no-fsync` only risks what the
+    /// kernel has not written when the machine itself stops).
+    ///
+    /// # Errors
+    /// The control plane is stopped, or the supervisor does not answer.
+    pub fn kill_etcd(&self) -> io::Result<()> {
+        self.kill_server("kill-etcd")
+    }
+
+    /// Starts etcd again on the same ports and data directory after
+    /// [`ControlPlane::kill_etcd`]; blocks until kube-apiserver's `/readyz` (which checks
+    /// etcd) answers 200 (at most 60 s) and returns how long that took. In a tokio runtime,
+    /// call it in `tokio::task::block_in_place`.
+    ///
+    /// # Errors
+    /// The supervisor does not answer, or kube-apiserver is not ready in time.
+    pub fn start_etcd(&self) -> io::Result<Duration> {
+        self.start_server("start-etcd", &self.etcd_pid)
+    }
+
     /// Stops both servers and removes the directory; waits for the supervisor (at most about
     /// 20 s). Called by `Drop`; idempotent.
     pub fn stop(&self) {
@@ -557,8 +674,14 @@ impl ControlPlane {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .take();
-        if let Some((mut child, stdin)) = taken {
+        if let Some(Supervisor {
+            mut child,
+            stdin,
+            stdout,
+        }) = taken
+        {
             drop(stdin);
+            drop(stdout);
             let _ = child.wait();
             // Gone already, unless the supervisor was killed before it could remove it.
             let _ = std::fs::remove_dir_all(&self.dir);

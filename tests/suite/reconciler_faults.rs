@@ -69,6 +69,9 @@
 //!   counts from when a request is sent, not from when the client service is called, and a
 //!   body read late is delivered: the Controller holds its watchers' requests unpolled during
 //!   its trigger backoff).
+//! - `an_event_whose_create_fails_transiently_is_sent_again`: the first three Event creates
+//!   answered 500, every condition change of a provisioning still gets its Event (they were
+//!   tried once: the Events of a control-plane restart were lost, `real_faults`).
 //!
 //! # Environment
 //!
@@ -1808,5 +1811,104 @@ async fn the_binary_emits_no_secret_material() {
         haystacks[3].1.len(),
         haystacks[4].1.len(),
         started.elapsed().as_secs_f64()
+    );
+}
+
+/// `(type, reason)` of each condition change of Runtime `name` in the order the control
+/// cluster committed its versions: the Events the controller publishes (one per condition
+/// whose status or reason changed in a status write).
+fn condition_changes(env: &Env, name: &str) -> Vec<(String, String)> {
+    let mut changes = Vec::new();
+    let mut before: Vec<Cond> = Vec::new();
+    for c in env.journal.changes() {
+        if c.gvr != Gvr::runtimes() || c.name() != name {
+            continue;
+        }
+        let s = |v: &Value| v.as_str().unwrap_or_default().to_string();
+        let now: Vec<Cond> = c.object["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|c| (s(&c["type"]), s(&c["status"]), s(&c["reason"])))
+            .collect();
+        for (t, st, r) in &now {
+            let same = before
+                .iter()
+                .any(|(bt, bs, br)| bt == t && bs == st && br == r);
+            if !same {
+                changes.push((t.clone(), r.clone()));
+            }
+        }
+        before = now;
+    }
+    changes
+}
+
+/// An Event whose create fails transiently is sent again: with the first three Event creates
+/// answered 500 (as a restarting kube-apiserver or etcd answers), every condition change of a
+/// provisioning still gets its Event. Each Event used to be tried once: the Events of the
+/// seconds a control-plane restart takes were lost (`real_faults` logged `cannot publish
+/// event` for them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_whose_create_fails_transiently_is_sent_again() {
+    let env = Env::start().await;
+    env.kcp.add_fault(
+        FaultRule::new(FaultAction::fail(500))
+            .verb(Verb::Create)
+            .resource("events")
+            .times(3),
+    );
+    let rts = runtimes("event-retry", 1);
+    let name = name_of(&rts[0]);
+    let _clusters = env.runtime_clusters(&rts).await;
+    env.create(&rts[0]).await;
+    env.step_until(&format!("{name} Ready"), |s| {
+        s.state(&name) == Some("Ready")
+    })
+    .await;
+    let mut expected = condition_changes(&env, &name);
+    expected.sort();
+    let events = Gvr::new("events.k8s.io", "v1", "events");
+    let stored = || {
+        let mut got: Vec<(String, String)> = env
+            .kcp
+            .list(&events, Some(NS))
+            .iter()
+            .filter(|e| e["regarding"]["name"] == name.as_str())
+            .map(|e| {
+                let s = |k: &str| e[k].as_str().unwrap_or_default().to_string();
+                (s("action"), s("reason"))
+            })
+            .collect();
+        got.sort();
+        got
+    };
+    // Retries come 0.5 s, 1 s, 2 s after a failure: well within 20 s.
+    let all = crate::support::eventually(Duration::from_secs(20), || {
+        let done = stored() == expected;
+        async move { done.then_some(()) }
+    })
+    .await;
+    let creates = env
+        .kcp
+        .count_requests(|r| r.verb == Some(Verb::Create) && r.is("events", None));
+    eprintln!(
+        "event retry: {} Events stored for {} condition changes, {creates} creates (3 answered 500)",
+        stored().len(),
+        condition_changes(&env, &name).len()
+    );
+    assert!(
+        all.is_some(),
+        "an Event per condition change: expected {:?}, stored {:?}",
+        {
+            let mut e = condition_changes(&env, &name);
+            e.sort();
+            e
+        },
+        stored()
+    );
+    assert!(
+        creates >= stored().len() + 3,
+        "the three faults fired: {creates} creates"
     );
 }
