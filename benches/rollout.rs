@@ -14,7 +14,9 @@
 //! Needs kube-apiserver and etcd (`scripts/install-control-plane.sh`) and haproxy
 //! (`scripts/install-haproxy.sh`). Environment: `ROLLOUT_BENCH_RATE` (writes/s, 200),
 //! `ROLLOUT_BENCH_SECS` (60), `ROLLOUT_BENCH_RUNTIMES` (50), `ROLLOUT_BENCH_DELAY` (the
-//! replicas' `--shutdown-delay-seconds`, 2).
+//! replicas' `--shutdown-delay-seconds`, 4), `ROLLOUT_BENCH_CHECK_MS` (HAProxy's health-check
+//! interval, 1000: a replica is out after two failed checks, as a Service's endpoints drop an
+//! unready pod within a second or two).
 
 use std::time::Duration;
 use testenv::rollout::{self, Fault, Options};
@@ -39,7 +41,8 @@ fn main() -> Result<(), String> {
         rate: env("ROLLOUT_BENCH_RATE", 200.0),
         seconds: env("ROLLOUT_BENCH_SECS", 60.0),
         runtimes: env("ROLLOUT_BENCH_RUNTIMES", 50),
-        shutdown_delay_secs: env("ROLLOUT_BENCH_DELAY", 2),
+        shutdown_delay_secs: env("ROLLOUT_BENCH_DELAY", 4),
+        health_check: Duration::from_millis(env("ROLLOUT_BENCH_CHECK_MS", 1000)),
         faults: vec![
             Fault::RollingRestart,
             Fault::RotateCertificate,
@@ -47,8 +50,12 @@ fn main() -> Result<(), String> {
         ],
     };
     println!(
-        "== rollout: {} writes/s for {} s over {} Runtimes; replicas with --shutdown-delay-seconds {}",
-        opts.rate, opts.seconds, opts.runtimes, opts.shutdown_delay_secs
+        "== rollout: {} writes/s for {} s over {} Runtimes; replicas with --shutdown-delay-seconds {}; health checks every {} ms",
+        opts.rate,
+        opts.seconds,
+        opts.runtimes,
+        opts.shutdown_delay_secs,
+        opts.health_check.as_millis()
     );
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -1,7 +1,8 @@
 //! HAProxy (Debian's package, `scripts/install-haproxy.sh`) in front of webhook replicas on
 //! loopback, as a Kubernetes Service spreads a webhook's pods: TCP mode (TLS passes through to
 //! the replicas), round robin, each replica health-checked with `GET /readyz` on its metrics
-//! port every 100 ms (down after one failed check, up after one good one). Readiness is what
+//! port every `interval` (down after two failed checks, up after one good one: about the
+//! second or two a Service's endpoints take to drop a pod that turned unready). Readiness is what
 //! takes a replica out: after SIGTERM `kim webhook --shutdown-delay-seconds N` answers 503 on
 //! `/readyz` while it keeps serving, so HAProxy stops sending new connections before the
 //! listener closes — the part a Service's endpoints play in a cluster.
@@ -50,7 +51,7 @@ impl Haproxy {
     /// # Errors
     /// haproxy is missing, rejects the configuration, exits, or its socket does not answer
     /// within 10 s (its output is in the message).
-    pub async fn start(backends: &[Backend]) -> Result<Haproxy, String> {
+    pub async fn start(backends: &[Backend], interval: Duration) -> Result<Haproxy, String> {
         let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
         let socket = dir.path().join("admin.sock");
         // A port another process takes between this probe and haproxy's bind makes haproxy
@@ -63,8 +64,9 @@ impl Haproxy {
                  defaults\n  mode tcp\n  timeout connect 1s\n  timeout client 60s\n  timeout server 60s\n\
                  frontend webhook\n  bind 127.0.0.1:{port}\n  default_backend replicas\n\
                  backend replicas\n  balance roundrobin\n  option httpchk GET /readyz\n  http-check expect status 200\n\
-                 \x20 default-server inter 100ms fall 1 rise 1\n",
-                socket.display()
+                 \x20 default-server inter {}ms fall 2 rise 1\n",
+                socket.display(),
+                interval.as_millis()
             );
             for b in backends {
                 cfg.push_str(&format!(

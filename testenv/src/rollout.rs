@@ -51,6 +51,8 @@ pub struct Options {
     pub runtimes: usize,
     /// `--shutdown-delay-seconds` of the replicas.
     pub shutdown_delay_secs: u64,
+    /// HAProxy's health-check interval (a replica is out after two failed checks).
+    pub health_check: Duration,
     /// The faults, in order.
     pub faults: Vec<Fault>,
 }
@@ -323,6 +325,7 @@ pub async fn run(opts: &Options) -> Result<Report, String> {
                 health: r.metrics,
             })
             .collect::<Vec<_>>(),
+        opts.health_check,
     )
     .await?;
     for r in &replicas {

@@ -1,7 +1,8 @@
 //! kim's webhook rolled out under load as a cluster does it, on a real kube-apiserver: two
 //! replicas behind HAProxy (health-checked on `/readyz`), the shipped webhook configurations
 //! with `failurePolicy: Fail`, paced status writes through kube-apiserver while the replicas
-//! are restarted one after the other with SIGTERM and `--shutdown-delay-seconds 1`, and while
+//! are restarted one after the other with SIGTERM and `--shutdown-delay-seconds 4` (HAProxy
+//! takes a replica out after two failed checks a second apart), and while
 //! their serving certificate is renewed by kubelet's symlink swap ([`testenv::rollout`]).
 //! Not one write may fail, kube-apiserver must have called a webhook for every one, and none
 //! may have gone through unchecked. The SIGKILL case and the full load are the rollout
@@ -22,10 +23,11 @@ async fn no_status_write_fails_while_the_webhook_rolls_and_renews_its_certificat
     );
     let opts = Options {
         kim: env!("CARGO_BIN_EXE_kim").into(),
-        rate: 40.0,
-        seconds: 12.0,
+        rate: 25.0,
+        seconds: 24.0,
         runtimes: 10,
-        shutdown_delay_secs: 1,
+        shutdown_delay_secs: 4,
+        health_check: std::time::Duration::from_secs(1),
         faults: vec![Fault::RollingRestart, Fault::RotateCertificate],
     };
     let report = rollout::run(&opts).await.expect("the rollout runs");
@@ -40,7 +42,13 @@ async fn no_status_write_fails_while_the_webhook_rolls_and_renews_its_certificat
         report.kim
     );
     // The restarts and the renewal happened during the load.
-    for what in ["SIGTERM a", "a back in haproxy", "SIGTERM b", "b back in haproxy", "b serves the new certificate"] {
+    for what in [
+        "SIGTERM a",
+        "a back in haproxy",
+        "SIGTERM b",
+        "b back in haproxy",
+        "b serves the new certificate",
+    ] {
         assert!(
             report.events.iter().any(|(_, e)| e == what),
             "{what} did not happen: {:?}",
