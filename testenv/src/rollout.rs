@@ -172,6 +172,9 @@ async fn scrape(addr: SocketAddr) -> Option<String> {
     r.text().await.ok()
 }
 
+/// Each write's scheduled send time and its latency or error.
+type Results = Arc<Mutex<Vec<(Instant, Result<Duration, String>)>>>;
+
 /// The last counts seen of each process that served: `(slot, incarnation)` → counts.
 type Seen = Arc<Mutex<BTreeMap<(String, u32), BTreeMap<String, f64>>>>;
 
@@ -385,7 +388,7 @@ pub async fn run(opts: &Options) -> Result<Report, String> {
 
     // The load: open loop, each write spawned at its scheduled time.
     let load_start = Instant::now();
-    let results: Arc<Mutex<Vec<(Instant, Result<Duration, String>)>>> = Arc::default();
+    let results: Results = Arc::default();
     let period = Duration::from_secs_f64(1.0 / opts.rate);
     let total = (opts.rate * opts.seconds).round() as u64;
     let load = {
