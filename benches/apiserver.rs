@@ -987,7 +987,7 @@ impl AdmissionEnv {
         for d in &mut hook_docs {
             point_webhooks_at(d, webhook.addr, &certs.ca_pem);
         }
-        let vap_docs = kim::status::vap::objects(&kim::status::Policy::builtin());
+        let vap_docs = kim::status::vap::objects(&kim::status::Policy::builtin(), None);
         let template = load_template()?;
         let names: Vec<String> = (0..cfg.objects).map(|i| format!("paced-{i:04}")).collect();
         let objects: Vec<Value> = names
