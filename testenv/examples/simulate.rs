@@ -568,7 +568,7 @@ enum Kind {
     Real {
         cp: Box<ControlPlane>,
         /// The webhook's serving certificate for 127.0.0.1, and its CA (the caBundle).
-        certs: WebhookCerts,
+        certs: Box<WebhookCerts>,
     },
 }
 
@@ -649,7 +649,7 @@ impl Control {
             runtimes: Api::namespaced_with(admin, NS, &runtime_resource()),
             kind: Kind::Real {
                 cp: Box::new(cp),
-                certs,
+                certs: Box::new(certs),
             },
         })
     }
