@@ -9,7 +9,7 @@ mod support;
 mod admission;
 mod api_samples;
 mod audit;
-mod bad_input_audit_and_model;
+mod audit_faults_ratcheting_and_schema;
 mod cli;
 mod control_plane;
 mod crd;

@@ -1,9 +1,8 @@
-//! Regression tests from an attack on kim with bad input: each test pins one finding and FAILS on the commit
-//! it was written against (b23c311). Areas: `kim audit` against broken kubeconfigs and
-//! misbehaving API servers (panics, hangs, secrets and unbounded text in errors), the admission
-//! answers of ratcheted writes (one-line warnings, no-op writes through both webhooks, KIM's
-//! retired `Deleting` state, the `kimHistory` switch) and the schema check of `kim check` /
-//! `kim review` against what kube-apiserver does.
+//! `kim audit` against broken kubeconfigs and misbehaving API servers (no panic, no hang, no
+//! credential or unbounded server text in its errors), the admission answers of ratcheted
+//! writes (one-line warnings, no-op writes through both webhooks, KIM's retired `Deleting`
+//! state, the `kimHistory` switch), and the schema check of `kim check` / `kim review`
+//! against what kube-apiserver does. Each test pins one case that once failed.
 //!
 //! The API servers here are a few lines of `std::net` each (a thread per server, one canned
 //! answer per request), so a test can make the server do what no real one should.
