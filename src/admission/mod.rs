@@ -8,9 +8,10 @@
 //!
 //! Decoding is lazy: only the request's routing fields, `userInfo`, and each object's
 //! `metadata.generation`, `metadata.deletionTimestamp` and `status` are materialised; `spec`
-//! and `managedFields` are only checked, without allocation. A well-formed review is read by
-//! `scan` (one pass that checks the JSON without decoding it); anything it declines by
-//! serde_json (`decode`), with the same answer.
+//! and `managedFields` are only checked, without allocation. A body is decoded one of two ways,
+//! with the same answer: a well-formed review by `scan` (one pass that checks the JSON without
+//! decoding it, statuses as [`node::Node`]s), anything it declines by serde_json (`decode`,
+//! statuses as `Value`s, every refusal with a precise message).
 
 mod decode;
 mod encode;
@@ -18,14 +19,12 @@ mod node;
 mod response;
 mod scan;
 
-use decode::{ObjectSource, ReadObject, Refusal, RequestIn, fast_review, object_of, precise};
+use decode::{Refusal, Request, object_of};
 pub use encode::reason_for;
-use node::Node;
 pub use response::reject;
 
-use crate::status::{self, Facts, Policy};
+use crate::status::{self, Facts, JsonView, Policy};
 use chrono::{DateTime, Utc};
-use serde_json::Value;
 
 /// API group of the Runtime CRD.
 pub const RUNTIME_GROUP: &str = "infrastructuremanager.kyma-project.io";
@@ -112,53 +111,18 @@ impl Outcome {
 ///
 /// `now` is the request time used by defaulting.
 pub fn review(hook: Hook, policy: &Policy, body: &[u8], now: DateTime<Utc>) -> Outcome {
-    // Fastest path: the body checked in one pass without decoding, only the members kim reads
-    // decoded (`scan`); it declines anything unusual, which serde_json then answers.
-    if let Some((api_version, req)) = scan::fast_review(body) {
+    // The body checked in one pass without decoding, only the members kim reads decoded
+    // (`scan`); it declines anything unusual, which serde_json then answers.
+    if let Some((api_version, req)) = scan::scan_review(body) {
         return answer(hook, policy, api_version, req, now, Vec::new());
     }
     review_serde(hook, policy, body, now)
 }
 
-/// [`review`] with the whole body decoded by serde_json: what the scan declines, and the
-/// reference the differential tests compare the scan with.
+/// [`review`] with the body decoded by serde_json: what the scan declines, and the reference
+/// the differential tests compare the scan with.
 fn review_serde(hook: Hook, policy: &Policy, body: &[u8], now: DateTime<Utc>) -> Outcome {
-    // JSON is UTF-8 (RFC 8259 §8.1); skipped strings would not be checked by the parser.
-    let Ok(text) = std::str::from_utf8(body) else {
-        return reject(400, "request body is not valid UTF-8 JSON", body);
-    };
-    // Fast path: one pass over the body (spec and managedFields skipped, never materialised),
-    // statuses read as borrowed Nodes.
-    if let Some((api_version, req)) = fast_review::<Node<'_>>(text) {
-        return answer(hook, policy, api_version, req, now, Vec::new());
-    }
-    review_values(hook, policy, body, text, now)
-}
-
-/// [`review`] with statuses decoded as `Value`s: what [`Node`]s do not hold (repeated keys,
-/// many keys) and everything that is not a well-formed v1 review. It answers every body exactly
-/// as the fast path does (the differential tests in `node.rs` compare the two).
-fn review_values(
-    hook: Hook,
-    policy: &Policy,
-    body: &[u8],
-    text: &str,
-    now: DateTime<Utc>,
-) -> Outcome {
-    // `Value`s read serde_json's raw-value marker key as an instruction, not as data (see
-    // `node::has_raw_value_key`).
-    if node::has_raw_value_key(text) {
-        return reject(
-            400,
-            "request body uses the reserved key \"$serde_json::private::RawValue\" (kim does not accept it)",
-            body,
-        );
-    }
-    if let Some((api_version, req)) = fast_review::<Value>(text) {
-        return answer(hook, policy, api_version, req, now, Vec::new());
-    }
-    // Anything else: field by field, for a precise answer (bare requests, errors, odd objects).
-    match precise(body) {
+    match decode::decode_review(body) {
         Ok((api_version, req, warnings)) => answer(hook, policy, api_version, req, now, warnings),
         Err(Refusal::Body(message)) => reject(400, &message, body),
         Err(Refusal::Review {
@@ -170,12 +134,33 @@ fn review_values(
     }
 }
 
+/// What every answer to a request says about it (for logs and metrics), once it is answered.
+struct Asked<'r> {
+    uid: &'r str,
+    operation: String,
+    user: String,
+    dry_run: bool,
+}
+
+impl Asked<'_> {
+    /// `outcome` with the request's uid, operation, user and dry-run flag.
+    fn answered(self, outcome: Outcome) -> Outcome {
+        Outcome {
+            uid: self.uid.to_string(),
+            operation: self.operation,
+            user: self.user,
+            dry_run: self.dry_run,
+            ..outcome
+        }
+    }
+}
+
 /// Answers a decoded request (both decoding paths end here).
-fn answer<'a, O: ObjectSource<'a>>(
+fn answer<S: JsonView>(
     hook: Hook,
     policy: &Policy,
     api_version: &'static str,
-    req: RequestIn<'a, O>,
+    req: Request<'_, S>,
     now: DateTime<Utc>,
     warnings: Vec<String>,
 ) -> Outcome {
@@ -190,15 +175,11 @@ fn answer<'a, O: ObjectSource<'a>>(
         dry_run: req.dry_run.unwrap_or(false),
         now,
     };
-    // What every answer below carries about the request (moved in once it is answered).
-    let base = |operation: String, user: String, dry_run: bool| {
-        move |o: Outcome| Outcome {
-            uid: uid.to_string(),
-            operation,
-            user,
-            dry_run,
-            ..o
-        }
+    let asked = |operation: String, facts: Facts| Asked {
+        uid,
+        operation,
+        user: facts.user,
+        dry_run: facts.dry_run,
     };
 
     let resource = req.resource.unwrap_or_default();
@@ -225,8 +206,8 @@ fn answer<'a, O: ObjectSource<'a>>(
                 }
             )
         };
-        let base = base(operation, facts.user, facts.dry_run);
-        return response::not_checked(api_version, uid, &what, warnings, base);
+        let outcome = response::not_checked(api_version, uid, &what, warnings);
+        return asked(operation, facts).answered(outcome);
     }
 
     let (new_obj, old_obj) = match (
@@ -235,23 +216,22 @@ fn answer<'a, O: ObjectSource<'a>>(
     ) {
         (Ok(n), Ok(o)) => (n, o),
         (Err(e), _) | (_, Err(e)) => {
-            let base = base(operation, facts.user, facts.dry_run);
-            return base(response::denied(api_version, uid, 400, &e, &warnings));
+            let outcome = response::denied(api_version, uid, 400, &e, &warnings);
+            return asked(operation, facts).answered(outcome);
         }
     };
     let new = new_obj.snapshot();
     let old = old_obj.snapshot();
 
-    match hook {
+    let outcome = match hook {
         Hook::Mutate => {
             let patch = status::mutate(policy, Some(&old), &new, &facts);
-            let base = base(operation, facts.user, facts.dry_run);
-            response::patched(api_version, uid, &patch, &warnings, base)
+            response::patched(api_version, uid, &patch, &warnings)
         }
         Hook::Validate => {
             let violations = status::validate(policy, Some(&old), &new, &facts);
-            let base = base(operation, facts.user, facts.dry_run);
-            response::validated(api_version, uid, &violations, warnings, base)
+            response::validated(api_version, uid, &violations, warnings)
         }
-    }
+    };
+    asked(operation, facts).answered(outcome)
 }

@@ -1,15 +1,17 @@
-//! The fast path's view of a `status`: [`Node`], a JSON value that borrows its strings from the
-//! request body when they have no escapes, decoded by `serde_json` (a [`Visitor`]) in the same
-//! pass as the rest of the review, instead of into `serde_json::Value`s.
+//! The scan's view of a `status`: [`Node`], a JSON value that borrows its strings from the
+//! request body when they have no escapes, built by the scan (`scan.rs`) in the same pass as
+//! the rest of the review, instead of a `serde_json::Value`.
 //!
 //! A `Node` reads exactly as the `Value` serde_json would give for the same text (numbers are
 //! [`serde_json::Number`]s made as `Value` makes them; objects keep input order as
 //! `preserve_order` does). Objects with a repeated key, with more than [`MAX_KEYS`] members or
-//! with serde_json's private raw-value key are refused (a decoding error), so the caller falls
-//! back to the `Value` decoders, which then give the answer as before.
+//! with serde_json's private raw-value key are not held (see [`holds`]): the scan declines the
+//! body, and serde_json decodes it with `Value`s, which then give the answer.
+//!
+//! Also here: the string deserializers that borrow from the body ([`BorrowedStr`], [`opt_cow`]).
 
 use crate::status::JsonView;
-use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, Deserialize, Deserializer, Visitor};
 use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 use serde_json::{Number, Value};
 use std::borrow::Cow;
@@ -19,7 +21,7 @@ use std::fmt;
 const MAX_KEYS: usize = 32;
 
 /// The key serde_json's `Value` treats as a raw value marker (with the `raw_value` feature).
-const RAW_VALUE_TOKEN: &str = "$serde_json::private::RawValue";
+pub(super) const RAW_VALUE_TOKEN: &str = "$serde_json::private::RawValue";
 
 /// A JSON value inside a `status`, borrowing its strings from the body when they have no
 /// escapes. Objects have no repeated keys and are kept in input order.
@@ -175,181 +177,25 @@ pub(super) fn opt_cow<'de: 'a, 'a, D: Deserializer<'de>>(
     Ok(Option::<BorrowedStr<'de>>::deserialize(d)?.map(|s| s.0))
 }
 
-struct NodeVisitor;
-
-impl<'de> Visitor<'de> for NodeVisitor {
-    type Value = Node<'de>;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("any valid JSON value")
-    }
-    #[inline]
-    fn visit_bool<E>(self, v: bool) -> Result<Node<'de>, E> {
-        Ok(Node::Bool(v))
-    }
-    #[inline]
-    fn visit_i64<E>(self, v: i64) -> Result<Node<'de>, E> {
-        Ok(Node::Num(v.into()))
-    }
-    #[inline]
-    fn visit_u64<E>(self, v: u64) -> Result<Node<'de>, E> {
-        Ok(Node::Num(v.into()))
-    }
-    #[inline]
-    fn visit_f64<E>(self, v: f64) -> Result<Node<'de>, E> {
-        // As `Value`: a float that is not finite reads as null.
-        Ok(Number::from_f64(v).map_or(Node::Null, Node::Num))
-    }
-    #[inline]
-    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Node<'de>, E> {
-        Ok(Node::Str(Cow::Borrowed(v)))
-    }
-    #[inline]
-    fn visit_str<E>(self, v: &str) -> Result<Node<'de>, E> {
-        Ok(Node::Str(Cow::Owned(v.to_owned())))
-    }
-    #[inline]
-    fn visit_string<E>(self, v: String) -> Result<Node<'de>, E> {
-        Ok(Node::Str(Cow::Owned(v)))
-    }
-    #[inline]
-    fn visit_none<E>(self) -> Result<Node<'de>, E> {
-        Ok(Node::Null)
-    }
-    #[inline]
-    fn visit_unit<E>(self) -> Result<Node<'de>, E> {
-        Ok(Node::Null)
-    }
-    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Node<'de>, D::Error> {
-        Node::deserialize(d)
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Node<'de>, A::Error> {
-        let mut items = Vec::with_capacity(4);
-        while let Some(item) = seq.next_element::<Node<'de>>()? {
-            items.push(item);
-        }
-        Ok(Node::Arr(items))
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Node<'de>, A::Error> {
-        let mut members: Vec<(Cow<'de, str>, Node<'de>)> = Vec::with_capacity(8);
-        while let Some(BorrowedStr(key)) = map.next_key::<BorrowedStr<'de>>()? {
-            if !holds(&members, &key) {
-                return Err(de::Error::custom("object not read as a Node"));
-            }
-            let value = map.next_value::<Node<'de>>()?;
-            members.push((key, value));
-        }
-        Ok(Node::Obj(members))
-    }
-}
-
-/// Whether an object whose members so far are `members` can take `key` as a [`Node`]: not a
+/// Whether an object whose member names so far are `keys` can take `key` as a [`Node`]: not a
 /// repeated key (last wins in `Value`), not more than [`MAX_KEYS`] members (the linear search
 /// for repeats), not the key `Value` reads as a raw value marker. Otherwise the object is left
 /// to `Value`.
-pub(super) fn holds(members: &[(Cow<'_, str>, Node<'_>)], key: &str) -> bool {
-    members.len() < MAX_KEYS && key != RAW_VALUE_TOKEN && !members.iter().any(|(k, _)| k == key)
-}
-
-impl<'de: 'a, 'a> Deserialize<'de> for Node<'a> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(NodeVisitor)
-    }
-}
-
-/// Start of the error [`has_raw_value_key`] stops its walk with.
-const FOUND_RAW_VALUE_KEY: &str = "kim: raw-value key found";
-
-/// Whether `text` (a JSON document) has, at any depth, an object key equal to serde_json's
-/// private raw-value marker `$serde_json::private::RawValue`, however it is escaped.
-///
-/// kube-apiserver treats it as an ordinary key, but `serde_json::Value` (built with the
-/// `raw_value` feature, which kim uses) replaces such an object by its string parsed as JSON, so
-/// a review decoded into `Value`s would be judged on a status other than the one written. [`Node`]
-/// refuses the key; the `Value` decoders must not see it either (the caller denies the review).
-/// Input that is not JSON, or nested deeper than serde_json's limit, is `false` here (the
-/// decoders give their own, precise answer).
-pub(crate) fn has_raw_value_key(text: &str) -> bool {
-    struct Walk;
-    struct WalkVisitor;
-    impl<'de> Deserialize<'de> for Walk {
-        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Walk, D::Error> {
-            d.deserialize_any(WalkVisitor)
-        }
-    }
-    impl<'de> Visitor<'de> for WalkVisitor {
-        type Value = Walk;
-        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str("any JSON value")
-        }
-        fn visit_bool<E>(self, _: bool) -> Result<Walk, E> {
-            Ok(Walk)
-        }
-        fn visit_i64<E>(self, _: i64) -> Result<Walk, E> {
-            Ok(Walk)
-        }
-        fn visit_u64<E>(self, _: u64) -> Result<Walk, E> {
-            Ok(Walk)
-        }
-        fn visit_f64<E>(self, _: f64) -> Result<Walk, E> {
-            Ok(Walk)
-        }
-        fn visit_str<E>(self, _: &str) -> Result<Walk, E> {
-            Ok(Walk)
-        }
-        fn visit_unit<E>(self) -> Result<Walk, E> {
-            Ok(Walk)
-        }
-        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Walk, A::Error> {
-            while seq.next_element::<Walk>()?.is_some() {}
-            Ok(Walk)
-        }
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Walk, A::Error> {
-            while let Some(key) = map.next_key::<Cow<'de, str>>()? {
-                if key == RAW_VALUE_TOKEN {
-                    return Err(de::Error::custom(FOUND_RAW_VALUE_KEY));
-                }
-                map.next_value::<Walk>()?;
-            }
-            Ok(Walk)
-        }
-    }
-    matches!(serde_json::from_str::<Walk>(text), Err(e) if e.to_string().starts_with(FOUND_RAW_VALUE_KEY))
+pub(super) fn holds<'k>(mut keys: impl ExactSizeIterator<Item = &'k str>, key: &str) -> bool {
+    keys.len() < MAX_KEYS && key != RAW_VALUE_TOKEN && !keys.any(|k| k == key)
 }
 
 #[cfg(test)]
 pub(super) mod tests {
-    //! Differential tests: for every body, `review` with statuses read as [`Node`]s answers
-    //! byte for byte as with statuses read as `Value`s (`review_values`).
-    use super::super::{Hook, Outcome, fast_review, review, review_serde, review_values, scan};
-    use super::Node;
+    //! Differential tests: for every body, `review` with statuses read as [`Node`]s by the
+    //! scan answers byte for byte as serde_json with statuses read as `Value`s (`review_serde`).
+    use super::super::{Hook, Outcome, decode, review, review_serde, scan};
     use crate::status::Policy;
     use proptest::prelude::*;
     use proptest::sample::Index;
     use proptest::test_runner::{Config, TestRunner};
     use serde_json::{Value, json};
     use std::sync::atomic::{AtomicUsize, Ordering};
-
-    #[test]
-    fn raw_value_keys_are_found_however_spelled_and_nothing_else_is() {
-        assert!(super::has_raw_value_key(
-            r#"{"a":{"$serde_json::private::RawValue":"1"}}"#
-        ));
-        assert!(super::has_raw_value_key(
-            r#"[{"b":[{"\u0024serde_json::private::RawValue":5}]}]"#
-        ));
-        assert!(super::has_raw_value_key(
-            r#"{"\u0024serde_json::priv\u0061te::RawValue":"{}"}"#
-        ));
-        assert!(!super::has_raw_value_key(
-            r#"{"a":"$serde_json::private::RawValue"}"#
-        ));
-        assert!(!super::has_raw_value_key(
-            r#"{"$serde_json::private::RawValueX":1}"#
-        ));
-        assert!(!super::has_raw_value_key("{not json"));
-        assert!(!super::has_raw_value_key(&"[".repeat(5000)));
-    }
 
     fn cond(t: &str, s: &str, r: &str, full: bool) -> Value {
         let mut c = json!({"type": t, "status": s, "reason": r});
@@ -483,18 +329,16 @@ pub(super) mod tests {
             && a.detail == b.detail
     }
 
-    /// Answers `body` on every path and checks they agree: the scan (`review`), serde_json
-    /// with Nodes (`review_serde`) and serde_json with Values (`review_values`). Returns
-    /// (decoded as Nodes by serde_json, taken by the scan).
+    /// Answers `body` on both paths and checks they agree: the scan (`review`) and serde_json
+    /// (`review_serde`). Returns (decoded as a request by serde_json, taken by the scan).
     fn check(policy: &Policy, body: &[u8]) -> (bool, bool) {
         let now = chrono::DateTime::from_timestamp(1_795_000_000, 0).unwrap();
-        let text = std::str::from_utf8(body).ok();
-        let nodes = text.is_some_and(|t| fast_review::<Node<'_>>(t).is_some());
-        let scanned = scan::fast_review(body).is_some();
+        let decoded = decode::decode_review(body).is_ok();
+        let scanned = scan::scan_review(body).is_some();
         if scanned {
-            // The scan takes only bodies serde_json takes.
+            // The scan takes only bodies serde_json takes, and decodes.
             assert!(
-                serde_json::from_slice::<serde::de::IgnoredAny>(body).is_ok() && nodes,
+                serde_json::from_slice::<serde::de::IgnoredAny>(body).is_ok() && decoded,
                 "scanned a body serde_json refuses: {}",
                 String::from_utf8_lossy(body)
             );
@@ -509,20 +353,8 @@ pub(super) mod tests {
                 String::from_utf8_lossy(&fast.body),
                 String::from_utf8_lossy(&serde.body)
             );
-            let Some(text) = text else {
-                // Not UTF-8: both paths answer the same 400 before decoding.
-                continue;
-            };
-            let reference = review_values(hook, policy, body, text, now);
-            assert!(
-                same(&serde, &reference),
-                "{hook:?} differs for body {}\nfast: {}\nreference: {}",
-                String::from_utf8_lossy(body),
-                String::from_utf8_lossy(&serde.body),
-                String::from_utf8_lossy(&reference.body)
-            );
         }
-        (nodes, scanned)
+        (decoded, scanned)
     }
 
     /// Values put in place of a random node of a valid review.
@@ -707,9 +539,9 @@ pub(super) mod tests {
             let pretty = serde_json::to_string_pretty(base).unwrap();
             assert_eq!(check(&policy, pretty.as_bytes()), (true, true));
         }
-        let count = |(nodes, scan): (bool, bool)| {
+        let count = |(request, scan): (bool, bool)| {
             total.fetch_add(1, Ordering::Relaxed);
-            decoded.fetch_add(usize::from(nodes), Ordering::Relaxed);
+            decoded.fetch_add(usize::from(request), Ordering::Relaxed);
             scanned.fetch_add(usize::from(scan), Ordering::Relaxed);
         };
         // Structural edits: a node of a base replaced by a pool value or (one in six) removed.
@@ -769,10 +601,10 @@ pub(super) mod tests {
             scanned.into_inner(),
             total.into_inner(),
         );
-        // The Node path and the scan must actually be taken on many of the valid variants.
+        // Both paths must actually decode a request on many of the valid variants.
         assert!(decoded * 20 > total, "decoded {decoded} of {total}");
         assert!(scanned * 20 > total, "scanned {scanned} of {total}");
-        eprintln!("decoded as Nodes: {decoded} of {total} bodies, scanned: {scanned}");
+        eprintln!("decoded by serde_json: {decoded} of {total} bodies, scanned: {scanned}");
     }
 
     #[test]
@@ -807,27 +639,31 @@ pub(super) mod tests {
             1,
         );
         check(&policy, text.as_bytes());
-        // Objects a Node does not hold (read as Values instead): a repeated key deeper in the
-        // status, serde_json's raw value marker key, and the most keys a Node holds and one more.
-        for (from, to) in [
+        // Objects a Node does not hold (the scan declines them): a repeated key deeper in the
+        // status (read as a Value instead), serde_json's raw value marker key (refused), and
+        // the most keys a Node holds and one more.
+        for (from, to, decoded) in [
             (
                 "\"provisioningCompleted\":false",
                 "\"x\":{\"a\":1,\"b\":2,\"a\":[3]},\"provisioningCompleted\":false",
+                true,
             ),
             (
                 "\"provisioningCompleted\":false",
                 "\"x\":{\"$serde_json::private::RawValue\":\"{\\\"b\\\":2}\"},\"provisioningCompleted\":false",
+                false,
             ),
             (
                 "\"provisioningCompleted\":false",
                 "\"provisioningCompleted\":false,\"y\":[{\"$serde_json::private::RawValue\":\"1\"}]",
+                false,
             ),
         ] {
             let text = serde_json::to_string(&base).unwrap().replacen(from, to, 1);
             assert_ne!(text, serde_json::to_string(&base).unwrap());
             assert_eq!(
                 check(&policy, text.as_bytes()),
-                (false, false),
+                (decoded, false),
                 "read as Nodes: {text}"
             );
         }
@@ -836,7 +672,7 @@ pub(super) mod tests {
             v["request"]["object"]["status"]["extra"] =
                 Value::Object((0..n).map(|i| (format!("k{i}"), json!(i))).collect());
             let text = serde_json::to_string(&v).unwrap();
-            assert_eq!(check(&policy, text.as_bytes()), (nodes, nodes), "{n} keys");
+            assert_eq!(check(&policy, text.as_bytes()), (true, nodes), "{n} keys");
         }
     }
 }

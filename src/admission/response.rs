@@ -62,13 +62,12 @@ pub(super) fn not_checked(
     uid: &str,
     what: &str,
     mut warnings: Vec<String>,
-    base: impl FnOnce(Outcome) -> Outcome,
 ) -> Outcome {
     let detail = warning(format!(
         "kim: {what} is not a Runtime status UPDATE; nothing was checked"
     ));
     warnings.push(detail.clone());
-    base(Outcome {
+    Outcome {
         body: encode(Answer {
             api_version,
             uid,
@@ -84,7 +83,7 @@ pub(super) fn not_checked(
         detail,
         unchecked: true,
         ..Outcome::default()
-    })
+    }
 }
 
 /// The mutating webhook's answer: allowed, with the defaulting JSONPatch when it has
@@ -94,10 +93,9 @@ pub(super) fn patched(
     uid: &str,
     patch: &json_patch::Patch,
     warnings: &[String],
-    base: impl FnOnce(Outcome) -> Outcome,
 ) -> Outcome {
     let patched = !patch.0.is_empty();
-    base(Outcome {
+    Outcome {
         body: encode(Answer {
             api_version,
             uid,
@@ -117,7 +115,7 @@ pub(super) fn patched(
             String::new()
         },
         ..Outcome::default()
-    })
+    }
 }
 
 /// The validating answer for evaluated violations: allowed unless one denies; warnings for
@@ -129,7 +127,6 @@ pub(super) fn validated(
     uid: &str,
     violations: &[status::Violation],
     mut warnings: Vec<String>,
-    base: impl FnOnce(Outcome) -> Outcome,
 ) -> Outcome {
     let allowed = status::allowed(violations);
     let code = status::denial_code(violations);
@@ -170,7 +167,7 @@ pub(super) fn validated(
     } else {
         message.clone()
     };
-    base(Outcome {
+    Outcome {
         body: encode(Answer {
             api_version,
             uid,
@@ -187,5 +184,5 @@ pub(super) fn validated(
         violations: violations.iter().map(|v| (v.rule, v.action)).collect(),
         detail,
         ..Outcome::default()
-    })
+    }
 }

@@ -1,28 +1,29 @@
 //! The fastest path through a well-formed review: one pass over the body that checks it is
 //! JSON without decoding it, and decodes only the members kim reads.
 //!
-//! [`fast_review`] checks the whole body against the JSON grammar, at least as strictly as
+//! [`scan_review`] checks the whole body against the JSON grammar, at least as strictly as
 //! serde_json does (strings eight bytes at a time). On the way it notes where each member of
-//! the envelope, the request, the objects and their metadata that
-//! [`super::decode::FastReview`] reads starts and ends. Those members are then decoded into
-//! the same types serde_json gives: plain values directly (a string without escapes borrowed
-//! from the body, a small integer, a literal, the objects and arrays of a `status` as
-//! [`Node`]s), everything else by serde_json (strings with escapes, other numbers, the
-//! deletion timestamp). Everything kim does not read (`spec`, `managedFields`, labels, …) is
-//! only checked.
+//! the envelope, the request ([`super::decode::RequestIn`]), the objects and their metadata
+//! that kim reads starts and ends. Those members are then decoded into the same types
+//! serde_json gives: plain values directly (a string without escapes borrowed from the body, a
+//! small integer, a literal, the objects and arrays of a `status` as [`Node`]s), everything else
+//! by serde_json (strings with escapes, other numbers, the deletion timestamp). Everything kim
+//! does not read (`spec`, `managedFields`, labels, …) is only checked.
 //!
-//! It answers `None` — and the caller takes the serde path, which gives the answer — for
-//! anything it is not sure about: a body that is not JSON (or nested deeper than
+//! It answers `None` — and the caller takes the serde path (`decode.rs`), which gives the
+//! answer — for anything it is not sure about: a body that is not JSON (or nested deeper than
 //! [`MAX_DEPTH`]), a member kim reads that appears twice or whose value is not of the JSON type
 //! serde expects (or is one serde would read otherwise, like an array for a struct), a string
-//! with an escaped surrogate, invalid UTF-8, a `status` object a [`Node`] does not hold. So a
-//! body this path takes is one serde_json takes too; the differential tests in `node.rs` and the
-//! property tests below check that, and that both paths answer byte for byte the same.
+//! with an escaped surrogate, invalid UTF-8, a `status` object a [`Node`] does not hold, a
+//! review the serde path would refuse. So a body this path takes is one serde_json takes too;
+//! the differential tests in `node.rs` and the property tests below check that, and that both
+//! paths answer byte for byte the same.
 
-use super::decode::{GroupKind, GroupResource, MetaIn, ObjectIn, RequestIn, UserInfoIn};
+use super::decode::{GroupKind, GroupResource, MetaIn, ObjectIn, Request, RequestIn, UserInfoIn};
 use super::node::{self, BorrowedStr, Node};
 use super::{REVIEW_API_VERSION, REVIEW_API_VERSION_BETA};
 use serde::Deserialize;
+use serde_json::Number;
 use serde_json::value::RawValue;
 use std::borrow::Cow;
 use std::ops::Range;
@@ -338,7 +339,7 @@ impl<'a> Scan<'a> {
                     loop {
                         self.peek()?;
                         let key = self.text()?;
-                        if !node::holds(&members, &key) {
+                        if !node::holds(members.iter().map(|(k, _)| k.as_ref()), &key) {
                             return None;
                         }
                         self.eat(b':')?;
@@ -383,12 +384,16 @@ impl<'a> Scan<'a> {
                 self.number()?;
                 let token = &self.b[start..self.i];
                 // A non-negative integer of up to 19 digits is a u64, as serde_json reads it;
-                // anything else (signs, fractions, exponents, big numbers) serde_json decodes.
-                if token.len() <= 19 && token.iter().all(u8::is_ascii_digit) {
-                    Node::Num(std::str::from_utf8(token).ok()?.parse::<u64>().ok()?.into())
-                } else {
-                    serde_json::from_str::<Node<'a>>(std::str::from_utf8(token).ok()?).ok()?
-                }
+                // anything else (signs, fractions, exponents, big numbers) serde_json decodes
+                // into the `Number` a `Value` holds.
+                let token = std::str::from_utf8(token).ok()?;
+                Node::Num(
+                    if token.len() <= 19 && token.bytes().all(|c| c.is_ascii_digit()) {
+                        token.parse::<u64>().ok()?.into()
+                    } else {
+                        serde_json::from_str::<Number>(token).ok()?
+                    },
+                )
             }
         })
     }
@@ -676,12 +681,10 @@ fn object_in<'a>(
     Some(Some(ObjectIn { metadata, status }))
 }
 
-/// The review's `apiVersion` and request with statuses as [`Node`]s, as
-/// `super::decode::fast_review::<Node>` decodes them; `None` for a body it does not take (see
-/// the module docs), which the serde path then answers.
-pub(super) fn fast_review(
-    body: &[u8],
-) -> Option<(&'static str, RequestIn<'_, ObjectIn<'_, Node<'_>>>)> {
+/// The review's `apiVersion` and request with statuses as [`Node`]s, decoded as serde_json
+/// decodes them; `None` for a body it does not take (see the module docs), which the serde path
+/// then answers.
+pub(super) fn scan_review(body: &[u8]) -> Option<(&'static str, Request<'_, Node<'_>>)> {
     let mut s = Scan {
         b: body,
         i: 0,
@@ -736,8 +739,8 @@ pub(super) fn fast_review(
         sub_resource: opt_str(body, &r.sub_resource)?,
         operation: opt_str(body, &r.operation)?,
         user_info: typed(body, &r.user_info, Scan::user_info)?,
-        object: object_in(body, r.object)?,
-        old_object: object_in(body, r.old_object)?,
+        object: object_in(body, r.object)?.map(Ok),
+        old_object: object_in(body, r.old_object)?.map(Ok),
         dry_run,
     };
     Some((api_version, req))
@@ -776,7 +779,7 @@ mod tests {
 
     /// Checks `body` on both paths; returns whether the scan took it.
     fn agrees(policy: &Policy, body: &[u8]) -> bool {
-        let scanned = super::fast_review(body).is_some();
+        let scanned = super::scan_review(body).is_some();
         if scanned {
             assert!(
                 serde_json::from_slice::<serde::de::IgnoredAny>(body).is_ok(),
@@ -1056,6 +1059,25 @@ mod tests {
         }
     }
 
+    /// Whether every string of `node` (keys too) is borrowed from the body exactly when
+    /// serde_json writes it without escapes, as serde_json borrows the strings it reads.
+    fn borrows_unescaped(node: &super::Node<'_>) -> bool {
+        use super::Node;
+        use std::borrow::Cow;
+        let plain = |s: &Cow<'_, str>| {
+            let unescaped = serde_json::to_string(s.as_ref()).unwrap() == format!("\"{s}\"");
+            matches!(s, Cow::Borrowed(_)) == unescaped
+        };
+        match node {
+            Node::Str(s) => plain(s),
+            Node::Arr(items) => items.iter().all(borrows_unescaped),
+            Node::Obj(members) => members
+                .iter()
+                .all(|(k, v)| plain(k) && borrows_unescaped(v)),
+            Node::Null | Node::Bool(_) | Node::Num(_) => true,
+        }
+    }
+
     fn body(v: &Value, pretty: bool) -> Vec<u8> {
         if pretty {
             serde_json::to_vec_pretty(v).unwrap()
@@ -1107,8 +1129,8 @@ mod tests {
             agrees(&policy, &apply(text, &edits));
         }
 
-        /// A status of any shape is built as serde_json's Node visitor builds it (or refused by
-        /// both), member order and borrowing included.
+        /// A status of any shape is built as the `Value` serde_json builds (or refused by
+        /// both), member order included, its strings borrowed where they have no escapes.
         #[test]
         fn nodes_are_built_as_serde_builds_them(value in json_value(), pretty in any::<bool>()) {
             let text = body(&value, pretty);
@@ -1116,18 +1138,21 @@ mod tests {
             let checked = s.value().is_some();
             let mut s = super::Scan { b: &text, i: 0, depth: 0, non_ascii: false };
             let built = if checked { s.node() } else { None };
-            let serde = std::str::from_utf8(&text)
-                .ok()
-                .and_then(|t| serde_json::from_str::<super::Node<'_>>(t).ok());
+            let serde = serde_json::from_slice::<Value>(&text).ok();
             match (&built, &serde) {
                 (Some(a), Some(b)) => {
-                    prop_assert!(a == b);
-                    prop_assert_eq!(a.to_json(), b.to_json());
-                    prop_assert_eq!(format!("{a:?}"), format!("{b:?}"));
+                    prop_assert!(a.eq_value(b));
+                    prop_assert_eq!(a.to_json(), b.to_string());
+                    prop_assert!(borrows_unescaped(a));
                 }
                 (None, None) => {}
-                // The scan refuses more (escaped surrogates); never the other way round.
-                (None, Some(_)) => prop_assert!(!checked || text.windows(2).any(|w| w == b"\\u")),
+                // The scan refuses more (escaped surrogates, serde_json's raw-value key, which a
+                // `Value` reads as an instruction); never the other way round.
+                (None, Some(_)) => prop_assert!(
+                    !checked
+                        || text.windows(2).any(|w| w == b"\\u")
+                        || super::super::decode::has_raw_value_key(std::str::from_utf8(&text).unwrap())
+                ),
                 (Some(_), None) => prop_assert!(false, "built a Node serde_json refuses"),
             }
         }
