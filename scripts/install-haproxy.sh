@@ -13,6 +13,12 @@ if command -v haproxy >/dev/null 2>&1; then
   say "already installed: $(haproxy -v 2>&1 | head -n1)"
   exit 0
 fi
+for dir in /usr/sbin /usr/local/sbin; do
+  if [ -x "$dir/haproxy" ]; then
+    say "haproxy is installed at $dir/haproxy, but $dir is not on PATH; the tests run \`haproxy\` from PATH" >&2
+    exit 1
+  fi
+done
 if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
   say "need root and apt-get to install the Debian package haproxy (run: sudo bash scripts/install-haproxy.sh)" >&2
   exit 1
@@ -30,9 +36,10 @@ trap cleanup EXIT
 export DEBIAN_FRONTEND=noninteractive
 say "apt-get install -y --no-install-recommends haproxy"
 if ! apt-get install -y -qq --no-install-recommends haproxy >/dev/null; then
-  say "install failed; apt-get update and retry"
+  say "install failed; apt-get update and retry" >&2
   apt-get update -qq >/dev/null
-  apt-get install -y -qq --no-install-recommends haproxy >/dev/null
+  apt-get install -y -qq --no-install-recommends haproxy >/dev/null ||
+    { say "apt-get install haproxy failed" >&2; exit 1; }
 fi
 command -v haproxy >/dev/null 2>&1 || { say "haproxy missing after the install" >&2; exit 1; }
 say "installed: $(haproxy -v 2>&1 | head -n1); no service started"

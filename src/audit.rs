@@ -394,7 +394,7 @@ struct JsonSummary<'a> {
 }
 
 /// A namespace name: an RFC 1123 label (Kubernetes' `IsDNS1123Label`).
-fn is_dns_label(s: &str) -> bool {
+pub(crate) fn is_dns_label(s: &str) -> bool {
     let b = s.as_bytes();
     let ok = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit();
     !b.is_empty()

@@ -313,14 +313,21 @@ pub fn policy(args: &PolicyCmdArgs, out: &mut dyn Write, err: &mut dyn Write) ->
     if args.runtime_namespace.is_some() && args.format != Format::Vap {
         return fail(err, "--runtime-namespace applies to --format vap only");
     }
-    if args.runtime_namespace.as_deref() == Some("") {
+    if let Some(ns) = args.runtime_namespace.as_deref()
+        && !crate::audit::is_dns_label(ns)
+    {
         return fail(
             err,
-            "--runtime-namespace: empty; give the namespace of the Runtimes",
+            &format!(
+                "--runtime-namespace {ns:?}: not a namespace name (lowercase letters, digits and '-', at most 63, starting and ending with a letter or digit)"
+            ),
         );
     }
     match args.policy.load() {
         Ok(p) if args.format == Format::Vap => {
+            if let Err(e) = status::vap::check_size(&p) {
+                return fail(err, &e);
+            }
             let ns = args.runtime_namespace.as_deref();
             let _ = write!(out, "{}", status::vap::yaml(&p, ns));
             EXIT_ALLOWED

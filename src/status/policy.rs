@@ -621,9 +621,21 @@ fn check_reason_name(r: &str) -> Result<(), String> {
 }
 
 fn check_type_name(t: &str) -> Result<(), String> {
-    let name = t.rsplit_once('/').map_or(t, |(_, n)| n);
+    let (prefix, name) = t.rsplit_once('/').map_or((None, t), |(p, n)| (Some(p), n));
+    // The optional prefix is a DNS subdomain: dot-separated RFC 1123 labels.
+    let label = |l: &str| {
+        let b = l.as_bytes();
+        let ok = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit();
+        !b.is_empty()
+            && b.len() <= 63
+            && b.iter().all(|c| ok(c) || *c == b'-')
+            && b.first().is_some_and(ok)
+            && b.last().is_some_and(ok)
+    };
+    let prefix_ok = prefix.is_none_or(|p| p.len() <= 253 && p.split('.').all(label));
     let b = name.as_bytes();
-    let ok = !b.is_empty()
+    let ok = prefix_ok
+        && !b.is_empty()
         && t.len() <= 316
         && b[0].is_ascii_alphanumeric()
         && b[b.len() - 1].is_ascii_alphanumeric()

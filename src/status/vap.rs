@@ -81,6 +81,10 @@ fn lit(s: &str) -> String {
             '\\' => out.push_str("\\\\"),
             '\'' => out.push_str("\\'"),
             '\n' => out.push_str("\\n"),
+            // A raw control character ends a CEL string literal with a syntax error.
+            c if c.is_control() => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
             c => out.push(c),
         }
     }
@@ -463,6 +467,34 @@ pub fn objects(policy: &Policy, namespace: Option<&str>) -> Vec<Value> {
     out
 }
 
+/// kube-apiserver's limit on one CEL expression, in code points.
+pub const MAX_EXPRESSION_CHARS: usize = 100_000;
+
+/// Checks that every expression of the generated policy fits kube-apiserver's limit
+/// ([`MAX_EXPRESSION_CHARS`]), which a policy file with very many or very long reasons can
+/// exceed.
+///
+/// # Errors
+/// One line naming the first rule whose expression (or message expression) is too long, and
+/// its size.
+pub fn check_size(policy: &Policy) -> Result<(), String> {
+    for v in validations(policy) {
+        for (what, e) in [
+            ("expression", &v.expression),
+            ("messageExpression", &v.message_expression),
+        ] {
+            let n = e.chars().count();
+            if n > MAX_EXPRESSION_CHARS {
+                return Err(format!(
+                    "the generated policy's rule {} has a CEL {what} of {n} code points; kube-apiserver accepts at most {MAX_EXPRESSION_CHARS} (fewer or shorter reasons in the policy file)",
+                    v.rule.as_str()
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The YAML of [`objects`], documents separated by `---`, after a comment block saying what
 /// the policy covers and what it does not do.
 pub fn yaml(policy: &Policy, namespace: Option<&str>) -> String {
@@ -494,6 +526,7 @@ mod tests {
     #[test]
     fn cel_literals_escape_quotes_and_backslashes() {
         assert_eq!(lit("a'b\\c"), "'a\\'b\\\\c'");
+        assert_eq!(lit("a\rb\u{7}c\nd"), "'a\\u000db\\u0007c\\nd'");
     }
 
     #[test]

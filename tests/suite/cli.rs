@@ -314,12 +314,86 @@ fn shipped_validating_admission_policy_is_current() {
     for args in [
         &["policy", "--runtime-namespace", "kcp-system"][..],
         &["policy", "--format", "vap", "--runtime-namespace", ""][..],
+        // Valid label values that can never be a namespace bind nothing: refused too.
+        &[
+            "policy",
+            "--format",
+            "vap",
+            "--runtime-namespace",
+            "KCP-System",
+        ][..],
+        &[
+            "policy",
+            "--format",
+            "vap",
+            "--runtime-namespace",
+            "kcp.system",
+        ][..],
+        &[
+            "policy",
+            "--format",
+            "vap",
+            "--runtime-namespace",
+            "kcp system",
+        ][..],
+        &[
+            "policy",
+            "--format",
+            "vap",
+            "--runtime-namespace",
+            &"a".repeat(64),
+        ][..],
     ] {
         let o = kim(args);
         assert_eq!(o.status.code(), Some(2), "{args:?}");
         assert_clean_error(&o);
         assert!(stderr(&o).contains("--runtime-namespace"), "{}", stderr(&o));
     }
+}
+
+/// A policy file whose types the CRD could never admit, or whose reasons make a CEL
+/// expression longer than kube-apiserver accepts, is refused with one line.
+#[test]
+fn policy_files_the_generated_policy_cannot_carry_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("policy.yaml");
+    for t in ["it's/Foo", "//Foo", "Example.com/Foo", "a\rb/Foo"] {
+        std::fs::write(
+            &file,
+            format!("kind: StatusPolicy\nconditionTypes:\n  - type: \"{t}\"\n    reasons:\n      - {{reason: Ok, statuses: [\"True\"]}}\n"),
+        )
+        .unwrap();
+        let o = kim(&[
+            "policy",
+            "--format",
+            "vap",
+            "--policy-file",
+            file.to_str().unwrap(),
+        ]);
+        assert_clean_error(&o);
+    }
+    let reasons: String = (0..50)
+        .map(|i| {
+            format!(
+                "      - {{reason: R{i}{}, statuses: [\"True\"]}}\n",
+                "x".repeat(1000)
+            )
+        })
+        .collect();
+    std::fs::write(
+        &file,
+        format!("kind: StatusPolicy\nconditionTypes:\n  - type: Backup\n    reasons:\n{reasons}"),
+    )
+    .unwrap();
+    let o = kim(&[
+        "policy",
+        "--format",
+        "vap",
+        "--policy-file",
+        file.to_str().unwrap(),
+    ]);
+    assert_clean_error(&o);
+    assert!(stderr(&o).contains("code points"), "{}", stderr(&o));
 }
 
 /// The README's "why would this write be denied?" example, run as written: its YAML block is

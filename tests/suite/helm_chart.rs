@@ -337,6 +337,48 @@ fn helm_admission_policy_alone_or_beside_the_webhook() {
         ["kim-runtime-status-warn"],
         "all rules warn: one warn binding"
     );
+
+    // The same content with CRLF line ends and commented separators renders the same; without
+    // its binding it is refused.
+    let text = String::from_utf8(generated.stdout.clone()).unwrap();
+    let odd = text
+        .replace("\n---\n", "\n--- # next\n")
+        .replace('\n', "\r\n");
+    std::fs::write(&file, odd).unwrap();
+    let content = format!("admissionPolicy.content={}", file.display());
+    let args = [
+        "--set",
+        "admissionPolicy.enabled=true",
+        "--set",
+        "webhook.compat=kimHistory",
+        "--set",
+        "webhook.enforcement=warn",
+        "--set-file",
+        &content,
+    ];
+    assert_eq!(
+        helm_render(&helm, &args),
+        custom,
+        "CRLF and commented separators change nothing"
+    );
+    let unbound = &text[..text.find("kind: ValidatingAdmissionPolicyBinding").unwrap()];
+    let unbound = &unbound[..unbound.rfind("---").unwrap()];
+    std::fs::write(&file, unbound).unwrap();
+    let mut all = vec!["template"];
+    all.extend(RELEASE);
+    all.extend(args);
+    let out = Command::new(&helm)
+        .args(&all)
+        .current_dir(manifest_dir())
+        .env("HOME", std::env::temp_dir())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("has no binding"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// The webhook container's args in a render.
@@ -511,6 +553,23 @@ fn helm_refuses_bad_values() {
                 "admissionPolicy.content=kind: Secret",
             ][..],
             "admissionPolicy.content: kind Secret; expected the output of kim policy --format vap",
+        ),
+        (
+            &[
+                "--set",
+                "admissionPolicy.enabled=true",
+                "--set",
+                "webhook.extraArgs={--allowed-writers=alice}",
+            ][..],
+            "admissionPolicy.content is required",
+        ),
+        (
+            &["--set", "webhook.enabled=false"][..],
+            "nothing would guard Runtime status",
+        ),
+        (
+            &["--set-json", "runtimeNamespace=null"][..],
+            "runtimeNamespace",
         ),
     ] {
         let mut all = vec!["template"];
