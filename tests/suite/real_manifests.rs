@@ -270,7 +270,9 @@ async fn every_directory_and_chart_render_is_accepted_by_the_server() {
             "manifests/overlays/cert-manager",
             "manifests/overlays/guard-kim",
             "manifests/overlays/monitoring",
+            "manifests/overlays/policy",
             "manifests/overlays/static-ca",
+            "manifests/overlays/webhook-and-policy",
         ],
         "a new overlay: add its expected skipped kinds below"
     );
@@ -281,7 +283,9 @@ async fn every_directory_and_chart_render_is_accepted_by_the_server() {
         let mut skipped = env.dry_run(dir, &text);
         skipped.sort();
         let expected: &[&str] = match dir.as_str() {
-            "manifests/overlays/cert-manager" | "manifests/overlays/guard-kim" => &CERT_MANAGER,
+            "manifests/overlays/cert-manager"
+            | "manifests/overlays/guard-kim"
+            | "manifests/overlays/webhook-and-policy" => &CERT_MANAGER,
             "manifests/overlays/monitoring" => &[
                 "PrometheusRule kim-system/kim",
                 "ServiceMonitor kim-system/kim-controller",

