@@ -1308,7 +1308,8 @@ def main() -> int:
 
     # --- shell scripts
     for f in ("certs/gen-certs.sh", "scripts/validate-manifests.sh", "scripts/install-tools.sh",
-              "scripts/install-prometheus.sh", "scripts/test.sh"):
+              "scripts/install-prometheus.sh", "scripts/install-haproxy.sh",
+              "scripts/install-control-plane.sh", "scripts/test.sh"):
         if not (repo / f).is_file():
             report("FAIL", f, "missing")
             continue
