@@ -18,7 +18,8 @@
 //! module docs of [`super`]).
 //!
 //! An Event whose create fails transiently (a connection refused or cut, 429, 5xx: a
-//! kube-apiserver or etcd restarting) is sent again, the same object, up to [`ATTEMPTS`]
+//! kube-apiserver or etcd restarting; a 403 for a few seconds, see [`FORBIDDEN_ATTEMPTS`]) is
+//! sent again, the same object, up to [`ATTEMPTS`]
 //! times in all, as client-go's event broadcaster does (12 tries): an Event is a condition
 //! change written nowhere else, and a single try lost every Event of the seconds a control
 //! plane restart takes. A 409 on a retry means an earlier try was stored though its answer was
@@ -36,6 +37,10 @@ use std::time::Duration;
 
 /// Tries of one Event's create (the first and the retries of transient failures).
 pub(crate) const ATTEMPTS: u32 = 12;
+/// Tries of an Event's create answered 403 (0.5 s, 1 s and 2 s apart): the window of a
+/// kube-apiserver whose RBAC cache is still loading, short enough that a missing RBAC rule is
+/// logged within seconds.
+pub(crate) const FORBIDDEN_ATTEMPTS: u32 = 4;
 /// Pause after the first failed try; it doubles after each further one, up to
 /// [`MAX_RETRY_DELAY`] (about 70 s from the first try to the last).
 const FIRST_RETRY_DELAY: Duration = Duration::from_millis(500);
@@ -121,7 +126,14 @@ impl Publisher {
                 Err(e) if super::error::is_conflict(&e) => {
                     return if attempt > 1 { Ok(()) } else { Err(e) };
                 }
-                Err(e) if attempt < ATTEMPTS && super::error::transient(&e) => {
+                // A 403 for a few seconds too: a kube-apiserver that has just started refuses
+                // requests until its RBAC cache is loaded. A missing RBAC rule still ends in the
+                // same error, after FORBIDDEN_ATTEMPTS tries.
+                Err(e)
+                    if (attempt < ATTEMPTS && super::error::transient(&e))
+                        || (attempt < FORBIDDEN_ATTEMPTS
+                            && super::error::api_code(&e) == Some(403)) =>
+                {
                     tracing::debug!(error = %e, reason = %ev.reason, attempt, "creating an event failed; trying again");
                     tokio::time::sleep(delay).await;
                     delay = (delay * 2).min(MAX_RETRY_DELAY);

@@ -1851,9 +1851,22 @@ fn condition_changes(env: &Env, name: &str) -> Vec<(String, String)> {
 /// event` for them).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_event_whose_create_fails_transiently_is_sent_again() {
+    event_creates_answered(500).await;
+}
+
+/// As [`an_event_whose_create_fails_transiently_is_sent_again`] with 403: a kube-apiserver
+/// that has just started answers 403 until its RBAC cache is loaded (`real_faults` lost an
+/// Event to it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_refused_with_403_is_sent_again() {
+    event_creates_answered(403).await;
+}
+
+/// The first three Event creates answered `code`; every condition change still gets its Event.
+async fn event_creates_answered(code: u16) {
     let env = Env::start().await;
     env.kcp.add_fault(
-        FaultRule::new(FaultAction::fail(500))
+        FaultRule::new(FaultAction::fail(code))
             .verb(Verb::Create)
             .resource("events")
             .times(3),
@@ -1893,7 +1906,7 @@ async fn an_event_whose_create_fails_transiently_is_sent_again() {
         .kcp
         .count_requests(|r| r.verb == Some(Verb::Create) && r.is("events", None));
     eprintln!(
-        "event retry: {} Events stored for {} condition changes, {creates} creates (3 answered 500)",
+        "event retry: {} Events stored for {} condition changes, {creates} creates (3 answered {code})",
         stored().len(),
         condition_changes(&env, &name).len()
     );

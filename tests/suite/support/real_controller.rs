@@ -349,7 +349,10 @@ pub fn forbidden_line(out: &str, err: &str, phrase: &str) -> Option<String> {
             .collect::<Vec<_>>()
             .join(" ")
     };
+    // A retry ("…; trying again") is not where the 403 ends: the line after the last try is.
     out.lines().chain(err.lines()).map(decoded).find(|l| {
-        l.contains(phrase) && (l.to_lowercase().contains("forbidden") || l.contains("(403)"))
+        l.contains(phrase)
+            && !l.contains("trying again")
+            && (l.to_lowercase().contains("forbidden") || l.contains("(403)"))
     })
 }
