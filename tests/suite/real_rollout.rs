@@ -11,6 +11,7 @@
 use testenv::rollout::{self, Fault, Options};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs CPU to spare: on a machine already saturated, kube-apiserver's webhook calls time out (timeoutSeconds 5) whatever kim does; run it with -- --ignored"]
 async fn no_status_write_fails_while_the_webhook_rolls_and_renews_its_certificate() {
     let test = "no_status_write_fails_while_the_webhook_rolls_and_renews_its_certificate";
     testenv::tools::require("kube-apiserver", test);
