@@ -31,9 +31,7 @@ use futures::{StreamExt, stream};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kim::status::{self, Facts, Policy, PolicyArgs, RuleId, Snapshot};
 use kube::Api;
-use kube::api::{
-    ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
-};
+use kube::api::{DeleteParams, DynamicObject, PostParams};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
@@ -310,30 +308,10 @@ fn compare_verdicts(webhook: &Verdict, policy: &Verdict, defaulted: bool) -> Com
     }
 }
 
-fn api_resource(kind: &str, plural: &str) -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", kind),
-        plural,
-    )
-}
-
 async fn apply(client: &kube::Client, doc: &Value) {
-    let kind = doc["kind"].as_str().unwrap();
-    let plural = match kind {
-        "ValidatingAdmissionPolicy" => "validatingadmissionpolicies",
-        "ValidatingAdmissionPolicyBinding" => "validatingadmissionpolicybindings",
-        "ValidatingWebhookConfiguration" => "validatingwebhookconfigurations",
-        _ => "mutatingwebhookconfigurations",
-    };
-    let api: Api<DynamicObject> = Api::all_with(client.clone(), &api_resource(kind, plural));
-    let name = doc["metadata"]["name"].as_str().unwrap();
-    api.patch(
-        name,
-        &PatchParams::apply("kim-test").force(),
-        &Patch::Apply(doc),
-    )
-    .await
-    .unwrap_or_else(|e| panic!("applying {kind} {name}: {e}"));
+    real_vap::apply(client, doc)
+        .await
+        .unwrap_or_else(|e| panic!("applying {}: {e}", doc["kind"]));
 }
 
 /// The generated policy objects for `policy`, renamed `<name>-<suffix>` and bound to `ns`.

@@ -288,7 +288,9 @@ enum Verdict {
     Schema(String),
 }
 
-async fn apply(client: &kube::Client, doc: &Value) -> Result<(), String> {
+/// Server-side apply of an admissionregistration.k8s.io/v1 object: a ValidatingAdmissionPolicy,
+/// its binding, or a Validating/MutatingWebhookConfiguration.
+pub(crate) async fn apply(client: &kube::Client, doc: &Value) -> Result<(), String> {
     let gvk = kube::api::GroupVersionKind::gvk(
         "admissionregistration.k8s.io",
         "v1",
@@ -296,6 +298,8 @@ async fn apply(client: &kube::Client, doc: &Value) -> Result<(), String> {
     );
     let plural = match doc["kind"].as_str().unwrap() {
         "ValidatingAdmissionPolicy" => "validatingadmissionpolicies",
+        "ValidatingWebhookConfiguration" => "validatingwebhookconfigurations",
+        "MutatingWebhookConfiguration" => "mutatingwebhookconfigurations",
         _ => "validatingadmissionpolicybindings",
     };
     let ar = kube::api::ApiResource::from_gvk_with_plural(&gvk, plural);
