@@ -74,6 +74,16 @@ impl Error {
             Error::StatusDenied(_) | Error::RuntimeCluster(_) | Error::Other(_) => false,
         }
     }
+
+    /// Whether the error may clear by itself within seconds, so that a `Ready` Runtime keeps its
+    /// status for [`super::Settings::transient_error_grace`] before the error is reported: a
+    /// transient error ([`Error::is_transient`]) or a 403 Forbidden. A kube-apiserver that has
+    /// just started answers 403 until its RBAC cache is loaded (measured on kube-apiserver 1.35,
+    /// `docs/control-plane.md`, "Faults"); a 403 that lasts — a missing RBAC rule — is still
+    /// reported once the grace is over, and at once for a Runtime that is not `Ready`.
+    pub(crate) fn may_clear(&self) -> bool {
+        self.is_transient() || self.code() == Some(403)
+    }
 }
 
 /// Whether a client error is transient (spec: "409, 429, 5xx, timeouts"): the server answered

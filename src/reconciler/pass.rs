@@ -87,23 +87,23 @@ impl<'a> Pass<'a> {
     /// `Terminating` during deletion — with the step's `False` condition, as the spec says for
     /// each step) before it is retried, or only retried with the Runtime's backoff.
     ///
-    /// Only retried: a transient error ([`Error::is_transient`]: 409, 429, 5xx, timeouts,
-    /// connection errors) of a Runtime that is `Ready` for its current generation, until its
-    /// transient errors have lasted [`super::Settings::transient_error_grace`] (counted from the
+    /// Only retried: an error that may clear by itself ([`Error::may_clear`]: 409, 429, 5xx,
+    /// timeouts, connection errors, 403) of a Runtime that is `Ready` for its current generation,
+    /// until such errors have lasted [`super::Settings::transient_error_grace`] (counted from the
     /// first one after its last successful reconcile). A read that failed once on a resync says
     /// nothing about the runtime, and writing it would flip `Ready` → `Pending` → `Ready` (two or
     /// three writes and Events) for a blip; an outage that lasts is reported. Everything else —
     /// provisioning, updates, deletion, errors a retry will not fix — is written at once.
     pub(crate) fn reports(&self, error: &Error) -> bool {
         let deleting = self.rt.metadata.deletion_timestamp.is_some();
-        if deleting || !error.is_transient() || !self.ready_for_generation() {
+        if deleting || !error.may_clear() || !self.ready_for_generation() {
             return true;
         }
         let lasted = self.ctx.transient_for(&self.key());
         if lasted >= self.ctx.settings.transient_error_grace {
             return true;
         }
-        tracing::debug!(runtime = %self.key(), error = %error, lasted = ?lasted, "transient error of a Ready Runtime; retrying without a status write");
+        tracing::debug!(runtime = %self.key(), error = %error, lasted = ?lasted, "error of a Ready Runtime that may clear by itself; retrying without a status write");
         false
     }
 

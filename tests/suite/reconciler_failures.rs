@@ -565,6 +565,82 @@ async fn a_lasting_transient_error_of_a_ready_runtime_is_reported_after_the_grac
     env.assert_model_clean();
 }
 
+/// A 403 on a `Ready` Runtime's resync — what a kube-apiserver that has just started answers
+/// until its RBAC cache is loaded — is retried without a status write, like a transient error;
+/// one that lasts past `Settings::transient_error_grace` (a missing RBAC rule) is reported as
+/// the step's failure, and the Runtime is `Ready` again once the 403s stop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forbidden_resync_of_a_ready_runtime_waits_for_the_grace_before_it_is_written() {
+    const GRACE: Duration = Duration::from_secs(2);
+    let mut env = Env::start_with(Options {
+        resync: Duration::from_millis(300),
+        start_controller: false,
+        ..Options::default()
+    })
+    .await;
+    let mut settings = env.settings();
+    settings.transient_error_grace = GRACE;
+    env.controller = Some(env.spawn(settings));
+    let rt = sample("aws-minimal.yaml");
+    provision(&env, &rt).await;
+    let ready_writes = env.writes_of("aws-minimal").len();
+    let forbidden_gets = |e: &Env| {
+        e.garden
+            .count_requests(|r| r.verb == Some(Verb::Get) && r.is("shoots", None) && r.code == 403)
+    };
+    // A short burst: two resyncs meet a 403 and nothing is written.
+    env.garden.add_fault(
+        FaultRule::new(FaultAction::fail(403))
+            .verb(Verb::Get)
+            .resource("shoots")
+            .main_resource()
+            .times(2),
+    );
+    env.wait("both 403s hit", |s| forbidden_gets(s.env) == 2)
+        .await;
+    let metrics = env.metrics();
+    let now = metrics.reconciles();
+    env.wait("a resync after the 403s", |_| {
+        metrics.reconciles() > now + 1
+    })
+    .await;
+    let after = shorts(&env.writes_of("aws-minimal")[ready_writes..]);
+    assert!(
+        after.is_empty(),
+        "a 403 of a Ready Runtime's resync was written at once: {after:#?}"
+    );
+    assert_eq!(env.state("aws-minimal").as_deref(), Some("Ready"));
+    // A 403 that lasts is reported once the grace is over.
+    env.garden.add_fault(
+        FaultRule::new(FaultAction::fail(403))
+            .verb(Verb::Get)
+            .resource("shoots")
+            .main_resource(),
+    );
+    let start = std::time::Instant::now();
+    env.wait_condition(
+        "aws-minimal",
+        "Pending",
+        "Provisioned",
+        "False",
+        "GardenerErr",
+    )
+    .await;
+    let reported = start.elapsed();
+    assert!(reported >= GRACE, "reported after {reported:?}");
+    env.garden.clear_faults();
+    env.step_until("Ready again", |s| s.state("aws-minimal") == Some("Ready"))
+        .await;
+    let after = shorts(&env.writes_of("aws-minimal")[ready_writes..]);
+    assert!(
+        after[0].starts_with("Pending [Provisioned=False/GardenerErr"),
+        "{after:#?}"
+    );
+    assert!(after.last().unwrap().starts_with("Ready"), "{after:#?}");
+    never_failed(&env, "aws-minimal");
+    env.assert_model_clean();
+}
+
 /// The controller's first list of Runtimes (the watcher's initial list) fails: kube-runtime's
 /// trigger backoff retries it and the Runtime is still provisioned.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
