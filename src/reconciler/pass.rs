@@ -371,11 +371,9 @@ impl<'a> Pass<'a> {
             conditions = %summary(written.status.as_ref()),
             "status written"
         );
-        self.ctx.metrics().observe_state(&self.key(), state);
         let completed = provisioning_completed(written.status.as_ref());
-        self.ctx
-            .metrics()
-            .observe_provisioning_completed(&self.key(), completed);
+        // The histogram before the gauges, so a scrape that shows the Runtime Ready and
+        // completed also counts its provisioning.
         if completed && !self.provisioning_completed() {
             // The first Ready: provisioningCompleted goes from unset/false to true once.
             if let Some(created) = written.metadata.creation_timestamp.as_ref() {
@@ -384,6 +382,10 @@ impl<'a> Pass<'a> {
                 self.ctx.metrics().provisioned(seconds);
             }
         }
+        self.ctx.metrics().observe_state(&self.key(), state);
+        self.ctx
+            .metrics()
+            .observe_provisioning_completed(&self.key(), completed);
         let conditions = |rt: &Runtime| {
             rt.status
                 .as_ref()

@@ -144,7 +144,11 @@ async fn webhook_metrics() -> String {
     let now = chrono::Utc::now().timestamp() as f64;
     assert!(expiry > now + 86_400.0, "dev certificate expiry {expiry}");
     // A certificate file that does not load: the previous one stays, the gauge says so.
-    std::fs::write(dir.path().join("tls.crt"), "not a certificate\n").unwrap();
+    // Replaced in one rename, as kubelet swaps a Secret volume: a plain write truncates first,
+    // and a reload that reads the empty file in between counts a second distinct change.
+    let bad = dir.path().join("tls.crt.new");
+    std::fs::write(&bad, "not a certificate\n").unwrap();
+    std::fs::rename(&bad, dir.path().join("tls.crt")).unwrap();
     let text = scrape_until(&metrics, "the failed reload shows", |t| {
         value(t, "kim_webhook_cert_last_reload_successful") == Some(0.0)
     })
@@ -216,12 +220,16 @@ async fn controller_metrics() -> String {
     env.create(&rt).await;
     let labels = format!(r#"namespace="{NS}",runtime="{name}""#);
     let ready = format!(r#"kim_controller_runtime_state{{{labels},state="Ready"}}"#);
+    // Every series read below is waited for: one scrape is not atomic across families.
     let text = scrape_until(&metrics, "the Runtime is Ready in the metrics", |t| {
         value(t, &ready) == Some(1.0)
             && value(
                 t,
                 &format!("kim_controller_runtime_provisioning_completed{{{labels}}}"),
             ) == Some(1.0)
+            && value(t, r#"kim_controller_runtimes{state="Ready"}"#) == Some(1.0)
+            && value(t, "kim_controller_provisioning_duration_seconds_count")
+                .is_some_and(|n| n >= 1.0)
     })
     .await;
     assert_eq!(env.state(&name).as_deref(), Some("Ready"));
