@@ -80,6 +80,8 @@
 
 #[path = "support/audit_seed.rs"]
 mod audit_seed;
+#[path = "support/procinfo.rs"]
+mod procinfo;
 
 use anyhow::{Context, anyhow, bail, ensure};
 use futures::StreamExt;
@@ -105,8 +107,6 @@ const GROUP: &str = "infrastructuremanager.kyma-project.io";
 const SHOOT_ADMIN_TOKEN: &str = "shoot-admin-token";
 /// The Runtime the set-up probes write to (never one of the measured ones).
 const PROBE: &str = "bench-probe";
-/// Linux `USER_HZ`: the unit of utime/stime in `/proc/<pid>/stat`.
-const CLOCK_TICKS_PER_SEC: f64 = 100.0;
 /// A write that takes longer counts as an error.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 /// The rate the targets are judged at (the nearest measured one).
@@ -204,57 +204,8 @@ impl Config {
 // ---------------------------------------------------------------------------------------------
 // Processes and the machine
 
-/// user + system CPU seconds of a process (NaN when it is gone).
-fn cpu_secs(pid: u32) -> f64 {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return f64::NAN;
-    };
-    let Some((_, rest)) = stat.rsplit_once(") ") else {
-        return f64::NAN;
-    };
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| {
-        f.get(i)
-            .and_then(|x| x.parse::<f64>().ok())
-            .unwrap_or(f64::NAN)
-    };
-    // Fields 14 (utime) and 15 (stime) of proc(5); `rest` starts at field 3.
-    (ticks(11) + ticks(12)) / CLOCK_TICKS_PER_SEC
-}
-
-/// A `kB` field of `/proc/<pid>/status` (`VmHWM`, `VmRSS`), in MiB.
-fn status_mib(pid: u32, field: &str) -> f64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix(field)?.strip_prefix(':').map(str::to_string))
-        })
-        .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
-        .map_or(f64::NAN, |kb| kb / 1024.0)
-}
-
-fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_default()
-}
-
 fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
-}
-
-fn cpu_model() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines().find_map(|l| {
-                l.strip_prefix("model name")?
-                    .split_once(':')
-                    .map(|(_, v)| v.trim().to_string())
-            })
-        })
-        .unwrap_or_else(|| "unknown".into())
 }
 
 fn repo() -> &'static Path {
@@ -274,10 +225,10 @@ impl Cpu {
     fn now(cp: &ControlPlane, kim: Option<u32>) -> Cpu {
         let (etcd, api) = cp.pids();
         Cpu {
-            apiserver: cpu_secs(api),
-            etcd: cpu_secs(etcd),
-            kim: kim.map_or(0.0, cpu_secs),
-            bench: cpu_secs(std::process::id()),
+            apiserver: procinfo::cpu_secs(api).unwrap_or(f64::NAN),
+            etcd: procinfo::cpu_secs(etcd).unwrap_or(f64::NAN),
+            kim: kim.map_or(0.0, |pid| procinfo::cpu_secs(pid).unwrap_or(f64::NAN)),
+            bench: procinfo::cpu_secs(std::process::id()).unwrap_or(f64::NAN),
         }
     }
 
@@ -1104,7 +1055,7 @@ async fn admission_part(cfg: &Config) -> anyhow::Result<()> {
         "   control plane up (kube-apiserver + etcd RSS {} MiB), kim webhook pid {}; load {}",
         env.cp.rss_kib() / 1024,
         env.webhook.proc.id(),
-        loadavg()
+        procinfo::loadavg()
     );
     let mut passes: HashMap<(usize, usize), Pass> = HashMap::new();
     let mut idle = Cpu::default();
@@ -1139,7 +1090,7 @@ async fn admission_part(cfg: &Config) -> anyhow::Result<()> {
                     p.percentile_unsorted_ms(0.99),
                     p.errors,
                     took.as_secs_f64(),
-                    loadavg()
+                    procinfo::loadavg()
                 );
                 passes.entry((s, r)).or_default().add(p);
             }
@@ -1149,8 +1100,8 @@ async fn admission_part(cfg: &Config) -> anyhow::Result<()> {
         p.latencies_ns.sort_unstable();
     }
     let rss = (
-        status_mib(env.webhook.proc.id(), "VmRSS"),
-        status_mib(env.webhook.proc.id(), "VmHWM"),
+        procinfo::rss_mib(env.webhook.proc.id()),
+        procinfo::hwm_mib(env.webhook.proc.id()),
     );
     let api_rss = env.cp.rss_kib() as f64 / 1024.0;
     let idle = Cpu {
@@ -1200,8 +1151,8 @@ fn report_admission(
     println!();
     println!(
         "== admission results ({n} cores, {}; load now {})",
-        cpu_model(),
-        loadavg()
+        procinfo::cpu_model(),
+        procinfo::loadavg()
     );
     let w = 52;
     for (r, &rate) in cfg.rates.iter().enumerate() {
@@ -1628,7 +1579,7 @@ async fn scale_part(cfg: &Config, n: usize) -> anyhow::Result<()> {
         "   {n} Runtimes created through kube-apiserver in {:.1} s ({:.0}/s); load {}",
         t0.elapsed().as_secs_f64(),
         n as f64 / t0.elapsed().as_secs_f64(),
-        loadavg()
+        procinfo::loadavg()
     );
 
     // Provisioning: the controller started cold with N new Runtimes.
@@ -1636,7 +1587,7 @@ async fn scale_part(cfg: &Config, n: usize) -> anyhow::Result<()> {
     let cpu0 = Cpu::now(&cp, Some(webhook.proc.id()));
     let t0 = Instant::now();
     let mut ctl = Controller::start(dir.path()).await?;
-    let ctl_cpu0 = cpu_secs(ctl.pid());
+    let ctl_cpu0 = procinfo::cpu_secs(ctl.pid()).unwrap_or(f64::NAN);
     let mut last = Instant::now();
     loop {
         let m = ctl.metrics().await?;
@@ -1655,8 +1606,8 @@ async fn scale_part(cfg: &Config, n: usize) -> anyhow::Result<()> {
             eprintln!(
                 "   … provisioning: {:.0} s, {ready} Ready, controller RSS {:.1} MiB, load {}",
                 t0.elapsed().as_secs_f64(),
-                status_mib(ctl.pid(), "VmRSS"),
-                loadavg()
+                procinfo::rss_mib(ctl.pid()),
+                procinfo::loadavg()
             );
             last = Instant::now();
         }
@@ -1664,7 +1615,7 @@ async fn scale_part(cfg: &Config, n: usize) -> anyhow::Result<()> {
     }
     let provisioned = t0.elapsed();
     let cpu1 = Cpu::now(&cp, Some(webhook.proc.id())).minus(cpu0);
-    let ctl_cpu = cpu_secs(ctl.pid()) - ctl_cpu0;
+    let ctl_cpu = procinfo::cpu_secs(ctl.pid()).unwrap_or(f64::NAN) - ctl_cpu0;
     let m1 = api.scrape().await?;
     let d = delta(&m1, &m0);
     let km = ctl.metrics().await?;
@@ -1672,7 +1623,7 @@ async fn scale_part(cfg: &Config, n: usize) -> anyhow::Result<()> {
         "   provisioning pass: all {n} Ready {:.1} s after the cold start ({:.0} Runtimes/s); controller VmHWM {:.1} MiB, CPU {ctl_cpu:.1} s; kube-apiserver CPU {:.1} s, etcd {:.1} s, kim webhook {:.1} s, this process {:.1} s; {} reconcile errors",
         provisioned.as_secs_f64(),
         n as f64 / provisioned.as_secs_f64(),
-        status_mib(ctl.pid(), "VmHWM"),
+        procinfo::hwm_mib(ctl.pid()),
         cpu1.apiserver,
         cpu1.etcd,
         cpu1.kim,
@@ -1728,13 +1679,13 @@ async fn scale_part(cfg: &Config, n: usize) -> anyhow::Result<()> {
     }
     let pass = t0.elapsed();
     let cpu_pass = Cpu::now(&cp, Some(webhook.proc.id())).minus(cpu0);
-    let ctl_cpu = cpu_secs(ctl.pid());
-    let hwm_pass = status_mib(ctl.pid(), "VmHWM");
+    let ctl_cpu = procinfo::cpu_secs(ctl.pid()).unwrap_or(f64::NAN);
+    let hwm_pass = procinfo::hwm_mib(ctl.pid());
     let m1 = api.scrape().await?;
     tokio::time::sleep(cfg.rest).await;
     let m2 = api.scrape().await?;
-    let hwm_rest = status_mib(ctl.pid(), "VmHWM");
-    let rss_rest = status_mib(ctl.pid(), "VmRSS");
+    let hwm_rest = procinfo::hwm_mib(ctl.pid());
+    let rss_rest = procinfo::rss_mib(ctl.pid());
     let km = ctl.metrics().await?;
     let in_pass = delta(&m1, &m0);
     let at_rest = delta(&m2, &m1);
@@ -1836,7 +1787,7 @@ async fn audit_part(cfg: &Config) -> anyhow::Result<()> {
     for run in 1..=cfg.audit_runs {
         let stats = dir.path().join("time.txt");
         let m0 = api.scrape().await?;
-        let load = loadavg();
+        let load = procinfo::loadavg();
         let t0 = Instant::now();
         let mut cmd = Command::new(time);
         cmd.arg("-f")
@@ -1904,7 +1855,7 @@ async fn audit_part(cfg: &Config) -> anyhow::Result<()> {
             "   median of {}: wall {wall:.2} s, peak RSS {rss:.1} MiB, CPU {cpu:.2} s, {lists} list requests; kube-apiserver + etcd RSS {} MiB; load {}",
             cfg.audit_runs,
             cp.rss_kib() / 1024,
-            loadavg()
+            procinfo::loadavg()
         );
     }
     drop(cp);
@@ -1918,8 +1869,8 @@ async fn bench(cfg: Config) -> anyhow::Result<()> {
     println!(
         "kim on a real kube-apiserver: {} cores ({}), load {}",
         cores(),
-        cpu_model(),
-        loadavg()
+        procinfo::cpu_model(),
+        procinfo::loadavg()
     );
     if cfg.part("admission") {
         admission_part(&cfg).await?;
@@ -1935,7 +1886,7 @@ async fn bench(cfg: Config) -> anyhow::Result<()> {
     println!(
         "done in {:.0} s; load {}",
         t0.elapsed().as_secs_f64(),
-        loadavg()
+        procinfo::loadavg()
     );
     if !cfg.part("admission") && !cfg.part("scale") && !cfg.part("audit") {
         bail!("APISERVER_BENCH_PARTS names no part");

@@ -33,6 +33,8 @@ use testenv::{Gvr, ServerConfig, Verb};
 
 #[path = "support/audit_seed.rs"]
 mod audit_seed;
+#[path = "support/procinfo.rs"]
+mod procinfo;
 use audit_seed::{runtime, sample_specs, seed_statuses};
 
 fn main() -> anyhow::Result<()> {
@@ -83,14 +85,14 @@ fn main() -> anyhow::Result<()> {
         bytes as f64 / (1024.0 * 1024.0),
         broken.len(),
         started.elapsed().as_secs_f64(),
-        loadavg()
+        procinfo::loadavg()
     );
 
     let mut results = Vec::new();
     for run in 1..=runs {
         server.clear_requests();
         let stats = dir.path().join("time.txt");
-        let load = loadavg();
+        let load = procinfo::loadavg();
         let t0 = Instant::now();
         let out = Command::new(time)
             .arg("-f")
@@ -132,7 +134,7 @@ fn main() -> anyhow::Result<()> {
         println!(
             "median of {runs}: {n} Runtimes, wall {wall:.2} s, peak RSS {:.1} MiB, CPU {cpu:.2} s, {lists} list requests; load now {}",
             *rss as f64 / 1024.0,
-            loadavg()
+            procinfo::loadavg()
         );
     }
     server.shutdown();
@@ -176,10 +178,4 @@ fn parse_time(text: &str) -> anyhow::Result<(u64, f64, f64)> {
     let f: Vec<&str> = line.split_whitespace().collect();
     ensure!(f.len() == 3, "/usr/bin/time output: {text}");
     Ok((f[0].parse()?, f[1].parse()?, f[2].parse()?))
-}
-
-fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_default()
 }

@@ -42,6 +42,9 @@
 //! Only a broken set-up (a server or process that does not start, a phase that never ends)
 //! stops the run.
 
+#[path = "support/procinfo.rs"]
+mod procinfo;
+
 use anyhow::{Context, anyhow, bail, ensure};
 use base64::Engine as _;
 use serde_json::{Value, json};
@@ -64,8 +67,6 @@ const GARDEN_NS: &str = "garden-kyma-dev";
 const CONTROLLER_USER: &str = "system:serviceaccount:kim-system:kim-controller";
 const CONTROLLER_TOKEN: &str = "kim-controller-token";
 const SHOOT_ADMIN_TOKEN: &str = "shoot-admin-token";
-/// Linux `USER_HZ`: the unit of utime/stime in `/proc/<pid>/stat`.
-const CLOCK_TICKS_PER_SEC: f64 = 100.0;
 
 fn main() -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -688,38 +689,6 @@ impl Drop for KimProc {
     }
 }
 
-/// `VmHWM` and `VmRSS` of a process, MiB.
-fn memory_mib(pid: u32) -> Option<(f64, f64)> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let field = |name: &str| -> Option<f64> {
-        let line = status.lines().find(|l| l.starts_with(name))?;
-        let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
-        Some(kb / 1024.0)
-    };
-    Some((field("VmHWM:")?, field("VmRSS:")?))
-}
-
-/// User + system CPU seconds of a process.
-fn cpu_secs(pid: u32) -> Option<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let utime: f64 = f.get(11)?.parse().ok()?;
-    let stime: f64 = f.get(12)?.parse().ok()?;
-    Some((utime + stime) / CLOCK_TICKS_PER_SEC)
-}
-
-/// CPU seconds of this process (the bench: the three servers, the simulator, the stage).
-fn self_cpu_secs() -> f64 {
-    cpu_secs(std::process::id()).unwrap_or(0.0)
-}
-
-fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_default()
-}
-
 /// `GET /metrics` over plain HTTP/1.0; the value of each unlabelled sample.
 async fn scrape(addr: SocketAddr) -> anyhow::Result<HashMap<String, f64>> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -1000,7 +969,9 @@ async fn latency_phase(
     let reconciles = metric(metrics_addr, "kim_controller_reconciles_total").await;
     println!(
         "   controller: {reconciles} reconciles for {runs} provisionings; VmHWM {:.1} MiB",
-        memory_mib(kim.pid()).map(|m| m.0).unwrap_or(f64::NAN)
+        procinfo::memory_mib(kim.pid())
+            .map(|m| m.0)
+            .unwrap_or(f64::NAN)
     );
     println!(
         "   API calls by kind (all {runs} provisionings, watches excluded; mean per provisioning):"
@@ -1143,16 +1114,19 @@ async fn scale_phase(
     let mut kim = c.kim_controller(cfg)?;
     let metrics_addr: SocketAddr = kim.logged("metrics_addr").await?.parse()?;
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let (hwm_idle, _) = memory_mib(kim.pid()).unwrap_or((f64::NAN, f64::NAN));
+    let (hwm_idle, _) = procinfo::memory_mib(kim.pid()).unwrap_or((f64::NAN, f64::NAN));
     let ids: Vec<Ident> = (0..n).map(|i| ident("rt", i)).collect();
-    let cpu0 = (cpu_secs(kim.pid()).unwrap_or(0.0), self_cpu_secs());
+    let cpu0 = (
+        procinfo::cpu_secs(kim.pid()).unwrap_or(0.0),
+        procinfo::self_cpu_secs(),
+    );
     let t0 = Instant::now();
     c.create_runtimes(template, &ids)?;
     let created = t0.elapsed();
     println!(
         "   {n} Runtimes stored in {:.2} s; load average {}",
         created.as_secs_f64(),
-        loadavg()
+        procinfo::loadavg()
     );
     let pid = kim.pid();
     let mut peak_seen = 0.0f64;
@@ -1161,7 +1135,7 @@ async fn scale_phase(
         cfg.timeout,
         || c.ready_count() >= n,
         || {
-            let mem = memory_mib(pid).unwrap_or((f64::NAN, f64::NAN));
+            let mem = procinfo::memory_mib(pid).unwrap_or((f64::NAN, f64::NAN));
             peak_seen = peak_seen.max(mem.0);
             format!(
                 "{} Ready, {} Shoots succeeded, {} status writes, controller RSS {:.1} MiB (peak {:.1}), load {}",
@@ -1170,15 +1144,18 @@ async fn scale_phase(
                 c.total_writes(),
                 mem.1,
                 mem.0,
-                loadavg()
+                procinfo::loadavg()
             )
         },
     )
     .await?
         + created;
-    let cpu1 = (cpu_secs(kim.pid()).unwrap_or(0.0), self_cpu_secs());
+    let cpu1 = (
+        procinfo::cpu_secs(kim.pid()).unwrap_or(0.0),
+        procinfo::self_cpu_secs(),
+    );
     settle(&c, Duration::from_secs(2)).await;
-    let (hwm, rss) = memory_mib(kim.pid()).unwrap_or((f64::NAN, f64::NAN));
+    let (hwm, rss) = procinfo::memory_mib(kim.pid()).unwrap_or((f64::NAN, f64::NAN));
     let calls = c.calls();
     let writes = c.total_writes();
     let (lat, wmin, wmax) = {
@@ -1210,7 +1187,7 @@ async fn scale_phase(
         "   all {n} Ready after {:.1} s ({:.1} Runtimes/s); load average {}",
         total.as_secs_f64(),
         n as f64 / total.as_secs_f64(),
-        loadavg()
+        procinfo::loadavg()
     );
     println!(
         "   status writes: {writes} ({:.2} per Runtime, min {wmin}, max {wmax}); API calls (watches excluded): control {} / gardener {} / runtime {} = {:.1} per Runtime",
@@ -1332,7 +1309,7 @@ async fn scale_phase(
         });
     }
     let t0 = Instant::now();
-    let cpu0 = self_cpu_secs();
+    let cpu0 = procinfo::self_cpu_secs();
     let mut kim = c.kim_controller(cfg)?;
     let metrics_addr: SocketAddr = kim.logged("metrics_addr").await?.parse()?;
     let up = t0.elapsed();
@@ -1347,7 +1324,7 @@ async fn scale_phase(
         let progress = || {
             format!(
                 "{read} Shoots read, {reconciled} reconciles, controller RSS {:.1} MiB",
-                memory_mib(pid).map(|m| m.1).unwrap_or(f64::NAN)
+                procinfo::memory_mib(pid).map(|m| m.1).unwrap_or(f64::NAN)
             )
         };
         ensure!(
@@ -1366,10 +1343,10 @@ async fn scale_phase(
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let resync = t0.elapsed();
-    let cpu_kim = cpu_secs(kim.pid()).unwrap_or(0.0);
-    let cpu_bench = self_cpu_secs() - cpu0;
+    let cpu_kim = procinfo::cpu_secs(kim.pid()).unwrap_or(0.0);
+    let cpu_bench = procinfo::self_cpu_secs() - cpu0;
     settle(&c, Duration::from_secs(2)).await;
-    let (hwm2, _) = memory_mib(kim.pid()).unwrap_or((f64::NAN, f64::NAN));
+    let (hwm2, _) = procinfo::memory_mib(kim.pid()).unwrap_or((f64::NAN, f64::NAN));
     let writes = c.total_writes() - before_writes;
     let after = c.calls();
     let reconciles = metric(metrics_addr, "kim_controller_reconciles_total").await;
@@ -1485,7 +1462,7 @@ async fn bench() -> anyhow::Result<()> {
     println!("== kim reconciler benchmark");
     println!(
         "   {cores} cores; load average at start {}; controller: {} (--concurrency {}, RUST_LOG {})",
-        loadavg(),
+        procinfo::loadavg(),
         env!("CARGO_BIN_EXE_kim"),
         cfg.concurrency
             .map(|c| c.to_string())
@@ -1530,6 +1507,6 @@ async fn bench() -> anyhow::Result<()> {
             t.met.map(verdict).unwrap_or("")
         );
     }
-    println!("load average at end {}", loadavg());
+    println!("load average at end {}", procinfo::loadavg());
     Ok(())
 }

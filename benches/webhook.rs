@@ -55,6 +55,9 @@
 //! `--serve-floor DIR` / `--serve-peer DIR` (the servers alone), `--rotation` (certificate
 //! rotation and SIGTERM under a paced load).
 
+#[path = "support/procinfo.rs"]
+mod procinfo;
+
 use anyhow::{Context, anyhow, bail, ensure};
 use axum::body::Bytes;
 use base64::Engine as _;
@@ -98,8 +101,6 @@ const FLOOR_ANSWER: &str = concat!(
 /// A request (or a connection) that takes longer counts as an error and the connection is
 /// replaced; keeps a stuck server from hanging the run.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
-/// Linux `USER_HZ`: the unit of utime/stime in `/proc/<pid>/stat`.
-const CLOCK_TICKS_PER_SEC: f64 = 100.0;
 /// Rounds of the evaluation-only loops (interleaved, so that a change in the machine's speed
 /// touches every loop alike); the median round counts.
 const EVAL_ROUNDS: u32 = 6;
@@ -1084,36 +1085,6 @@ fn http_get(addr: SocketAddr, path: &str) -> std::io::Result<String> {
     Ok(out)
 }
 
-/// user + system CPU time of a process, in seconds.
-fn cpu_secs(pid: &str) -> f64 {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return f64::NAN;
-    };
-    let Some((_, rest)) = stat.rsplit_once(") ") else {
-        return f64::NAN;
-    };
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| {
-        f.get(i)
-            .and_then(|x| x.parse::<f64>().ok())
-            .unwrap_or(f64::NAN)
-    };
-    // Fields 14 (utime) and 15 (stime) of proc(5); `rest` starts at field 3.
-    (ticks(11) + ticks(12)) / CLOCK_TICKS_PER_SEC
-}
-
-/// A `kB` field of `/proc/<pid>/status` (`VmHWM`, `VmRSS`), in MiB.
-fn status_mib(pid: u32, field: &str) -> f64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix(field)?.strip_prefix(':').map(str::to_string))
-        })
-        .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
-        .map_or(f64::NAN, |kb| kb / 1024.0)
-}
-
 /// ESTABLISHED TCP connections whose local port is `port` (the server side of the load).
 fn established(port: u16) -> usize {
     let port_hex = format!(":{port:04X}");
@@ -1130,25 +1101,6 @@ fn established(port: u16) -> usize {
                 .count()
         })
         .sum()
-}
-
-fn cpu_model() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines().find_map(|l| {
-                l.strip_prefix("model name")?
-                    .split_once(':')
-                    .map(|(_, v)| v.trim().to_string())
-            })
-        })
-        .unwrap_or_else(|| "unknown".into())
-}
-
-fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_default()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1457,8 +1409,10 @@ struct Probe {
 fn probe(server: Option<&Server>, path: &str) -> Probe {
     Probe {
         at: Instant::now(),
-        server_cpu: server.map_or(f64::NAN, |s| cpu_secs(&s.pid().to_string())),
-        client_cpu: cpu_secs("self"),
+        server_cpu: server.map_or(f64::NAN, |s| {
+            procinfo::cpu_secs(s.pid()).unwrap_or(f64::NAN)
+        }),
+        client_cpu: procinfo::self_cpu_secs(),
         handler: server.and_then(|s| s.handler_time(path)),
     }
 }
@@ -1766,7 +1720,7 @@ fn eval_rounds(total: Duration, loops: &mut [(&'static str, &mut dyn FnMut())]) 
     for _ in 0..EVAL_ROUNDS {
         for (i, (_, f)) in loops.iter_mut().enumerate() {
             let start = Instant::now();
-            let cpu0 = cpu_secs("thread-self");
+            let cpu0 = procinfo::thread_cpu_secs();
             let mut n: u64 = 0;
             loop {
                 for _ in 0..32 {
@@ -1777,7 +1731,7 @@ fn eval_rounds(total: Duration, loops: &mut [(&'static str, &mut dyn FnMut())]) 
                     break;
                 }
             }
-            let cpu = cpu_secs("thread-self") - cpu0;
+            let cpu = procinfo::thread_cpu_secs() - cpu0;
             out[i].rounds_us.push(cpu / n as f64 * 1e6);
         }
     }
@@ -1873,12 +1827,12 @@ fn eval_only() -> anyhow::Result<()> {
     let cfg = Config::from_env(cores)?;
     let policy = Policy::builtin();
     let reviews = build_reviews(&policy)?;
-    println!("load average at start {}", loadavg());
+    println!("load average at start {}", procinfo::loadavg());
     let evals = evaluations(&cfg, &policy, &reviews, Utc::now());
     report_evals(&evals);
     println!();
     eval_targets(&evals);
-    println!("load average at end {}", loadavg());
+    println!("load average at end {}", procinfo::loadavg());
     Ok(())
 }
 
@@ -2056,7 +2010,7 @@ fn measure_all(
             closed: merge(closed),
             paced: merge(paced),
             pinned: (!pinned.is_empty()).then(|| merge(pinned)),
-            rss_mib: status_mib(server.pid(), "VmHWM"),
+            rss_mib: procinfo::hwm_mib(server.pid()),
         })
         .collect())
 }
@@ -2099,8 +2053,8 @@ fn bench() -> anyhow::Result<()> {
     );
     println!(
         "machine: {cores} cores, {}; load average at start {}",
-        cpu_model(),
-        loadavg()
+        procinfo::cpu_model(),
+        procinfo::loadavg()
     );
     println!(
         "review: /validate body {} bytes, /mutate body {} bytes (runtimes/status UPDATE Pending -> Ready, \
@@ -2291,7 +2245,7 @@ fn verdict_word(met: bool) -> &'static str {
 
 fn report(cfg: &Config, cores: usize, columns: &[Column], evals: &[Eval]) {
     println!();
-    println!("== results, load average now {}", loadavg());
+    println!("== results, load average now {}", procinfo::loadavg());
     let label_w = 46;
     for line in 0..2 {
         print!("{:<label_w$}", "");
@@ -2480,5 +2434,5 @@ fn report(cfg: &Config, cores: usize, columns: &[Column], evals: &[Eval]) {
         if conns_ok { "yes" } else { "differs" },
         verdict_word(conns_ok)
     );
-    println!("load average at end {}", loadavg());
+    println!("load average at end {}", procinfo::loadavg());
 }
