@@ -6,8 +6,8 @@
 //! `AdmissionReview<DynamicObject>`, the typed `Runtime`, kim's evaluation, a `json_patch::diff`
 //! answer; `--serve-peer`); (c) `kim webhook` with its production defaults, logging included.
 //!
-//! Per server and hook: **server CPU per review** (the primary figure: the server process's user
-//! + system time over a closed loop's window, divided by the reviews answered), **pinned
+//! Per server and hook: **server CPU per review** (the primary figure: the server process's
+//! user and system time over a closed loop's window, divided by the reviews answered), **pinned
 //! throughput** (server on CPU 0, generator on CPU 1), **paced latency** (open loop at a fixed
 //! rate, each latency from the scheduled send time, so coordinated omission is avoided) and
 //! **peak RSS**. Server CPU is the primary figure because on a 2-core machine the generator

@@ -12,8 +12,9 @@
 //!
 //! A seeded xorshift RNG decides for every API call of the controller whether it fails — 20 % of
 //! them — and how: 409 (30 % of the faults), 429 (25 %), 500 (30 %), a hang the client must time
-//! out (10 %), or an answer processed only after the client gave up (5 %). Watches only get 429 or
-//! 500. The decisions are reproducible from the seed; which call gets which depends on scheduling.
+//! out (10 %), or an answer processed only after the client gave up (5 %). Watches get only 429
+//! or 500. The decisions are reproducible from the seed; which call gets which depends on
+//! scheduling.
 //!
 //! kube's default client retries 429/503/504 itself, so the control-cluster and Gardener clients
 //! are built here with `default_retry = false` and the production request deadline
