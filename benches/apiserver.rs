@@ -1,81 +1,26 @@
-//! kim on the real control plane: `cargo bench --bench apiserver` starts etcd and kube-apiserver
-//! (`testenv::controlplane`, the binaries of `scripts/install-control-plane.sh`) on loopback and
-//! measures three things in one run.
+//! kim on the real control plane: starts etcd and kube-apiserver (`testenv::controlplane`) on
+//! loopback and measures three parts in one run.
 //!
-//! 1. **Admission** (part `admission`). Paced status writes — JSON merge patches on
-//!    `runtimes/status` carrying a whole `Ready` status with its three conditions, as kim's
-//!    controller builds it, one condition message changed per write so that every write is a
-//!    change — to `APISERVER_BENCH_OBJECTS` Runtimes of `kcp-system` in turn, as the admin
-//!    (`system:masters`, an allowed writer). Open loop: writes are sent on a fixed schedule at
-//!    each rate of `APISERVER_BENCH_RATES`, never held back by a slow answer, and each latency
-//!    counts from the write's scheduled send time. Four set-ups, switched on the same server:
-//!    - (a) no admission on `runtimes/status`;
-//!    - (b) the generated ValidatingAdmissionPolicy only (`kim::status::vap::objects` of the
-//!      built-in policy, what `kim policy --format vap` prints);
-//!    - (c) kim's mutating and validating webhooks as shipped
-//!      (`manifests/base/webhook-configurations.yaml`, each `clientConfig` pointed at one
-//!      `kim webhook` process on 127.0.0.1, as envtest does) and nothing else;
-//!    - (d) (b) and (c) together.
+//! 1. **Admission** (`admission`): paced JSON merge patches on `runtimes/status` (a whole `Ready`
+//!    status, one condition message changed per write so that every write is a change), open
+//!    loop, each latency from the scheduled send time, in four set-ups switched on the same
+//!    server: (a) no admission, (b) the generated ValidatingAdmissionPolicy, (c) kim's webhooks as
+//!    shipped pointed at one `kim webhook` process, (d) both. A set-up counts as in force once two
+//!    probe writes in a row show it (kim's counters move, a writer the model does not list is
+//!    refused or not): kube-apiserver's policy metrics count refusals only, so they cannot tell.
+//!    Rounds visit every set-up, in reverse order every other round. Per set-up and rate: client
+//!    latencies, CPU per 1 000 writes of every process, and kube-apiserver's own webhook and
+//!    admission-step durations.
+//! 2. **Controller at scale** (`scale`): kim's CRD and `manifests/base` installed, the controller
+//!    as its ServiceAccount with the shipped RBAC, Gardener and one runtime cluster as testenv
+//!    servers in this process. N Runtimes created through kube-apiserver are provisioned by a cold
+//!    controller; a second cold start with all `Ready` gives the first complete reconcile pass.
+//! 3. **`kim audit`** (`audit`): the Runtimes of [`audit_seed`] written through kube-apiserver
+//!    and audited under GNU time.
 //!
-//!    A set-up counts as in force once two probe writes in a row show it: kim's `/mutate` and
-//!    `/validate` counters move (or stay) on a write as the admin, and a write as a user whom
-//!    RBAC lets write but the status model does not list as a writer is refused by the policy
-//!    (or not). kube-apiserver's `apiserver_validating_admission_policy_check_*` metrics cannot
-//!    tell: they count refusals and evaluation errors only.
-//!    The passes run in rounds (`APISERVER_BENCH_ROUNDS`): each round visits every set-up (in
-//!    reverse order every other round) and runs every rate there, after a warm-up. Per set-up and
-//!    rate: client p50 / p99 / p99.9 / max, errors, CPU seconds per 1 000 writes of
-//!    kube-apiserver, etcd, kim and this process (`/proc/<pid>/stat`), and kube-apiserver's own
-//!    `apiserver_admission_webhook_admission_duration_seconds` and
-//!    `apiserver_admission_step_admission_duration_seconds` (its `/metrics`, the difference
-//!    over each pass); kim's RSS after all passes.
-//! 2. **Controller at scale** (part `scale`), for each size of `APISERVER_BENCH_SIZES`: a fresh
-//!    control plane with kim's CRD and `manifests/base` installed (RBAC, namespaces, the
-//!    webhooks pointed at a `kim webhook` process); the controller runs as its ServiceAccount
-//!    (TokenRequest token) with the shipped RBAC, `--leader-elect=false`; Gardener and the one
-//!    runtime cluster every admin kubeconfig points at are testenv servers in this process, with
-//!    `testenv::gardener::GardenerSim` stepped every `APISERVER_BENCH_STEP_MS`. N Runtimes are
-//!    created through kube-apiserver (stored in etcd); `kim controller` started cold provisions
-//!    them all to `Ready`; then it is stopped and started cold again with every Runtime `Ready`
-//!    and every Shoot done: the time until each Runtime was reconciled once
-//!    (`kim_controller_reconciles_total` ≥ N and every Shoot read) is the first complete
-//!    reconcile pass. Reported: those times, the controller's peak RSS, requests per second to
-//!    kube-apiserver during the pass and at rest afterwards, status writes per Runtime, and
-//!    kube-apiserver's `apiserver_request_total` by verb (resource requests only).
-//! 3. **`kim audit`** (part `audit`): `APISERVER_BENCH_AUDIT_RUNTIMES` Runtimes of
-//!    `benches/support/audit_seed.rs` (the mix of `benches/audit.rs`) created and their statuses
-//!    written through kube-apiserver; `kim audit -A -o json` run against it
-//!    (`APISERVER_BENCH_AUDIT_RUNS` times, under GNU time for the peak RSS): wall time, RSS, CPU,
-//!    list calls (kube-apiserver's `apiserver_request_total{verb="LIST",resource="runtimes"}`).
-//!
-//! Everything — this process (load generator, testenv servers, simulated Gardener), etcd,
-//! kube-apiserver and kim — shares the machine's cores; the CPU rows say who used them.
-//!
-//! Environment (all optional; seconds may be fractional):
-//!
-//! | variable | default | meaning |
-//! |---|---|---|
-//! | `APISERVER_BENCH_PARTS` | `admission,scale,audit` | parts to run |
-//! | `APISERVER_BENCH_RATES` | `50,200,500` | writes/s of the paced passes |
-//! | `APISERVER_BENCH_SECS` | 10 | seconds per set-up, rate and round |
-//! | `APISERVER_BENCH_WARMUP_SECS` | 2 | warm-up at 200/s per set-up and round, not measured |
-//! | `APISERVER_BENCH_ROUNDS` | 2 | rounds |
-//! | `APISERVER_BENCH_OBJECTS` | 100 | Runtimes the paced writes go to |
-//! | `APISERVER_BENCH_SIZES` | `1000,10000` | Runtimes of the scale part (comma list) |
-//! | `APISERVER_BENCH_STEP_MS` | 500 | real time between two steps of the simulated Gardener |
-//! | `APISERVER_BENCH_REST_SECS` | 10 | the window "at rest" after the reconcile pass |
-//! | `APISERVER_BENCH_TIMEOUT_SECS` | 3600 | give up waiting for one phase after this long |
-//! | `APISERVER_BENCH_SEED_CONCURRENCY` | 16 | writes in flight while seeding Runtimes |
-//! | `APISERVER_BENCH_AUDIT_RUNTIMES` | 10000 | Runtimes of the audit part |
-//! | `APISERVER_BENCH_AUDIT_RUNS` | 3 | `kim audit` runs |
-//!
-//! A check of the set-up in about two minutes:
-//! `APISERVER_BENCH_SECS=1 APISERVER_BENCH_WARMUP_SECS=0.2 APISERVER_BENCH_ROUNDS=1
-//! APISERVER_BENCH_SIZES=20 APISERVER_BENCH_REST_SECS=1 APISERVER_BENCH_AUDIT_RUNTIMES=200
-//! APISERVER_BENCH_AUDIT_RUNS=1 cargo bench --bench apiserver`.
-//!
-//! The targets are printed next to the figures as met / NOT met; nothing is asserted on them.
-//! Only a broken set-up (a server or process that does not start, a set-up that does not come
+//! Everything shares the machine's cores; the CPU rows say who used them. Environment variables,
+//! commands and figures: BENCHMARKS.md, "kim on a real kube-apiserver". The targets are printed as
+//! met / NOT met; only a broken set-up (a process that does not start, a set-up that does not come
 //! into force, a phase that never ends) stops the run.
 
 #[path = "support/audit_seed.rs"]

@@ -1,27 +1,12 @@
-//! `kim audit` at scale: one `cargo bench --bench audit` run seeds N Runtimes (default 10 000)
-//! into a testenv API server in this process and runs the real `kim audit -A -o json` binary
-//! (`CARGO_BIN_EXE_kim`, built with the bench profile) against it as its own process, through a
-//! kubeconfig file, several times. For each run it prints the wall time, the audit process's
-//! peak RSS and CPU time (GNU time's `%M`, `%U`, `%S`: `/usr/bin/time`, Debian package `time`)
-//! and the list requests the server answered; then the median run.
+//! `kim audit` at scale: seeds N Runtimes (default 10 000) into a testenv API server in this
+//! process and runs the real `kim audit -A -o json` binary against it as its own process, several
+//! times: wall time, the audit's peak RSS and CPU (GNU time, `/usr/bin/time`), list requests.
 //!
-//! The Runtimes: the specs of the six sample manifests of `samples/runtimes` in turn,
-//! 90 % in `kcp-system` and 10 % in `kyma-dev`, with statuses in these proportions (of every
-//! 100): 60 clean `Ready` (the three conditions as kim writes them), 10 the `pending` and 5
-//! the `failed` example of `samples/seed/status-examples.yaml` (clean), 5 its `ready`
-//! example (`Ready` with `Provisioned` only, as in June 2024: two `ready-requires`), 10 `Ready`
-//! in KIM's 2024-10 vocabulary (retired types `AuditlogConfigured`, `OidcConfigured`), 3 an
-//! unknown reason, 3 `Failed` without a `False` condition, 2 `conditions` not a list, 2 an
-//! unknown state.
-//!
-//! The run checks its set-up only: every run must exit 1 and report exactly N Runtimes read and
-//! the expected broken ones, each once. Nothing is asserted on the figures.
-//!
-//! | variable | default | meaning |
-//! |---|---|---|
-//! | `AUDIT_BENCH_RUNTIMES` | 10000 | Runtimes seeded |
-//! | `AUDIT_BENCH_RUNS` | 3 | audit runs measured |
-//! | `AUDIT_BENCH_ARGS` | unset | extra `kim audit` flags, space-separated (e.g. `--chunk-size 100`) |
+//! The statuses mix clean ones with every kind of violation (the proportions are in
+//! [`audit_seed`]), so the audit reads, judges and reports at realistic cost. Each run must exit
+//! 1 and report exactly N Runtimes and the expected broken ones; nothing is asserted on the
+//! figures. Environment variables (`AUDIT_BENCH_RUNTIMES`, `_RUNS`, `_ARGS`) and figures:
+//! BENCHMARKS.md, "`kim audit`".
 
 use anyhow::{Context, bail, ensure};
 use serde_json::Value;

@@ -1,46 +1,17 @@
-//! Reconciler benchmark: one `cargo bench --bench reconciler` run measures
+//! Reconciler benchmark: the real `kim controller` binary (bench profile, its own process, so its
+//! `VmHWM` and CPU time are its own) against three `testenv` servers in this process — control
+//! cluster, Gardener with `testenv::gardener::GardenerSim`, one runtime cluster — measuring:
 //!
-//! - **latency**: the time from the simulated Shoot reaching `lastOperation: Create/Succeeded`
-//!   to the Runtime's `Ready` status write, for Runtimes provisioned one at a time (target
-//!   ≤ 1 s; the original KIM polls every 60 s);
-//! - **status writes and API calls** per provisioning (target ≤ 6 writes) and per no-op
-//!   reconcile of a `Ready` Runtime (target 0 writes), from the request logs of the three
-//!   in-memory API servers;
-//! - **scale**: N Runtimes (default 1 000 and 10 000) created at once and provisioned
-//!   concurrently: total time, the controller's peak RSS (target ≤ 200 MiB at 10 000), then a
-//!   restart of the controller with all N `Ready` (the simulated Gardener no longer stepping)
-//!   and the time until every Runtime was reconciled once — a full no-op resync (target
-//!   ≤ 10 s, 0 writes);
-//! - **webhook latency** (p50/p99) as seen by testenv's admission stage
-//!   (`testenv::WebhookStage`, the real `kim webhook` called over HTTPS for every write of the
-//!   control cluster) during the 1 000-Runtime run.
+//! - Shoot `lastOperation: Create/Succeeded` → the Runtime's `Ready` write, Runtimes provisioned
+//!   one at a time (target ≤ 1 s; KIM polls every 60 s);
+//! - status writes and API calls per provisioning (≤ 6 writes) and per no-op reconcile (0 writes);
+//! - N Runtimes provisioned at once: total time, peak RSS (≤ 200 MiB at 10 000), then a restarted
+//!   controller's full no-op resync with the simulator stopped (≤ 10 s, 0 writes);
+//! - the webhook's latency through `testenv::WebhookStage` in the 1 000 pass.
 //!
-//! Set-up: the control cluster, the Gardener cluster (with `testenv::gardener::GardenerSim`,
-//! stepped by this binary every `RECONCILER_BENCH_STEP_MS`) and the runtime cluster are
-//! `testenv` servers in this process. The controller is the real `kim controller` binary
-//! (`CARGO_BIN_EXE_kim`, built with the bench profile) in its own process, with kubeconfig
-//! files pointing at the servers, so that its RSS (`VmHWM` of `/proc/<pid>/status`) and CPU
-//! time are its own. Every Runtime's admin kubeconfig points at the one runtime cluster and all
-//! Runtimes have the same administrator, so they share one ClusterRoleBinding there.
-//!
-//! Environment (all optional):
-//!
-//! | variable | default | meaning |
-//! |---|---|---|
-//! | `RECONCILER_BENCH_SIZES` | `1000,10000` | concurrent runs (comma list; empty: none) |
-//! | `RECONCILER_BENCH_LATENCY_RUNS` | 5 | Runtimes provisioned one at a time for the latency and per-provisioning counts |
-//! | `RECONCILER_BENCH_STEP_MS` | 500 | real time between two steps of the simulated Gardener (an operation takes 3 steps) |
-//! | `RECONCILER_BENCH_CONCURRENCY` | unset (kim's default, 4) | `--concurrency` of the controller |
-//! | `RECONCILER_BENCH_TIMEOUT_SECS` | 3600 | give up waiting for one phase after this long |
-//! | `RECONCILER_BENCH_HISTORY` | 100000 | watch history of each testenv server (events) |
-//! | `RECONCILER_BENCH_WEBHOOK` | 1 | `0`: no admission stage in the 1 000 run |
-//! | `RECONCILER_BENCH_WEBHOOK_SIZE` | 1000 | the concurrent run that goes through the admission stage |
-//! | `RECONCILER_BENCH_RUNTIME_CA` | 1 | `0`: the runtime kubeconfig has no `certificate-authority-data` (kube then loads the OS trust store for every runtime client) |
-//! | `RECONCILER_BENCH_KIM_RUST_LOG` | unset | `RUST_LOG` of the controller (unset: kim's default, `info`) |
-//!
-//! The targets are printed next to the figures as met / NOT met; nothing is asserted on them.
-//! Only a broken set-up (a server or process that does not start, a phase that never ends)
-//! stops the run.
+//! Every admin kubeconfig points at the one runtime cluster and all Runtimes share one
+//! administrator. Environment variables and figures: BENCHMARKS.md, "Reconciler benchmark". The
+//! targets are printed as met / NOT met; only a broken set-up stops the run.
 
 #[path = "support/procinfo.rs"]
 mod procinfo;

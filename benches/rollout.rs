@@ -1,22 +1,17 @@
-//! Rollout benchmark: paced `runtimes/status` writes through a real kube-apiserver while kim's
-//! two webhook replicas behind HAProxy are restarted one after the other with SIGTERM, have
-//! their serving certificate renewed by kubelet's symlink swap, and one is SIGKILLed
-//! ([`testenv::rollout`]). `cargo bench --bench rollout` prints, per run, the writes made and
-//! failed (with the client's messages), client latency p50 / p99 / p99.9 / max from the
-//! scheduled send, what happened when, kube-apiserver's webhook counters
-//! (`apiserver_admission_webhook_request_total`, `…_rejection_count`, `…_fail_open_count`)
-//! and kim's `kim_webhook_requests_total`, and the goals as met / NOT met:
+//! Rollout benchmark: paced `runtimes/status` writes through a real kube-apiserver while kim's two
+//! webhook replicas behind HAProxy ([`testenv::rollout`]) are restarted one after the other with
+//! SIGTERM, have their certificate renewed by kubelet's symlink swap, and one is SIGKILLed.
+//! Prints per run the writes made and failed (with the client's messages), latencies from the
+//! scheduled send, what happened when, kube-apiserver's webhook counters and kim's, and the goals
+//! as met / NOT met: 0 failed writes across the restart and the renewal; after the SIGKILL, no
+//! more failed writes than were in flight on the killed replica (rate × p99.9, an upper estimate).
 //!
-//! - 0 failed writes across the rolling restart and the certificate renewal;
-//! - after the SIGKILL, failed writes no more than the writes in flight on the killed replica
-//!   (the rate × the p99.9 latency, an upper estimate; the count is printed either way).
-//!
-//! Needs kube-apiserver and etcd (`scripts/install-control-plane.sh`) and haproxy
+//! Needs kube-apiserver, etcd (`scripts/install-control-plane.sh`) and haproxy
 //! (`scripts/install-haproxy.sh`). Environment: `ROLLOUT_BENCH_RATE` (writes/s, 200),
-//! `ROLLOUT_BENCH_SECS` (60), `ROLLOUT_BENCH_RUNTIMES` (50), `ROLLOUT_BENCH_DELAY` (the
-//! replicas' `--shutdown-delay-seconds`, 4), `ROLLOUT_BENCH_CHECK_MS` (HAProxy's health-check
-//! interval, 1000: a replica is out after two failed checks, as a Service's endpoints drop an
-//! unready pod within a second or two).
+//! `ROLLOUT_BENCH_SECS` (60), `ROLLOUT_BENCH_RUNTIMES` (50), `ROLLOUT_BENCH_DELAY` (the replicas'
+//! `--shutdown-delay-seconds`, 4), `ROLLOUT_BENCH_CHECK_MS` (HAProxy's health-check interval,
+//! 1000: a replica is out after two failed checks, as a Service drops an unready pod within a
+//! second or two). Figures: docs/control-plane.md, "The webhook rolled out behind a load balancer".
 
 use std::time::Duration;
 use testenv::rollout::{self, Fault, Options};

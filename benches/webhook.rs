@@ -1,59 +1,22 @@
-//! Webhook benchmark: what one admission review costs, for three servers measured in one
-//! `cargo bench --bench webhook` run with the same ~15 KB `runtimes/status` UPDATE review, the
-//! same TLS set-up (kim's rustls `ServerConfig`: ring, TLS 1.3, ALPN `h2`/`http/1.1`) and the
-//! same keep-alive HTTP/1.1 connections:
+//! Webhook benchmark: what one admission review costs, for three servers measured in one run with
+//! the same ~15 KB `runtimes/status` UPDATE review, the same TLS set-up (kim's rustls
+//! `ServerConfig`) and the same keep-alive HTTP/1.1 connections: (a) the floor, a bare axum +
+//! rustls endpoint that reads the body and answers a constant review (`--serve-floor`); (b) the
+//! peer, the webhook a kube-rs user would write ([`peer_answer`]: axum `Json` into
+//! `AdmissionReview<DynamicObject>`, the typed `Runtime`, kim's evaluation, a `json_patch::diff`
+//! answer; `--serve-peer`); (c) `kim webhook` with its production defaults, logging included.
 //!
-//! - (a) the floor: a bare axum + axum-server/rustls endpoint that reads the whole body and
-//!   answers a constant allowed review (this binary re-executed with `--serve-floor`);
-//! - (b) the peer: the webhook a kube-rs user would write (this binary re-executed with
-//!   `--serve-peer`, see [`peer_answer`]): axum's `Json` extractor into
-//!   `AdmissionReview<DynamicObject>`, the objects read into the typed `kim::api::Runtime`,
-//!   kim's evaluation on their JSON, an `AdmissionResponse` whose patch is a `json_patch::diff`,
-//!   answered with axum's `Json`;
-//! - (c) `kim webhook` (the release binary) with its production defaults, logging included,
-//!   `POST /validate` and `POST /mutate`.
+//! Per server and hook: **server CPU per review** (the primary figure: the server process's
+//! user and system time over a closed loop's window, divided by the reviews answered), **pinned
+//! throughput** (server on CPU 0, generator on CPU 1), **paced latency** (open loop at a fixed
+//! rate, each latency from the scheduled send time, so coordinated omission is avoided) and
+//! **peak RSS**. Server CPU is the primary figure because on a 2-core machine the generator
+//! competes with the server for throughput. The passes run in rounds, each running every server
+//! and hook in turn, so that other processes disturb all alike; CPU figures are the median round.
+//! Evaluation alone runs first on one thread, and the peer's verdicts are checked against kim's.
 //!
-//! For each server and hook:
-//!
-//! 1. **server CPU per review** (the primary figure): user + system CPU time of the server
-//!    process (`/proc/<pid>/stat`) over the measured window of a closed loop over N (64)
-//!    connections, divided by the reviews answered in it;
-//! 2. **pinned throughput**: the same closed loop with the server pinned to CPU 0 and the load
-//!    generator to CPU 1 (`taskset`), so that neither takes CPU time from the other;
-//! 3. **paced latency**: an open loop at R (2 000) reviews/s over the same connections, each
-//!    latency measured from the review's scheduled send time (a late send counts against the
-//!    server, so coordinated omission is avoided): p50, p99, p99.9, max;
-//! 4. **peak RSS** (`VmHWM`) of the server process after all its passes.
-//!
-//! Before any server runs: evaluation alone on one thread (`kim::admission::review`, the
-//! peer's in-process equivalent, and serde_json merely skipping the same body with
-//! `IgnoredAny`), in interleaved rounds; before the loads: the peer's verdicts are checked
-//! against kim's on every review of the bench (allowed, status code, object after the patch).
-//!
-//! The passes run in rounds (`WEBHOOK_BENCH_ROUNDS`, 4): each round runs every server and hook
-//! in turn, so that other processes on a shared machine disturb all of them alike; CPU figures
-//! are the median round, latencies are pooled over the rounds.
-//!
-//! Environment (all optional; seconds may be fractional, for a CI smoke run):
-//! `WEBHOOK_BENCH_WARMUP_SECS` (0.5, per round and pass), `WEBHOOK_BENCH_SECS` (8, per server and
-//! hook over all rounds), `WEBHOOK_BENCH_PACED_SECS` (8, likewise), `WEBHOOK_BENCH_ROUNDS` (4),
-//! `WEBHOOK_BENCH_PACED_RATE` (2000), `WEBHOOK_BENCH_EVAL_SECS` (3, per evaluation loop, in six
-//! rounds), `WEBHOOK_BENCH_CONNECTIONS` (64), `WEBHOOK_BENCH_PIN` (`0` skips the pinned
-//! passes), `WEBHOOK_BENCH_KIM_RUST_LOG` (`RUST_LOG` of the kim child; unset or empty: kim's
-//! default), `WEBHOOK_BENCH_KIM_BIN` (the `kim` binary measured as (c) instead of the one cargo
-//! built), `WEBHOOK_BENCH_KIM_BASELINE` (a second `kim` binary, e.g. an earlier build, measured
-//! as (d) in the same rounds; `WEBHOOK_BENCH_BASELINE_RUST_LOG` sets its `RUST_LOG`, else it
-//! has that of (c)). Every child's stdout/stderr go to /dev/null.
-//!
-//! The targets are printed next to the figures as met / NOT met; nothing is asserted on them
-//! (a benchmark, not a test). Only a broken set-up (a review that does not produce the expected
-//! answer, a peer whose verdict differs from kim's, a server that does not start) aborts.
-//!
-//! Other modes: `--eval` (the evaluation loops and their targets only), `--eval-count N [DIR]`
-//! (evaluation N times, for callgrind), `--send ADDR PATH N
-//! CA_FILE [CONNECTIONS]` (N reviews to a server started by hand, for profiling it),
-//! `--serve-floor DIR` / `--serve-peer DIR` (the servers alone), `--rotation` (certificate
-//! rotation and SIGTERM under a paced load).
+//! Run commands, environment variables, other modes and the figures: BENCHMARKS.md, "Webhook
+//! benchmark". The targets are printed as met / NOT met; only a broken set-up aborts.
 
 #[path = "support/procinfo.rs"]
 mod procinfo;

@@ -1,45 +1,16 @@
-//! `kim audit`: which per-object rules (status model §1, §4.1–4.5) the stored status of each Runtime
-//! of a cluster breaks — the report an operator reads before switching a rule of the guard from
-//! `warn` to `deny` on a live control cluster (status model §7, last paragraph), like Gatekeeper's audit
-//! or `kyverno apply --cluster`.
+//! `kim audit`: which per-object rules (`docs/status-model.md` §1, §4.1–4.5) the stored status of
+//! each Runtime of a cluster breaks — the report an operator reads before switching a rule from
+//! `warn` to `deny` on a live control cluster (`docs/status-model.md` §7), like Gatekeeper's audit
+//! or `kyverno apply --cluster`. Flags, output and exit codes: README.md, "Auditing stored
+//! Runtimes".
 //!
-//! # Reading the cluster
-//!
-//! As kubectl does: the kubeconfig of `--kubeconfig FILE`, else of `KUBECONFIG` (a list of
-//! files, merged), else `~/.kube/config`, else the in-cluster service account; `--context`
-//! picks a context. The namespace is `-n/--namespace`, else the context's namespace, else
-//! `default` (in a cluster: the service account's); `-A/--all-namespaces` reads every
-//! namespace. Runtimes are listed in pages of `--chunk-size` (default 500, as kubectl;
-//! `limit`/`continue`), each object decoded as plain JSON (`serde_json::Value`), so a stored
-//! status of the wrong shape is reported as a violation rather than failing the decode. A list
-//! whose continue token expired (410, the cluster changed faster than the list was read) ends
-//! the run with exit 2 and nothing reported: a report missing the rest of the list would look
-//! complete.
-//!
-//! # Judging
-//!
-//! Each stored status is judged with [`status::validate_stored`] under the policy of the
-//! policy flags ([`PolicyArgs`], the same as every other command's): no transition, writer,
-//! `provisioningCompleted` or `lastTransitionTime` rule (they judge a change), no ratcheting;
-//! each violation carries the action its rule's enforcement gives (`deny` or `warn`).
-//!
-//! # Output
-//!
-//! `-o table` (default): kubectl-style aligned columns `NAMESPACE NAME STATE RULE ACTION PATH
-//! MESSAGE`, one row per violation (`NAMESPACE` only with `-A`, as kubectl), in list order;
-//! nothing when there is no violation. `-o json`: one document, `{"items": [...], "summary":
-//! {...}}` ([`Report::write_json`]); `items` lists the Runtimes with at least one violation. A
-//! summary line (Runtimes read, Runtimes with violations, violations by rule) goes to stderr in
-//! both formats; on a terminal, stderr also shows a progress line while the pages are read
-//! (never when stderr is piped).
-//!
-//! # Exit codes
-//!
-//! [`EXIT_CLEAN`] 0 no violation; [`EXIT_VIOLATIONS`] 1 at least one violation, also when
-//! every violation's action is `warn`; [`EXIT_UNREADABLE`] 2 the cluster could not be read
-//! (bad kubeconfig, unreachable server, 401, 403, 404 — Runtime CRD not installed, expired list)
-//! or a bad policy flag, with a one-line error naming the cause. Neither the kubeconfig nor
-//! a token or key is ever printed.
+//! The cluster is read as kubectl reads it (kubeconfig, context, namespace, pages of
+//! `--chunk-size`). Each object is decoded as plain JSON, so a stored status of the wrong shape is
+//! reported as a violation rather than failing the decode. A list whose continue token expired
+//! (410) ends the run with exit 2 and nothing reported: a report missing the rest of the list
+//! would look complete. Each status is judged with [`status::validate_stored`]: no rule that
+//! judges a change (transitions, writers, `provisioningCompleted`, `lastTransitionTime`), no
+//! ratcheting. Neither the kubeconfig nor a token or key is ever printed.
 
 use crate::api::Runtime;
 use crate::status::{self, Action, Policy, PolicyArgs, RuleId, Snapshot, Violation};

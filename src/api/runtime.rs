@@ -3,7 +3,7 @@
 //!
 //! Sources: upstream KIM `api/v1/runtime_types.go` (spec, status, KIM's own types) and Gardener
 //! `pkg/apis/core/v1beta1` (`Worker`, `OIDCConfig`, `ControlPlane`, `LastOperation`,
-//! `LastError`). The status model (states, conditions) is docs/status-model.md §1.
+//! `LastError`). The status model (states, conditions) is `docs/status-model.md` §1.
 //!
 //! Conventions:
 //! - A Go field without `omitempty` (required in the upstream CRD) is a plain Rust field; every

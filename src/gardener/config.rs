@@ -4,50 +4,10 @@
 //! `pkg/gardener/shoot/extender/cloud_profile.go` and the OpenStack constants of
 //! `pkg/gardener/shoot/hyperscaler/openstack/config.go`).
 //!
-//! The file is YAML (read with serde-saphyr); unknown fields are errors. [`Config::load`]
-//! parses and validates everything at start-up; every problem found is reported at once, each
-//! naming its field (`providers.aws.machineImage.version: must not be empty`). An example with
-//! every field is `docs/config.example.yaml`:
-//!
-//! ```yaml
-//! gardener:
-//!   project: kyma-dev                  # Shoots live in namespace garden-<project>
-//! kubernetes:
-//!   defaultVersion: "1.31.4"           # when the Runtime names none
-//!   enableKubernetesVersionAutoUpdate: false
-//!   enableMachineImageVersionAutoUpdate: false
-//!   defaultOidc:                       # optional: used when the Runtime's oidcConfig is empty
-//!     clientID: ...
-//!     issuerURL: https://...
-//!     groupsClaim: groups
-//!     usernameClaim: sub
-//!     usernamePrefix: "-"
-//!     signingAlgs: [RS256]
-//! providers:                           # at least one
-//!   aws:
-//!     cloudProfile: aws
-//!     machineImage: {name: gardenlinux, version: "1592.1.0"}
-//!     volume: {type: gp3, size: 50Gi}  # optional: for workers without a volume
-//!     enableIMDSv2: true               # optional (aws only)
-//!   azure: {cloudProfile: az, machineImage: {...}}
-//!   gcp: {cloudProfile: gcp, machineImage: {...}}
-//!   openstack:
-//!     cloudProfile: converged-cloud-kyma
-//!     machineImage: {...}
-//!     floatingPoolName: FloatingIP-external-kyma-01   # openstack only
-//!     loadBalancerProvider: f5                        # openstack only
-//! maintenance:                         # optional; no window → Gardener picks one
-//!   timeWindow: {begin: "220000+0000", end: "000000+0000"}
-//!   byRegion: {eu-central-1: {begin: "010000+0000", end: "030000+0000"}}
-//! dns:                                 # optional; absent → Gardener's default domain
-//!   domain: dev.kyma.example.com       # Shoot domain = <shoot-name>.<domain>
-//!   provider: {type: aws-route53, secretName: route53-secret}   # optional
-//! kubeconfig:
-//!   expirationSeconds: 86400           # default 24 h, at least 600
-//!   rotationFraction: 0.6              # rotate after this fraction of the lifetime
-//! seedRegions:                         # optional: Shoot region → seed region label value
-//!   eu-central-1: eu-central-1
-//! ```
+//! YAML (serde-saphyr), unknown fields are errors. [`Config::load`] parses and validates
+//! everything at start-up and reports every problem at once, each naming its field
+//! (`providers.aws.machineImage.version: must not be empty`). Every field, with its default:
+//! `docs/config.example.yaml`.
 
 use crate::api::MaintenanceTimeWindow;
 use serde::{Deserialize, Serialize};

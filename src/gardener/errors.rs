@@ -11,24 +11,22 @@
 //! ([`classify_shoot`]).
 //!
 //! Error codes — Gardener `pkg/apis/core/v1beta1/types_common.go` lists eleven; the decisions
-//! follow the spec (unauthenticated/unauthorized terminal; rate limits, quota, dependencies,
-//! configuration problem, problematic webhook retryable) and upstream KIM
-//! (`pkg/gardener/errors.go`: only the two credential codes are terminal, unknown codes are
-//! retryable):
+//! are docs/reconciler.md's step 4 and upstream KIM's (`pkg/gardener/errors.go`: only the two
+//! credential codes are terminal, unknown codes are retryable):
 //!
 //! | code | Gardener's view | kim | why |
 //! |---|---|---|---|
 //! | `ERR_INFRA_UNAUTHENTICATED` | non-retryable | **terminal** | the credentials are invalid; only new credentials (a spec/secret change) help |
 //! | `ERR_INFRA_UNAUTHORIZED` | non-retryable | **terminal** | the credentials lack permissions; same |
-//! | `ERR_INFRA_QUOTA_EXCEEDED` | non-retryable | retryable | quota gets freed or raised without a spec change (spec, KIM) |
+//! | `ERR_INFRA_QUOTA_EXCEEDED` | non-retryable | retryable | quota gets freed or raised without a spec change (KIM) |
 //! | `ERR_INFRA_RATE_LIMITS_EXCEEDED` | retryable | retryable | throttling passes |
-//! | `ERR_INFRA_DEPENDENCIES` | non-retryable | retryable | dependent objects are typically removed in time, notably during deletion (spec, KIM) |
+//! | `ERR_INFRA_DEPENDENCIES` | non-retryable | retryable | dependent objects are typically removed in time, notably during deletion (KIM) |
 //! | `ERR_RETRYABLE_INFRA_DEPENDENCIES` | retryable | retryable | by definition |
 //! | `ERR_INFRA_RESOURCES_DEPLETED` | retryable | retryable | hyperscaler capacity comes back |
 //! | `ERR_CLEANUP_CLUSTER_RESOURCES` | retryable | retryable | resources stuck in deletion get cleaned up |
-//! | `ERR_CONFIGURATION_PROBLEM` | non-retryable | retryable | often caused by transient state (spec, KIM) |
+//! | `ERR_CONFIGURATION_PROBLEM` | non-retryable | retryable | often caused by transient state (KIM) |
 //! | `ERR_RETRYABLE_CONFIGURATION_PROBLEM` | retryable | retryable | by definition |
-//! | `ERR_PROBLEMATIC_WEBHOOK` | non-retryable | retryable | a webhook in the cluster gets fixed without a Runtime change (spec, KIM) |
+//! | `ERR_PROBLEMATIC_WEBHOOK` | non-retryable | retryable | a webhook in the cluster gets fixed without a Runtime change (KIM) |
 //! | any other code | — | retryable | codes added by newer Gardener versions must not make runtimes fail for good (KIM) |
 //!
 //! Combining: a `Failed` operation is terminal when any error carries a terminal code, or when

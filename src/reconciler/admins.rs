@@ -1,13 +1,8 @@
-//! Step 6: the administrators of `spec.security.administrators` as `ClusterRoleBinding`s to
-//! `ClusterRole/cluster-admin` (subject kind `User`) in the runtime cluster, reached with the
-//! kubeconfig of step 5.
-//!
-//! Bindings have deterministic names ([`binding_name`]) and the label
-//! `reconciler.kyma-project.io/managed-by: infrastructure-manager`. Labelled bindings whose
-//! user is no longer listed are deleted; bindings without the label are never read, changed
-//! or deleted. Runtime-cluster clients are kept in a small bounded cache ([`super::runtime_clients`]),
-//! keyed by the Secret's resourceVersion and a hash of the kubeconfig, so a rotated kubeconfig
-//! builds a new one.
+//! Step 6 (docs/reconciler.md): the administrators of `spec.security.administrators` as
+//! `ClusterRoleBinding`s to `ClusterRole/cluster-admin` in the runtime cluster, reached with the
+//! kubeconfig of step 5 through [`super::runtime_clients`]. Bindings have deterministic names
+//! ([`binding_name`]) and kim's `managed-by` label; labelled bindings of users no longer listed are
+//! deleted, and bindings without the label are never read, changed or deleted.
 
 use super::context::Ctx;
 use super::error::{self, Error};

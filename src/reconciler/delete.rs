@@ -1,23 +1,13 @@
-//! Deletion (`metadata.deletionTimestamp` set, finalizer present; docs/reconciler.md,
-//! "Delete").
+//! Deletion (`metadata.deletionTimestamp` set, finalizer present): docs/reconciler.md, "Steps
+//! and the status they write" (Delete) and "A Runtime without spec".
 //!
-//! - The Shoot exists: `Terminating`; annotate it `confirmation.gardener.cloud/deletion: "true"`
-//!   and delete it → `Deprovisioned=Unknown/GardenerShootDeleted`; an API error →
-//!   `Deprovisioned=False/GardenerErr` (retried). While Gardener deletes, its `Delete`
-//!   operation is copied into the status; a `Delete` that failed for good → `Failed`,
-//!   `Deprovisioned=False/GardenerShootDeleted` (a stop on the way: Gardener's retry, or an
-//!   operator's, brings it back to `Terminating`); a retryable one is retried as in creation.
-//! - The Shoot is gone (or was never created, or belongs to another runtime): delete the
-//!   kubeconfig Secret and the structured-authentication ConfigMap, then remove the
-//!   finalizer. A Runtime that never got a Shoot is released at once, without a status write.
-//!
-//! The Shoot is the one `spec.shoot.name` names, if it carries the Runtime's runtime ID. A
-//! Runtime whose spec names no Shoot (the CRD does not require a `spec`, and it may have been
-//! removed after the Shoot was created) is not released while a Shoot of its own may exist: its
-//! Shoot is the one annotated with its runtime ID that no other Runtime of the namespace names
-//! (found by listing the Shoots), and its structured-authentication ConfigMaps are those
-//! labelled with its runtime ID whose Shoot is gone. Two such Shoots are an error (nothing is
-//! deleted, the Runtime keeps its finalizer and is retried).
+//! While the Shoot exists it is confirmed and deleted and Gardener's `Delete` operation is copied
+//! into the status; a `Delete` that failed for good is `Failed`, a stop on the way (Gardener's or
+//! an operator's retry brings it back to `Terminating`). Once the Shoot is gone (or was never
+//! created, or belongs to another runtime), the kubeconfig Secret and the structured-authentication
+//! ConfigMap go, then the finalizer. A Runtime whose spec names no Shoot is not released while a
+//! Shoot of its own may exist: its Shoot is found by its runtime ID among those no other Runtime
+//! names, and two such Shoots are an error (nothing deleted, the finalizer stays).
 
 use super::error::{self, Error};
 use super::kubeconfig::secret_name;

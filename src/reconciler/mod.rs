@@ -1,77 +1,25 @@
-//! `kim controller`: the Runtime reconciler (docs/reconciler.md).
+//! `kim controller`: the Runtime reconciler. What it does, step by step, and the status each step
+//! writes: docs/reconciler.md ("Steps and the status they write", "Architecture").
 //!
 //! A kube-runtime [`Controller`](kube::runtime::Controller) on `Runtime`s in one namespace of
-//! the control cluster. It also watches the `Shoot`s in the Gardener project namespace
-//! (`garden-<project>`, through a second client) and maps each back to its Runtime through the
-//! controller's Runtime store, so Gardener's progress is seen when Gardener reports it; every
-//! reconcile ends with a requeue after `--resync-seconds` at the latest as a safety net.
+//! the control cluster that also watches the `Shoot`s of the Gardener project namespace and maps
+//! each back to its Runtime, so Gardener's progress is seen when Gardener reports it; every
+//! reconcile requeues after `--resync-seconds` at the latest as a safety net.
 //!
-//! # One reconcile
+//! Dependencies point one way: [`controller`] → [`reconcile`] (the orchestrator) → the steps
+//! (`provision.rs`, [`kubeconfig`], [`admins`], `delete.rs`; a later step may read what an earlier
+//! one stored, never the other way) → what they share (`pass.rs`, [`context`], `shoots.rs`,
+//! [`status_update`], [`reasons`], [`error`]) → [`metrics`], [`events`], [`leader`],
+//! [`runtime_clients`], [`deadline`]. Every status write goes through `Pass::set`, which checks it
+//! against the policy the webhook enforces before sending it: a denial is a reconciler bug
+//! (logged, counted, not sent).
 //!
-//! [`reconcile::reconcile`] runs the steps of the spec in order, each in its own file, and
-//! stops at the first step that has to wait:
-//!
-//! | step | file | status written |
-//! |---|---|---|
-//! | finalizer | `reconcile.rs` | — |
-//! | accept | `provision.rs` | `Pending`, `Provisioned=Unknown/Initialised` |
-//! | convert + create the Shoot | `provision.rs` | `Pending`, `Provisioned=Unknown/Pending`; `Failed`, `False/ConversionErr`; `Pending`, `False/GardenerErr` |
-//! | update (generation > Shoot annotation): server-side apply | `provision.rs` | `Pending`, `Provisioned=Unknown/Processing` |
-//! | wait on `lastOperation` | `provision.rs` | `True/ShootCreationCompleted` or `True/ConfigurationCompleted`; `Failed`, `False/CreationErr` / `False/ProcessingErr`; retryable: `Pending`, `Unknown/Pending` (or `Processing`) with Gardener's message |
-//! | kubeconfig Secret | [`kubeconfig`] | `KubeconfigReady=True/KubeconfigCreated`; `False/KubernetesErr` |
-//! | administrators | [`admins`] | `Ready`, `Configured=True/AdministratorsConfigured`, `provisioningCompleted`; `Pending`, `False/ConfigurationError` |
-//! | delete | `delete.rs` | `Terminating`, `Deprovisioned=Unknown/GardenerShootDeleted`; `False/GardenerErr` |
-//!
-//! Every step works on one `Pass` (`pass.rs`), the Runtime as last read or written. Status
-//! writes go through `Pass::set`: the next status is built with
-//! [`status_update::next_status`] (`SetStatusCondition` semantics), nothing is written when
-//! nothing changed (a Shoot's `lastOperation` progress alone is not a change; its type, state or
-//! errors are), the write is checked against the same policy the webhook enforces before it is
-//! sent (a denial is a reconciler bug: logged, counted, not sent), and it goes through the
-//! `status` subresource with the resourceVersion read (a 409 is retried). Every condition change
-//! is published as an Event (`Warning` when the condition is `False`). A step that fails ends
-//! with `Pass::fail`: its `False` condition is written, then its error returned.
-//!
-//! # Modules
-//!
-//! Dependencies point one way, from the Controller down to the clients:
-//!
-//! - [`controller`] (what is watched, [`run_with`]) → [`reconcile`], the orchestrator: the
-//!   finalizer, then deletion or the steps in order;
-//! - the steps: `provision.rs` (accept, create or update the Shoot, wait on it),
-//!   [`kubeconfig`], [`admins`], `delete.rs`; a later step reads what an earlier one stored
-//!   (`admins` and `delete` take the kubeconfig Secret's name and key from `kubeconfig`), never
-//!   the other way;
-//! - what the steps share: `pass.rs` (the `Pass`, `Step`), [`context`] ([`Settings`],
-//!   [`Ctx`]: API handles and the per-Runtime memory), `shoots.rs` (the Gardener calls on a
-//!   Runtime's Shoot, timed and counted), [`status_update`] (what a step asks to write and the
-//!   next status), [`reasons`], [`error`];
-//! - beneath them: [`metrics`], [`events`], [`leader`], [`runtime_clients`] (the cache of
-//!   runtime-cluster clients) and [`deadline`] (the request deadlines every client is built
-//!   with).
-//!
-//! Transient API errors (409, 429, 5xx, timeouts, connection errors) requeue the Runtime with
-//! a per-object exponential backoff ([`backon`]) and leave it `Pending` (or `Terminating`) with
-//! the step's condition `False` — never `Failed`. A Runtime that is `Ready` for its generation
-//! stays `Ready` through them for [`Settings::transient_error_grace`] (retried, not written; see
-//! `Pass::reports`). A Gardener operation that failed with retryable codes is
-//! retried by annotating the Shoot `gardener.cloud/operation: retry` after
-//! [`Settings::gardener_retry_delay`].
-//!
-//! Every API request of the controller has a deadline (`--request-timeout-seconds`, 30 s): the
-//! answer must start within it from when the request is sent, and its body (except a watch's)
-//! be complete within it from when it is first read ([`deadline`]).
-//!
-//! # Running
-//!
-//! [`run`] is `kim controller` ([`ControllerArgs`]); [`run_with`] takes ready-made clients
-//! ([`Settings`]) and a shutdown future, for tests and embedding. With leader election
-//! ([`leader`], a `coordination.k8s.io` Lease through `kube-lease-manager`) only the leader runs
-//! the Controller; a replica that loses the lease stops its Controller and waits again.
-//! Metrics ([`metrics`]) are served on `--metrics-addr` with `/healthz` and `/readyz`.
-//!
-//! Secrets never reach the logs: the kubeconfig (Secret data, `AdminKubeconfigRequest`
-//! status) is only ever passed to the Secret write and the runtime-cluster client.
+//! Transient API errors requeue with a per-object backoff and are never `Failed`; a `Ready`
+//! Runtime stays `Ready` through them for [`Settings::transient_error_grace`]. Every API request
+//! has a deadline ([`deadline`]). [`run`] is `kim controller` ([`ControllerArgs`]); [`run_with`]
+//! takes ready-made clients and a shutdown future, for tests and embedding. Kubeconfigs (Secret
+//! data, `AdminKubeconfigRequest` status) are only ever passed to the Secret write and the
+//! runtime-cluster client, never to a log.
 
 #![deny(missing_docs)]
 

@@ -1,23 +1,15 @@
-//! The runtime-cluster clients of step 6 ([`super::admins`]): a small bounded cache (named for
-//! what it holds, the clients of the runtime clusters; how every client of the reconciler gets its
-//! request deadlines is [`super::deadline`]).
+//! The runtime-cluster clients of step 6 ([`super::admins`]): a small bounded cache, named for what
+//! it holds (how every client of the reconciler gets its request deadlines is [`super::deadline`]).
 //!
-//! A runtime-cluster client is a complete kube client stack: a hyper connection pool (with a
-//! keep-alive connection to its cluster), a rustls `ClientConfig`, a tower buffer task — about
-//! 60 KiB each, measured. Keeping one per Runtime until the Runtime is deleted made the
-//! controller's memory (and its open sockets) grow with the number of Runtimes: 693 MiB at
-//! 10 000 (BENCHMARKS.md, "Reconciler benchmark").
-//!
-//! A Runtime needs its cluster's client a few times in quick succession while it is provisioned
-//! or updated, and then once per resync (`--resync-seconds`, 600 s). So [`ClientCache`] keeps only
-//! the `capacity` most recently used clients (`--runtime-client-cache`, default
-//! [`DEFAULT_CAPACITY`]); an evicted client is dropped, and with its last clone (an in-flight
-//! reconcile may still hold one) its connection pool and open connections go away. Memory and
-//! sockets are bounded by the capacity, not by the number of Runtimes.
-//!
-//! Entries are keyed by the Runtime and carry a fingerprint of the kubeconfig they were built
-//! from (the Secret's resourceVersion and a hash of the kubeconfig bytes, see [`fingerprint`]):
-//! a rotated or otherwise changed kubeconfig never gets the old client.
+//! A runtime-cluster client is a whole kube client stack of about 60 KiB (connection pool with a
+//! keep-alive connection, rustls config, buffer task). One kept per Runtime made memory and open
+//! sockets grow with the number of Runtimes (693 MiB at 10 000; BENCHMARKS.md, "History"), while a
+//! Runtime needs its client only a few times while provisioned or updated and then once per
+//! resync. So [`ClientCache`] keeps the `capacity` most recently used (`--runtime-client-cache`,
+//! [`DEFAULT_CAPACITY`]); an evicted client's pool and connections go with its last clone. Entries
+//! carry a [`fingerprint`] of the kubeconfig they were built from (the Secret's resourceVersion and
+//! a hash of its bytes): a rotated kubeconfig never gets the old client. docs/reconciler.md,
+//! "Runtime-cluster clients and concurrency".
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};

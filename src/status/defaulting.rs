@@ -1,4 +1,4 @@
-//! Defaulting of one status write (status model §5): the mutating webhook's JSON Patch.
+//! Defaulting of one status write (`docs/status-model.md` §5): the mutating webhook's JSON Patch.
 
 use super::Policy;
 use super::json::{

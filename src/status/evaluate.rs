@@ -1,5 +1,5 @@
-//! Defaulting ([`mutate`], status model §5) and validation ([`validate`], status model §3–§4 and §7, messages
-//! per §6) chained as the API server does ([`evaluate`]).
+//! Defaulting ([`mutate`], `docs/status-model.md` §5) and validation ([`validate`], §3–§4 and
+//! §7, messages per §6) chained as the API server does ([`evaluate`]).
 
 use super::Policy;
 use super::defaulting::mutate;

@@ -1,6 +1,6 @@
 //! KIM's status vocabulary over time: every condition type, reason and state that KIM's API
 //! (`api/v1/runtime_types.go`) ever declared, with the first and last day it was declared and
-//! whether KIM still declares it (status model §7.6).
+//! whether KIM still declares it (`docs/status-model.md` §7.6).
 //!
 //! The data is `samples/kim/vocabulary-history.tsv` (KIM's API history; origin in
 //! `samples/README.md`), embedded at build time. Columns, tab

@@ -3,8 +3,9 @@
 //!
 //! A policy file can only *add* (condition types, reasons, statuses of a reason, transitions)
 //! and name the allowed writers; it is validated completely when loaded, and any error stops
-//! the load with a message naming the file, the field and what was expected (status model §2, last
-//! paragraph: "an invalid file … never weakens the policy silently").
+//! the load with a message naming the file, the field and what was expected
+//! (`docs/status-model.md` §2, last paragraph: "an invalid file … never weakens the policy
+//! silently").
 
 use super::history::{self, Kind};
 use super::table::{

@@ -1,5 +1,5 @@
-//! Validation of one status write (status model §3, §4, messages per §6), judged on what the write
-//! changes (ratcheting, status model §7.1–7.5), with each violation's enforcement action (status model §7).
+//! Validation of one status write (`docs/status-model.md` §3, §4, messages per §6), judged on what
+//! the write changes (ratcheting, §7.1–7.5), with each violation's enforcement action (§7).
 //!
 //! Pure functions over [`JsonView`]s; every rule is looked up in the [`Policy`].
 

@@ -9,11 +9,12 @@
 //! `validationActions: [Deny]`, rules in `warn` mode into a second one bound with
 //! `[Warn, Audit]`.
 //!
-//! Ratcheting (status model §7) as the webhook does it: a write that leaves `status` as it was is not
-//! judged at all (the policies' match condition); condition rules judge only conditions that
-//! the stored object has with no identical `type`, `status` and `reason`; an unknown state the
-//! stored object already had, a footnote edge from a state to itself, and a state requirement
-//! the stored object broke too with the write leaving its inputs alone are not judged.
+//! Ratcheting (`docs/status-model.md` §7) as the webhook does it: a write that leaves `status`
+//! as it was is not judged at all (the policies' match condition); condition rules judge only
+//! conditions that the stored object has with no identical `type`, `status` and `reason`; an
+//! unknown state the stored object already had, a footnote edge from a state to itself, and a
+//! state requirement the stored object broke too with the write leaving its inputs alone are
+//! not judged.
 
 use super::Policy;
 use super::table::{CondStatus, Enforcement, Requirement, RuleId, State};

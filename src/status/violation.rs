@@ -1,5 +1,5 @@
 //! One broken rule ([`Violation`]) and what a set of them says: allowed or not, the denial's
-//! code and message, the warnings (status model §6, §7.7).
+//! code and message, the warnings (`docs/status-model.md` §6, §7.7).
 
 use super::table::{Action, RuleId};
 use serde::Serialize;

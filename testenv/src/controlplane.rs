@@ -1,30 +1,25 @@
 //! A real control plane for tests, as controller-runtime's envtest runs one: etcd and
 //! kube-apiserver (built by `scripts/install-control-plane.sh` into [`crate::tools::dir`]) as
-//! child processes on free loopback ports, in a temporary directory of their own.
+//! child processes on free loopback ports, in a temporary directory of their own. How they are
+//! started and measured: docs/control-plane.md, "Starting them".
 //!
-//! - **TLS and users**: one throw-away CA (rcgen, ECDSA P-256) signs kube-apiserver's serving
-//!   certificate (`127.0.0.1`, `localhost`) and every user's client certificate (CN = user name,
-//!   O = groups). [`ControlPlane::admin`] is in `system:masters`; [`ControlPlane::user`] makes any
-//!   other user, [`ControlPlane::service_account_token`] a ServiceAccount token (TokenRequest).
-//!   Authorization is RBAC, as in a real cluster.
-//! - **Lifetime**: the two servers run under a small supervisor (`bash`) whose standard input is
-//!   a pipe from this process. When the pipe closes — [`ControlPlane`] dropped, the test process
-//!   ending normally, panicking or killed — the supervisor stops kube-apiserver, then etcd
-//!   (SIGTERM, SIGKILL after 10 s each) and removes the directory. So no test leaves a process,
-//!   a port or a directory behind, even from the static [`ControlPlane::shared`] instance,
-//!   whose destructor never runs.
-//! - **Faults**: [`ControlPlane::kill_apiserver`] and [`ControlPlane::kill_etcd`] SIGKILL one
-//!   server; [`ControlPlane::start_apiserver`] and [`ControlPlane::start_etcd`] start it again
-//!   with the same flags (same ports, certificates, data directory), so clients made before
-//!   reconnect to the same URL. The supervisor does both; a restarted server is stopped with
-//!   the rest.
-//! - **Start-up**: ports are taken free from the kernel and released; when kube-apiserver does
-//!   not answer `/readyz` with 200 within 60 s (a port taken meanwhile, a slow machine), the
-//!   attempt is torn down and retried on new ports, three times at most.
+//! - **TLS and users**: one throw-away CA signs the serving certificate and every user's client
+//!   certificate (CN = user, O = groups): [`ControlPlane::admin`] (`system:masters`),
+//!   [`ControlPlane::user`], [`ControlPlane::service_account_token`]. Authorization is RBAC.
+//! - **Lifetime**: both servers run under a `bash` supervisor whose standard input is a pipe from
+//!   this process; when the pipe closes, however this process ends, the supervisor stops them
+//!   and removes the directory. So no test leaves a process, a port or a directory behind, even
+//!   from the static [`ControlPlane::shared`] instance, whose destructor never runs.
+//! - **Faults**: [`ControlPlane::kill_apiserver`] / [`ControlPlane::kill_etcd`] SIGKILL one
+//!   server; [`ControlPlane::start_apiserver`] / [`ControlPlane::start_etcd`] start it again with
+//!   the same ports, certificates and data, so clients made before reconnect to the same URL.
+//! - **Start-up**: ports are taken free from the kernel and released, so one may be taken
+//!   meanwhile: without `/readyz` = 200 within 60 s the attempt is torn down and retried on new
+//!   ports, three times at most.
 //!
-//! One shared control plane per test binary ([`ControlPlane::shared`], a namespace per test),
-//! and a control plane of its own ([`ControlPlane::start`]) for a test that changes what is
-//! cluster-wide (webhook configurations, a different CRD).
+//! One shared control plane per test binary ([`ControlPlane::shared`], a namespace per test), and
+//! one of its own ([`ControlPlane::start`]) for a test that changes what is cluster-wide (webhook
+//! configurations, a different CRD).
 
 use std::io::Write as _;
 use std::io::{self, BufRead, BufReader};

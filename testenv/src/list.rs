@@ -1,28 +1,16 @@
-//! The `list` verb with kube-apiserver's paging: `limit` and `continue`.
-//!
-//! The rules are those of the Kubernetes API ("Retrieving large results sets in chunks",
-//! <https://kubernetes.io/docs/reference/using-api/api-concepts/#retrieving-large-results-sets-in-chunks>)
-//! and of kube-apiserver's etcd storage (`k8s.io/apiserver/pkg/storage`, `continue.go` and
-//! `etcd3/store.go` `GetList`):
-//!
-//! - items come in key order (namespace, then name); `limit` (> 0) bounds the items of one
-//!   response; `limit` absent or ≤ 0 lists everything;
-//! - when more matching objects follow, `metadata.continue` carries an opaque token, and
-//!   `metadata.remainingItemCount` how many follow (only without label or field selectors, as
-//!   the apiserver sets it);
-//! - every page of one list shows the snapshot of the first page: the same
-//!   `metadata.resourceVersion`, and objects as they were then;
-//! - the token is base64url (no padding) of `{"v":"meta.k8s.io/v1","rv":<resourceVersion>,
-//!   "start":"<key>\u0000"}`, as the apiserver encodes it; `<key>` is `<namespace>/<name>` (or
-//!   `<name>` for cluster-scoped resources) of the last item sent. A negative `rv` continues on
-//!   the latest state, as the apiserver does for its "inconsistent" tokens;
-//! - a token that does not decode, or `continue` together with `resourceVersion`, is
-//!   `400 BadRequest`; a token whose resourceVersion is older than the watch history (the
-//!   apiserver: compacted out of etcd) is `410 Expired` (the apiserver also returns an
-//!   inconsistent token to go on with; testenv does not).
+//! The `list` verb with kube-apiserver's paging, `limit` and `continue`, by the rules of the
+//! Kubernetes API ("Retrieving large results sets in chunks") and of kube-apiserver's etcd
+//! storage (`k8s.io/apiserver/pkg/storage`, `continue.go`, `etcd3/store.go` `GetList`): items in
+//! key order (namespace, then name); `metadata.continue` while more follow, and
+//! `metadata.remainingItemCount` (not with selectors); every page of one list shows the snapshot
+//! of its first page. The token is the apiserver's own encoding (base64url of
+//! `{"v":"meta.k8s.io/v1","rv":…,"start":"<key>\u0000"}`; a negative `rv` continues on the latest
+//! state, as for its "inconsistent" tokens), so a client cannot tell the two apart. A bad token,
+//! or `continue` with `resourceVersion`, is `400`; a token older than the watch history is `410
+//! Expired` (without the apiserver's inconsistent token to go on with).
 //!
 //! Not modelled: kube-apiserver may answer a `resourceVersion="0"` list from its watch cache
-//! without paging (depending on its version); testenv pages every list that sets `limit`.
+//! without paging; testenv pages every list that sets `limit`.
 
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};

@@ -1,63 +1,33 @@
 //! An admission stage that calls real admission webhooks over HTTPS, the way kube-apiserver's
 //! webhook admission plugins do (`k8s.io/apiserver/pkg/admission/plugin/webhook/{mutating,
-//! validating}`), for writes to the in-memory API server.
+//! validating}`), for writes to the in-memory API server: so tests in memory see what a real
+//! server's admission would do with kim's shipped webhook configurations.
 //!
-//! The stage is configured from `MutatingWebhookConfiguration` /
-//! `ValidatingWebhookConfiguration` documents (`admissionregistration.k8s.io/v1`), typically
-//! loaded from a kustomize overlay with [`kustomize_build`] (resources + `patches`: JSON 6902
-//! patches with a `target`, strategic-merge patches whose `webhooks` merge by `name`). It is
-//! installed on a [`ServerHandle`] with [`WebhookStage::install`] (through
-//! [`ServerHandle::set_admission_async`]) and, for every write, behaves like kube-apiserver
-//! ("Dynamic Admission Control" in the Kubernetes reference; the facts kim relies on are in
-//! docs/admission-protocol.md):
+//! Configured from `Mutating`/`ValidatingWebhookConfiguration` documents, typically a kustomize
+//! overlay read with [`kustomize_build`] (resources and `patches`), and installed on a
+//! [`ServerHandle`] with [`WebhookStage::install`]. For every write it behaves like
+//! kube-apiserver (the facts kim relies on: docs/admission-protocol.md):
 //!
-//! - **matching**: a webhook is called when one of its `rules` matches the write
-//!   (`operations`, `apiGroups`, `apiVersions`, `resources` with subresources — `runtimes/status`,
-//!   `runtimes/*`, `*/status`, `*` — and `scope`), its `namespaceSelector` matches the labels of
-//!   the write's namespace (the stored Namespace's labels plus `kubernetes.io/metadata.name`,
-//!   which kube-apiserver always sets) and its `objectSelector` matches the new or the old
-//!   object. A rule on `runtimes` does not fire for `runtimes/status` writes, and vice versa.
-//! - **order**: every matching mutating webhook first (configurations sorted by name, webhooks
-//!   in their order), then every matching validating webhook, which sees the object as mutated
-//!   (for a `status` write: the stored object with the mutated `status`, as the status strategy
-//!   makes it). A mutating webhook with `reinvocationPolicy: IfNeeded` is called once more when
-//!   a later mutating webhook changed the object.
-//! - **the review**: an `admission.k8s.io/v1` `AdmissionReview` with a fresh `uid` per call,
-//!   `kind`/`resource`/`subResource` and `requestKind`/`requestResource`/`requestSubResource`,
-//!   `name`, `namespace`, `operation` (PUT, PATCH and apply are `UPDATE`), the caller's
-//!   `userInfo`, `object`, `oldObject`, `dryRun` and `options` (`CreateOptions`,
-//!   `UpdateOptions` or `DeleteOptions` with `fieldManager` and `dryRun`).
-//! - **the call**: `POST https://<service>.<namespace>.svc<path>?timeout=<timeoutSeconds>s`
-//!   (or `clientConfig.url`), the server certificate verified against `caBundle` only, for
-//!   the service's DNS name (SNI); the name is resolved to the endpoint the test gives (the
-//!   Service port of the configuration is replaced by the endpoint's port). The client times
-//!   out after `timeoutSeconds` (default 10).
-//! - **failures**: a call error (connection, TLS, timeout, HTTP status other than 200, a body
-//!   that is not an `AdmissionReview` of `admission.k8s.io/v1` with `response.uid` equal to the
-//!   request's, a validating webhook returning a patch, a `patchType` other than `JSONPatch`)
-//!   rejects the write with 500 `Internal error occurred: failed calling webhook "<name>": ...`
-//!   under `failurePolicy: Fail` (the default) and is skipped under `Ignore`.
-//! - **answers**: `allowed: false` rejects the write with `response.status.code` (coerced to at
-//!   least 400; unset = 400) and the message `admission webhook "<name>" denied the request:
-//!   <status.message>` (or `<status.reason>`, or `... denied the request without explanation`).
-//!   A mutating webhook's `patch` (standard base64 of an RFC 6902 JSON Patch) is applied to the
-//!   object; a patch that does not decode or apply fails the write with 500 whatever
-//!   `failurePolicy` says. `warnings` are recorded (the in-memory server does not forward them
-//!   as `Warning` headers).
-//! - **dry run**: a `dryRun` write reaching a webhook whose `sideEffects` is not `None` or
-//!   `NoneOnDryRun` is rejected with 400 `admission webhook "<name>" does not support dry run`.
+//! - **matching**: `rules` (operations, groups, versions, resources with subresources — a rule
+//!   on `runtimes` does not fire for `runtimes/status` — and scope), `namespaceSelector` (on the
+//!   namespace's labels plus `kubernetes.io/metadata.name`) and `objectSelector`;
+//! - **order**: mutating webhooks first (configurations by name), `reinvocationPolicy:
+//!   IfNeeded` honoured, then validating webhooks on the mutated object;
+//! - **the review and the call**: an `admission.k8s.io/v1` review with a fresh `uid`, `POST
+//!   https://<service>.<namespace>.svc<path>?timeout=…` verified against `caBundle` for the
+//!   service's name, resolved to the endpoint the test gives, timing out after `timeoutSeconds`;
+//! - **outcomes**: a call error or malformed answer rejects the write with kube-apiserver's 500
+//!   message under `failurePolicy: Fail` and is skipped under `Ignore`; a denial answers its code
+//!   (at least 400) and message; a mutating patch is applied (one that does not apply is a 500
+//!   whatever the policy); `warnings` are recorded; a dry run reaching a webhook with side
+//!   effects is refused with 400.
 //!
-//! Every write the stage sees is recorded ([`WebhookStage::log`]): the webhooks called, the
-//! reviews sent, the answers and the outcome, so that tests can assert what the webhooks saw.
-//!
-//! What is approximated: `matchPolicy` (there is one version of each resource, so `Exact` and
-//! `Equivalent` behave alike), `matchConditions` (CEL) are refused at load time, validating
-//! webhooks are called one after the other rather than in parallel (the outcome is the same:
-//! any denial rejects the write; the first one in order is reported), and the mutating webhooks
-//! see the object after the in-memory server's status/spec separation rather than exactly as
-//! the client sent it (for a `status` write the two differ only outside `status`, which the
-//! status strategy discards anyway). Only `admissionReviewVersions` containing `v1` are
-//! supported.
+//! Every write the stage sees is recorded ([`WebhookStage::log`]), so tests can assert what the
+//! webhooks saw. Approximated: `matchPolicy` (one version per resource, so `Exact` and
+//! `Equivalent` agree), `matchConditions` (refused at load time), validating webhooks called one
+//! after the other rather than in parallel (any denial rejects; the first in order is reported),
+//! mutating webhooks see the object after status/spec separation (for a `status` write the two
+//! differ only outside `status`, which is discarded anyway); only `v1` reviews.
 
 use std::collections::BTreeMap;
 use std::fmt;

@@ -1,8 +1,8 @@
-//! `kim audit` as an operator runs it: the real binary as a process, reading Runtimes over
-//! HTTP from testenv's in-memory API server through a kubeconfig file (or `KUBECONFIG`, or
-//! `~/.kube/config`), with paged lists; the rows, the JSON document and the exit codes it
-//! gives for clean and broken stored statuses in two namespaces; and the one-line errors (exit
-//! 2) for a cluster that cannot be read.
+//! `kim audit` as an operator runs it: the real binary as a process, reading Runtimes over HTTP
+//! from testenv's in-memory API server through a kubeconfig file (or `KUBECONFIG`, or
+//! `~/.kube/config`), with paged lists; the rows, the JSON document and the exit codes it gives
+//! for clean and broken stored statuses in two namespaces; and the one-line errors (exit 2) for a
+//! cluster that cannot be read.
 
 use serde_json::{Value, json};
 use std::collections::BTreeSet;

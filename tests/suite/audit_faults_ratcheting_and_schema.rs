@@ -2,7 +2,7 @@
 //! credential or unbounded server text in its errors), the admission answers of ratcheted
 //! writes (one-line warnings, no-op writes through both webhooks, KIM's retired `Deleting`
 //! state, the `kimHistory` switch), and the schema check of `kim check` / `kim review`
-//! against what kube-apiserver does. Each test pins one case that once failed.
+//! against what kube-apiserver does. Each test pins one case.
 //!
 //! The API servers here are a few lines of `std::net` each (a thread per server, one canned
 //! answer per request), so a test can make the server do what no real one should.

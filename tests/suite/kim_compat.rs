@@ -1,5 +1,5 @@
-//! The guard in front of a live KIM control cluster (status model §7): KIM-shaped write sequences
-//! (docs/kim-writes.md) on stored Runtimes that carry KIM's retired vocabulary of
+//! The guard in front of a live KIM control cluster (`docs/status-model.md` §7): KIM-shaped
+//! write sequences (docs/kim-writes.md) on stored Runtimes that carry KIM's retired vocabulary of
 //! several eras, through both webhooks over AdmissionReview JSON as the API server chains them;
 //! each ratcheting rule; retired names and the `kimHistory` switch; enforcement actions; the
 //! three example statuses of the discussion that defined the model.

@@ -38,7 +38,7 @@ mod samples;
 mod simulate_example;
 mod status_model;
 mod webhook_bad_input;
-mod webhook_hardening;
+mod webhook_certs_signals_and_secrets;
 mod webhook_process;
 mod webhook_reviews;
 mod webhook_tls;

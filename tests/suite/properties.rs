@@ -3,8 +3,8 @@
 //! - every defaulting patch applies to the object it was computed from, and a second
 //!   mutation of the patched object returns no patch (reinvocation is a no-op);
 //! - mutate-then-validate never denies what mutate produced from a valid predecessor;
-//! - a write that changes nothing is never denied (status model §7: a write is judged on what it
-//!   changes), whatever the stored object holds.
+//! - a write that changes nothing is never denied (`docs/status-model.md` §7: a write is judged
+//!   on what it changes), whatever the stored object holds.
 
 use testenv::model;
 

@@ -1,94 +1,57 @@
-//! `kim controller` under faults and the reconciler side of "no secret material anywhere".
+//! `kim controller` under injected API faults, deletions and kills mid-provisioning, client
+//! deadlines, and the reconciler side of "no secret material anywhere".
 //!
 //! Every test runs the real kube-runtime Controller (`kim::reconciler::run_with`, or the `kim`
 //! binary) over HTTP against `testenv` servers: the control cluster, Gardener (the simulated
-//! Gardener stepped in the background) and **one runtime cluster per Runtime** (each Shoot's
-//! `adminkubeconfig` points at its own server, so "one binding per administrator" is checked
-//! per cluster). Every status write goes through the status-model admission hook of
-//! `support::reconciler` (`kim::status::evaluate` with the writer's user): a denial, or a write
-//! that would need defaulting, is recorded and fails the test.
+//! Gardener stepped in the background) and **one runtime cluster per Runtime**, so "one binding
+//! per administrator" is checked per cluster. Every status write goes through the status-model
+//! admission hook of `support::reconciler`: a denial, or a write that would need defaulting,
+//! fails the test.
 //!
 //! # Faults
 //!
-//! A seeded xorshift RNG decides for every API call the controller makes (control cluster:
-//! the calls made as the controller's user; Gardener and the runtime clusters: all calls)
-//! whether it fails — 20 % of them — and how: 409 (30 % of the faults), 429 (25 %), 500 (30 %),
-//! a hang that the client must time out (10 %), or a late answer, processed by the server only
-//! after the client gave up (5 %). Watches only get 429 or 500. The sequence of decisions is
-//! reproducible from the seed; which call gets which decision depends on scheduling.
+//! A seeded xorshift RNG decides for every API call of the controller whether it fails — 20 % of
+//! them — and how: 409 (30 % of the faults), 429 (25 %), 500 (30 %), a hang the client must time
+//! out (10 %), or an answer processed only after the client gave up (5 %). Watches get only 429
+//! or 500. The decisions are reproducible from the seed; which call gets which depends on
+//! scheduling.
 //!
-//! kube's default client retries 429/503/504 by itself (`kube::Config::default_retry`). The
-//! controller's control-cluster and Gardener clients are built here from
-//! `ServerHandle::kube_config` with `default_retry = false` and the production request deadline
-//! (`kim::reconciler::deadline::build`, 1 s here), so every injected fault reaches the controller.
-//! The runtime-cluster clients are built by the controller itself from the kubeconfig Secret
-//! (`kube::Config::from_custom_kubeconfig`, `Settings::runtime_timeout` = 1 s here): their
-//! default retry stays on, so a 429 from a runtime cluster is retried inside the client (counted
-//! as injected all the same); 409, 500, hangs and late answers reach the controller.
+//! kube's default client retries 429/503/504 itself, so the control-cluster and Gardener clients
+//! are built here with `default_retry = false` and the production request deadline
+//! (`kim::reconciler::deadline::build`, 1 s here): every injected fault reaches the controller.
+//! The runtime-cluster clients are the controller's own, with their default retry: a 429 there is
+//! retried inside the client (counted as injected all the same).
 //!
-//! A transient error of a Runtime that is already `Ready` is retried without a status write
-//! (`Settings::transient_error_grace`, 60 s); during provisioning it is written (`Pending` with
-//! the step's `False` condition) as the spec says, so the status writes per Runtime exceed the
-//! 6 of a clean provisioning by the errors reported on the way (printed as writes "with a False
-//! condition").
+//! A transient error of a `Ready` Runtime is retried without a status write
+//! (`Settings::transient_error_grace`); during provisioning it is written (`Pending` with the
+//! step's `False` condition), so writes per Runtime exceed a clean provisioning's 6 by the errors
+//! reported on the way (printed as writes "with a False condition").
 //!
 //! # Tests
 //!
-//! - `runtimes_reach_ready_under_random_api_faults` (item 6): N Runtimes built from the samples
-//!   (unique names, Shoot names and runtime ids, two administrators each, every third with
-//!   Kubernetes 1.32 and so a structured-authentication ConfigMap) all reach `Ready` under 20 %
-//!   faults on all three clusters, then are all `Ready` at the same time with the faults still
-//!   on; no status write is `Failed`, none was denied or needed defaulting; exactly one Shoot per
-//!   Runtime (no `generateName`), one kubeconfig Secret, one binding per administrator in each
-//!   runtime cluster.
-//! - `runtimes_deleted_mid_provisioning_leave_nothing_behind` (item 6), under the same faults:
-//!   a quarter of the Runtimes deleted right after creation, a quarter before their Shoot exists
-//!   (Shoot creation held by Gardener's admission until the deletion), a quarter while Gardener
-//!   is `Processing`, a quarter after their kubeconfig Secret exists (bindings held in their
-//!   runtime cluster): no Runtime (so no finalizer), Shoot, Secret or ConfigMap left.
-//! - `controller_killed_and_restarted_mid_flow_resumes_without_duplicates` (item 6): the
-//!   controller's task aborted (not a graceful stop) at 8 random points while Runtimes are
-//!   created in batches and provisioned, a new controller started each time: all `Ready`, one
-//!   Shoot, Secret and binding set each, `Initialised` never written twice, nothing denied.
-//! - `no_secret_material_in_logs_events_status_or_metrics` and
-//!   `the_binary_emits_no_secret_material` (item 7): kubeconfigs with a unique marker, a bearer
-//!   token and a real private key (`client-key-data`), taken through the error paths (token
-//!   rejected by the runtime cluster, Secret write failing, unparsable kubeconfig, unusable key)
-//!   and to `Ready` and deletion; the logs (in-process: every event at TRACE, text and JSON;
-//!   binary: stdout and stderr at `RUST_LOG=debug`), all Events, every status write and
-//!   condition message, the stored Runtimes and `/metrics` are searched for the token, the
-//!   marker, the key's lines and base64 pieces of the key and of the kubeconfig.
-//! - Client deadlines (`kim::reconciler::deadline`), from two bugs found on the way:
-//!   `runtime_cluster_calls_get_their_whole_timeout_on_a_reused_connection` (a call answered
-//!   within the deadline on a reused connection succeeds), `the_binary_gets_past_a_hung_gardener_call`
-//!   (the binary's own clients time out a Gardener call that never returns:
-//!   `--request-timeout-seconds 2`), and `idle_watches_outlive_the_request_timeout` (watches
-//!   with no event for 5 request timeouts are neither cut nor reopened, and still deliver);
-//!   and, from the one-in-ten stall of the fault test (no call after the first two),
-//!   `a_request_held_unpolled_past_its_timeout_still_gets_its_whole_timeout` (the deadline
-//!   counts from when a request is sent, not from when the client service is called, and a
-//!   body read late is delivered: the Controller holds its watchers' requests unpolled during
-//!   its trigger backoff).
-//! - `an_event_whose_create_fails_transiently_is_sent_again`: the first three Event creates
-//!   answered 500, every condition change of a provisioning still gets its Event (they were
-//!   tried once: the Events of a control-plane restart were lost, `real_faults`).
+//! - under the faults, N Runtimes (two administrators each, every third on Kubernetes 1.32 and
+//!   so with a structured-authentication ConfigMap) all reach `Ready`, never `Failed`, with
+//!   exactly one Shoot, kubeconfig Secret and binding per administrator each;
+//! - under the same faults, Runtimes deleted right after creation, before their Shoot exists,
+//!   while Gardener is `Processing` and after their Secret exists leave nothing behind;
+//! - the controller aborted at 8 random points and started again: no duplicates, `Initialised`
+//!   never written twice;
+//! - kubeconfigs with a marker, a token and a private key, taken through the error paths, never
+//!   reach logs, Events, statuses or `/metrics`;
+//! - request deadlines: a reused connection, a hung Gardener call, a request held unpolled, an
+//!   idle watch (`kim::reconciler::deadline`); Event creates answered 500 or 403 are sent again.
 //!
 //! # Environment
 //!
-//! - `KIM_FAULTS_N`: Runtimes per test; default 40, so that the file stays within ~90 s in a
-//!   debug build on 2 shared cores (35–50 s measured). N = 100, the issue's figure, took 60 s
-//!   for the file on quiet cores and 150 s while other builds shared them:
-//!   `KIM_FAULTS_N=100 cargo test --test suite reconciler_faults`.
+//! - `KIM_FAULTS_N`: Runtimes per test, default 40 (35–50 s for the file in a debug build on 2
+//!   shared cores; `KIM_FAULTS_N=100` took 60–150 s).
 //! - `KIM_FAULTS_SEED`: seed of the fault and kill-point RNGs (default `0x6b696d2d6661756c`).
-//! - `KIM_FAULTS_GRACE_SECONDS`: `Settings::transient_error_grace` of the controllers (default
-//!   60 s); `0` writes every transient error of a `Ready` Runtime at once, the behaviour before
-//!   the grace (measured: 12.3–13.9 status writes per Runtime and 25–48 `Ready` → `Pending` flips
-//!   at N = 40, 13.5 and 93 at N = 100; with the grace 8.9–10.5 at N = 40, 9.2 at N = 100, no
-//!   flip).
+//! - `KIM_FAULTS_GRACE_SECONDS`: the controllers' transient-error grace (default 60 s); `0`
+//!   writes every transient error of a `Ready` Runtime at once (measured: 12.3–13.9 status writes
+//!   per Runtime and 25–48 `Ready` → `Pending` flips at N = 40; with the grace 8.9–10.5, no flip).
 //!
-//! The fault tests reconcile 32 Runtimes in parallel (the default is 4) to keep the run short.
-//! Measured figures are printed with `eprintln!` (`cargo test --test suite reconciler_faults --
-//! --nocapture`).
+//! The fault tests reconcile 32 Runtimes in parallel to keep the run short. Figures are printed
+//! with `eprintln!` (`cargo test --test suite reconciler_faults -- --nocapture`).
 
 use crate::support::reconciler::*;
 use base64::Engine as _;

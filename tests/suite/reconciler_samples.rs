@@ -1,9 +1,9 @@
-//! Every Runtime sample of `samples/runtimes` through its whole life with the real
-//! kube-runtime Controller of `kim controller` against in-memory API servers over HTTP
-//! (control cluster, Gardener with a simulated Gardener stepped by the test, runtime cluster):
-//! provisioned to `Ready` with the exact status sequence of the spec, updated (an
-//! administrator removed, the worker maximum raised) back to `Ready`, deleted with nothing
-//! left. Every status write is checked against the status model by an admission hook.
+//! Every Runtime sample of `samples/runtimes` through its whole life with the real kube-runtime
+//! Controller of `kim controller` against in-memory API servers over HTTP (control cluster,
+//! Gardener with a simulated Gardener stepped by the test, runtime cluster): provisioned to
+//! `Ready` with the exact status sequence of docs/reconciler.md ("Status sequences"), updated (an
+//! administrator removed, the worker maximum raised) back to `Ready`, deleted with nothing left.
+//! Every status write is checked against the status model by an admission hook.
 
 use crate::support::reconciler::*;
 use k8s_openapi::api::core::v1::Secret;

@@ -1,5 +1,5 @@
-//! `samples/` against the team's reference copy of the same files (`shared/samples` beside the
-//! repository on the team's machines and in CI, absent from a user's clone): every data file
+//! `samples/` against a reference copy of the same files kept outside the repository
+//! (`../shared/samples`, present in CI, absent from a clone): every data file
 //! is byte-identical in both places, and neither has a file the other lacks. Ignored by default
 //! because a clone has nothing to compare with; `.ci/run` runs it with `--ignored`.
 

@@ -1,6 +1,6 @@
 //! The status model over the real sample Runtimes: the reconciler's sequences are allowed, a
 //! table of illegal writes is denied with the expected rule ids, KIM-compatible writes pass,
-//! and defaulting behaves as status model §5 says.
+//! and defaulting behaves as `docs/status-model.md` §5 says.
 
 use testenv::model;
 

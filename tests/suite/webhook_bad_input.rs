@@ -1,4 +1,4 @@
-//! Bad-input corpus for the admission webhook.
+//! The admission webhook's answers to malformed, hostile and unexpected requests.
 //!
 //! Every malformed, hostile or unexpected request gets a well-formed AdmissionReview (HTTP 200,
 //! `allowed: false`, `status.code` 400/403/413, `response.uid` echoed when it can be read) or,
@@ -7,9 +7,9 @@
 //!
 //! Every case runs against an in-process server (`kim::webhook::start`) over real TLS with the
 //! dev certificates of `devcerts::ensure`. Reviews are built from the real sample Runtimes
-//! (`testenv::model`). The last tests reproduce defects found while attacking the server
-//! (condition floods, unbounded denials, quadratic checks, slowloris, log forging, body content
-//! in messages, year 9999); they state the expected behaviour and guard the fixes.
+//! (`testenv::model`). The last tests pin the bounds: condition floods, the length of a denial,
+//! checks that stay linear, slow uploads, forged log lines, no body content in messages, the
+//! year 9999.
 
 use testenv::model;
 

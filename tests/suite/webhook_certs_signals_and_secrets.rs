@@ -1,21 +1,18 @@
-//! Webhook hardening under realistic conditions.
+//! The real `kim webhook` binary's certificates, signals and secret hygiene, under load:
 //!
-//! - Certificate rotation under load: a kubelet-style Secret volume swapped to a certificate
-//!   of a new CA while a load generator sends realistic Runtime status reviews over keep-alive
-//!   (HTTP/1.1 and HTTP/2) and fresh connections.
-//! - SIGTERM under the same load against the real `kim` binary, with slow uploads mid-body;
-//!   and with `--shutdown-delay-seconds` and clients that follow readiness (nothing lost);
-//!   SIGINT as gracefully.
-//! - TLS on the real binary: only 1.2/1.3, nothing leaks to plain HTTP, start-up errors are one
-//!   line and a non-zero exit; an expired certificate.
-//! - Secrets: kubeconfigs, bearer tokens and private keys in reviews never reach the logs
-//!   (text, JSON, trace level), the metrics, or the answers.
+//! - certificate rotation: a kubelet-style Secret volume swapped to a certificate of a new CA
+//!   while reviews go over keep-alive (HTTP/1.1 and HTTP/2) and fresh connections; bad
+//!   certificates at start-up are one-line errors and a non-zero exit; an expired certificate is
+//!   served, reported and replaced without a restart; only TLS 1.2/1.3, nothing to plain HTTP;
+//! - SIGTERM under load, with slow uploads mid-body, and with `--shutdown-delay-seconds` and
+//!   clients that follow readiness (nothing lost); SIGINT as gracefully;
+//! - kubeconfigs, bearer tokens and private keys in reviews never reach the logs (text, JSON,
+//!   trace level), the metrics or the answers.
 //!
-//! What `webhook_tls`, `webhook_process` and `webhook_bad_input` already prove (one
-//! reload without load, TLS 1.1 refusal in-process, start-up errors of `start`, one slow upload
-//! during an in-process shutdown, in-process log hygiene) is not repeated; these tests extend
-//! it to load, the real process and more inputs. Measured figures are printed with `eprintln!`
-//! (`cargo test --test suite webhook_hardening -- --nocapture`).
+//! The in-process counterparts (one reload without load, TLS 1.1 refusal, one slow upload during
+//! a shutdown, log hygiene) are in `webhook_tls`, `webhook_process` and `webhook_bad_input`.
+//! Figures are printed with `eprintln!` (`cargo test --test suite
+//! webhook_certs_signals_and_secrets -- --nocapture`).
 
 use crate::support;
 use testenv::model;
