@@ -48,6 +48,8 @@ fn main() -> Result<(), String> {
             Fault::RotateCertificate,
             Fault::KillOne,
         ],
+        cpu: None,
+        webhook_args: Vec::new(),
     };
     println!(
         "== rollout: {} writes/s for {} s over {} Runtimes; replicas with --shutdown-delay-seconds {}; health checks every {} ms",
