@@ -9,7 +9,6 @@
 //! | `kim_webhook_requests_total` | counter | `path`, `decision` (`allowed`\|`denied`), `code` | admission answers sent |
 //! | `kim_webhook_request_duration_seconds` | histogram | `path` | server time per admission request, body read included (buckets 50 µs … 1 s) |
 //! | `kim_webhook_requests_in_flight` | gauge | — | admission requests being handled now |
-//! | `kim_webhook_requests_shed_total` | counter | `path` | admission requests answered HTTP 429 with `Retry-After`, unread, because `--max-in-flight` were being handled |
 //! | `kim_webhook_cert_reloads_total` | counter | `result` (`success`\|`failure`) | certificate reloads after a change in the cert dir |
 //! | `kim_webhook_cert_expiry_timestamp_seconds` | gauge | — | `notAfter` of the serving certificate in use, seconds since the Unix epoch |
 //! | `kim_webhook_cert_last_reload_successful` | gauge | — | 1 while the files in the cert dir are the certificate in use (start-up, or the last reload loaded them), 0 after a change that did not load (the previous certificate stays in use) |
@@ -77,7 +76,6 @@ pub struct Metrics {
     requests: Family<RequestLabels, Counter>,
     latency: HistogramFamily,
     in_flight: Gauge,
-    shed: Family<PathLabels, Counter>,
     cert_reloads: Family<ReloadLabels, Counter>,
     cert_expiry: Gauge,
     cert_reload_ok: Gauge,
@@ -97,7 +95,6 @@ impl Metrics {
         let requests = Family::<RequestLabels, Counter>::default();
         let latency: HistogramFamily = Family::new_with_constructor(latency_histogram);
         let in_flight = Gauge::default();
-        let shed = Family::<PathLabels, Counter>::default();
         let cert_reloads = Family::<ReloadLabels, Counter>::default();
         let cert_expiry = Gauge::default();
         let cert_reload_ok = Gauge::default();
@@ -117,11 +114,6 @@ impl Metrics {
             "requests_in_flight",
             "Admission requests being handled",
             in_flight.clone(),
-        );
-        registry.register(
-            "requests_shed",
-            "Admission requests answered 429 with Retry-After, unread, over the in-flight limit",
-            shed.clone(),
         );
         registry.register(
             "cert_reloads",
@@ -152,7 +144,6 @@ impl Metrics {
             requests,
             latency,
             in_flight,
-            shed,
             cert_reloads,
             cert_expiry,
             cert_reload_ok,
@@ -191,11 +182,6 @@ impl Metrics {
         self.latency
             .get_or_create(&PathLabels { path })
             .observe(seconds);
-    }
-
-    /// Counts one admission request answered 429 over the in-flight limit.
-    pub(crate) fn observe_shed(&self, path: &'static str) {
-        self.shed.get_or_create(&PathLabels { path }).inc();
     }
 
     /// Marks one admission request as in flight until the returned guard is dropped.

@@ -66,11 +66,6 @@ pub struct WebhookArgs {
     /// sleep in images without a shell). Counted within the grace period.
     #[arg(long, env = "KIM_SHUTDOWN_DELAY_SECONDS", default_value_t = 0)]
     pub shutdown_delay_seconds: u64,
-
-    /// Admission requests handled at once per replica; more are answered HTTP 429 with
-    /// `Retry-After: 1`, which kube-apiserver retries within `timeoutSeconds`. 0: no limit.
-    #[arg(long, env = "KIM_MAX_IN_FLIGHT", default_value_t = server::MAX_IN_FLIGHT)]
-    pub max_in_flight: usize,
 }
 
 impl WebhookArgs {
@@ -100,7 +95,6 @@ impl WebhookArgs {
             addr: self.addr,
             metrics_addr: self.metrics_addr,
             policy: Arc::new(self.policy()?),
-            max_in_flight: self.max_in_flight,
             ..Settings::new(self.effective_cert_dir()?)
         })
     }

@@ -5,10 +5,7 @@
 //!   200 with `Content-Type: application/json`; the body comes from
 //!   [`admission::review`] or, for bodies refused here, [`admission::reject`] (413 over the
 //!   body limit, 400 for a wrong content type or an unreadable body). Query strings (the
-//!   apiserver's `?timeout=10s`) are ignored. Over [`Settings::max_in_flight`] admission
-//!   requests at once, a request is answered at once, unread, with HTTP 429, `Retry-After: 1`
-//!   and a metav1 `Status` body: kube-apiserver's webhook client (client-go's `Request`)
-//!   sends it again a second later, within the webhook's `timeoutSeconds`.
+//!   apiserver's `?timeout=10s`) are ignored.
 //! - `GET /healthz`: 200 while the process runs. `GET /readyz`: 200 once the certificate is
 //!   loaded and the listener bound, 503 once shutdown began.
 //! - anything else: 404 (405 for a wrong method on a known path).
@@ -127,17 +124,7 @@ pub struct Settings {
     pub reload_interval: Duration,
     /// Watch the cert dir for changes (default true); the periodic re-read runs regardless.
     pub watch_cert_dir: bool,
-    /// Admission requests handled at once (body read, review, answer); more are answered
-    /// 429 with `Retry-After: 1`. 0: no limit. Default [`MAX_IN_FLIGHT`].
-    pub max_in_flight: usize,
 }
-
-/// Default of [`Settings::max_in_flight`] (`--max-in-flight`).
-pub const MAX_IN_FLIGHT: usize = 0;
-
-/// `Retry-After` of a 429 answer, in seconds: client-go waits this long before it sends the
-/// request again (it honours integer seconds only).
-const RETRY_AFTER_SECS: u64 = 1;
 
 impl Settings {
     /// Production defaults: `0.0.0.0:9443`, metrics on `0.0.0.0:8080`, the built-in policy,
@@ -152,7 +139,6 @@ impl Settings {
             body_timeout: Duration::from_secs(30),
             reload_interval: Duration::from_secs(5),
             watch_cert_dir: true,
-            max_in_flight: MAX_IN_FLIGHT,
         }
     }
 
@@ -169,9 +155,6 @@ impl Settings {
 struct AppState {
     /// Bounds how many large reviews are evaluated at once on the blocking pool.
     heavy: tokio::sync::Semaphore,
-    /// Bounds the admission requests handled at once; `None`: no limit.
-    admission: Option<tokio::sync::Semaphore>,
-    max_in_flight: usize,
     policy: Arc<Policy>,
     metrics: Arc<Metrics>,
     ready: AtomicBool,
@@ -238,9 +221,6 @@ pub async fn start(settings: Settings) -> anyhow::Result<Running> {
         heavy: tokio::sync::Semaphore::new(
             std::thread::available_parallelism().map_or(2, |n| n.get()),
         ),
-        admission: (settings.max_in_flight > 0)
-            .then(|| tokio::sync::Semaphore::new(settings.max_in_flight)),
-        max_in_flight: settings.max_in_flight,
         policy: settings.policy.clone(),
         metrics: metrics.clone(),
         ready: AtomicBool::new(false),
@@ -580,47 +560,8 @@ fn guarded(path: &'static str, f: impl FnOnce() -> Outcome) -> Option<Outcome> {
     }
 }
 
-/// The answer to an admission request over the in-flight limit: 429, `Retry-After`, and a
-/// metav1 `Status` (what kube-apiserver's own priority and fairness answers).
-fn too_many_requests(st: &AppState, path: &'static str) -> Response {
-    st.metrics.observe_shed(path);
-    let body = serde_json::json!({
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": format!(
-            "kim webhook: {} admission requests in flight, the limit; retry after {RETRY_AFTER_SECS} s",
-            st.max_in_flight
-        ),
-        "reason": "TooManyRequests",
-        "details": {"retryAfterSeconds": RETRY_AFTER_SECS},
-        "code": 429,
-    });
-    (
-        StatusCode::TOO_MANY_REQUESTS,
-        [
-            (
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("application/json"),
-            ),
-            (header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS)),
-        ],
-        body.to_string(),
-    )
-        .into_response()
-}
-
 async fn admit(st: &Arc<AppState>, hook: Hook, path: &'static str, req: Request) -> Response {
     let started = Instant::now();
-    // Before the body is read: shedding must cost next to nothing.
-    let _permit = match &st.admission {
-        Some(limit) => match limit.try_acquire() {
-            Ok(permit) => Some(permit),
-            Err(_) => return too_many_requests(st, path),
-        },
-        None => None,
-    };
     let _in_flight = st.metrics.in_flight();
     let (parts, body) = req.into_parts();
     let read = read_body(body, &parts.headers, st.body_limit, st.body_timeout).await;

@@ -173,14 +173,6 @@ fn kim_counts(text: &str) -> BTreeMap<String, f64> {
             out.insert(IN_FLIGHT.to_string(), v.trim().parse().unwrap_or(0.0));
             continue;
         }
-        // Answers over `--max-in-flight`: filed as `"/validate shed 429"`.
-        if let Some(rest) = line.strip_prefix("kim_webhook_requests_shed_total{path=\"")
-            && let Some((path, value)) = rest.split_once("\"} ")
-        {
-            *out.entry(format!("{path} shed 429")).or_default() +=
-                value.trim().parse::<f64>().unwrap_or(0.0);
-            continue;
-        }
         let Some(rest) = line.strip_prefix("kim_webhook_requests_total{") else {
             continue;
         };
