@@ -58,6 +58,7 @@
 #![warn(missing_docs)]
 
 pub mod capture;
+pub mod cgroup;
 pub mod controlplane;
 pub mod gardener;
 pub mod haproxy;

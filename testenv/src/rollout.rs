@@ -10,7 +10,13 @@
 //! from its scheduled send), kube-apiserver's `/metrics` (webhook calls, rejections, fail-open
 //! counts, before and after) and each replica's `kim_webhook_requests_total` (scraped every
 //! 200 ms and once more when it stops, summed over every process that served).
+//!
+//! [`Options::cpu`] puts each replica in a cgroup with a CPU quota ([`crate::cgroup`]), as a
+//! pod's `limits.cpu` does, and [`Options::webhook_args`] passes flags to every replica: the
+//! overload benchmark (`benches/overload.rs`) runs the same load against replicas slower than
+//! kube-apiserver can call them.
 
+use crate::cgroup::CpuGroup;
 use crate::controlplane::{ControlPlane, WebhookCerts, point_webhooks_at};
 use crate::haproxy::{Backend, Haproxy};
 use crate::process::Process;
@@ -55,6 +61,20 @@ pub struct Options {
     pub health_check: Duration,
     /// The faults, in order.
     pub faults: Vec<Fault>,
+    /// A CPU quota for each replica (each its own cgroup), `None` for none.
+    pub cpu: Option<CpuLimit>,
+    /// Flags added to every replica's `kim webhook` command line.
+    pub webhook_args: Vec<String>,
+}
+
+/// A CFS quota: `quota_us` of CPU time every `period_us` (what `limits.cpu` sets: `10m` is
+/// 1 000 µs per 100 000 µs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CpuLimit {
+    /// `cpu.cfs_period_us`, 1 000 ..= 1 000 000.
+    pub period_us: u64,
+    /// `cpu.cfs_quota_us`, at least 1 000.
+    pub quota_us: u64,
 }
 
 /// One failed write: when (since the load started) and what the client got.
@@ -82,9 +102,17 @@ pub struct Report {
     /// kube-apiserver's admission webhook counters over the load (difference of `/metrics`):
     /// series name with labels → increase.
     pub apiserver: BTreeMap<String, f64>,
-    /// Answers of kim's replicas over the load, by `path` and `decision`, summed over every
-    /// process.
+    /// Answers of kim's replicas over the load, by `path`, `decision` and `code`
+    /// (`"/validate allowed 200"`), summed over every process.
     pub kim: BTreeMap<String, f64>,
+    /// The highest `kim_webhook_requests_in_flight` seen per replica slot (scraped every
+    /// 200 ms, so a lower bound of the true peak).
+    pub in_flight_max: BTreeMap<String, i64>,
+    /// Per CPU-limited replica slot: `cpu.stat`'s periods, throttled periods and throttled
+    /// time (ns) over the load.
+    pub throttling: BTreeMap<String, (u64, u64, u64)>,
+    /// `/proc/loadavg` when the load started and when it ended.
+    pub load_average: (String, String),
 }
 
 impl Report {
@@ -132,13 +160,19 @@ struct Replica {
     name: String,
     addr: SocketAddr,
     metrics: SocketAddr,
+    // Dropped (killed) before its cgroup is removed.
     process: Option<Process>,
+    cgroup: Option<CpuGroup>,
 }
 
-/// The answers a replica counted, by `path`/`decision`.
+/// The answers a replica counted, by `path`/`decision`/`code`.
 fn kim_counts(text: &str) -> BTreeMap<String, f64> {
     let mut out = BTreeMap::new();
     for line in text.lines() {
+        if let Some(v) = line.strip_prefix("kim_webhook_requests_in_flight ") {
+            out.insert(IN_FLIGHT.to_string(), v.trim().parse().unwrap_or(0.0));
+            continue;
+        }
         let Some(rest) = line.strip_prefix("kim_webhook_requests_total{") else {
             continue;
         };
@@ -153,10 +187,25 @@ fn kim_counts(text: &str) -> BTreeMap<String, f64> {
                 .trim_matches('"')
                 .to_string()
         };
-        *out.entry(format!("{} {}", get("path"), get("decision")))
-            .or_default() += value.trim().parse::<f64>().unwrap_or(0.0);
+        *out.entry(format!(
+            "{} {} {}",
+            get("path"),
+            get("decision"),
+            get("code")
+        ))
+        .or_default() += value.trim().parse::<f64>().unwrap_or(0.0);
     }
     out
+}
+
+/// The key [`kim_counts`] files the in-flight gauge under (not a count: left out of sums).
+const IN_FLIGHT: &str = "in_flight";
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .trim()
+        .to_string()
 }
 
 async fn scrape(addr: SocketAddr) -> Option<String> {
@@ -179,7 +228,13 @@ type Results = Arc<Mutex<Vec<(Instant, Result<Duration, String>)>>>;
 type Seen = Arc<Mutex<BTreeMap<(String, u32), BTreeMap<String, f64>>>>;
 
 impl Replica {
-    fn start(&mut self, kim: &Path, cert_dir: &Path, delay: u64) -> Result<(), String> {
+    fn start(
+        &mut self,
+        kim: &Path,
+        cert_dir: &Path,
+        delay: u64,
+        extra: &[String],
+    ) -> Result<(), String> {
         let mut cmd = Command::new(kim);
         cmd.args(["webhook", "--addr"])
             .arg(self.addr.to_string())
@@ -189,8 +244,13 @@ impl Replica {
             .arg(cert_dir)
             .args(["--log-format", "json", "--shutdown-delay-seconds"])
             .arg(delay.to_string())
+            .args(extra)
             .env("RUST_LOG", "warn");
-        self.process = Some(Process::spawn(&mut cmd).map_err(|e| format!("kim: {e}"))?);
+        let process = Process::spawn(&mut cmd).map_err(|e| format!("kim: {e}"))?;
+        if let Some(group) = &self.cgroup {
+            group.add(process.id())?;
+        }
+        self.process = Some(process);
         Ok(())
     }
 }
@@ -249,6 +309,7 @@ async fn apiserver_counters(client: &kube::Client) -> Result<BTreeMap<String, f6
             "apiserver_admission_webhook_request_total{",
             "apiserver_admission_webhook_rejection_count{",
             "apiserver_admission_webhook_fail_open_count{",
+            "apiserver_admission_webhook_admission_duration_seconds_",
         ];
         if !interesting.iter().any(|p| line.starts_with(p)) {
             continue;
@@ -306,16 +367,32 @@ pub async fn run(opts: &Options) -> Result<Report, String> {
     let mut volume = KubeletDir::new(&cert, &key);
     let mut replicas: Vec<Replica> = ["a", "b"]
         .iter()
-        .map(|n| Replica {
-            name: n.to_string(),
-            addr: free_addr(),
-            metrics: free_addr(),
-            process: None,
+        .map(|n| {
+            let cgroup = match opts.cpu {
+                Some(l) => Some(CpuGroup::new(
+                    &format!("kim-rollout-{}-{n}", std::process::id()),
+                    l.period_us,
+                    l.quota_us,
+                )?),
+                None => None,
+            };
+            Ok(Replica {
+                name: n.to_string(),
+                addr: free_addr(),
+                metrics: free_addr(),
+                process: None,
+                cgroup,
+            })
         })
-        .collect();
+        .collect::<Result<_, String>>()?;
     let mut incarnation: BTreeMap<String, u32> = BTreeMap::new();
     for r in &mut replicas {
-        r.start(&opts.kim, volume.path(), opts.shutdown_delay_secs)?;
+        r.start(
+            &opts.kim,
+            volume.path(),
+            opts.shutdown_delay_secs,
+            &opts.webhook_args,
+        )?;
         incarnation.insert(r.name.clone(), 0);
         wait_ready(r.metrics, Duration::from_secs(60)).await?;
     }
@@ -385,6 +462,11 @@ pub async fn run(opts: &Options) -> Result<Report, String> {
         sum
     };
     let before_api = apiserver_counters(&admin).await?;
+    let before_throttling: BTreeMap<String, (u64, u64, u64)> = replicas
+        .iter()
+        .filter_map(|r| Some((r.name.clone(), r.cgroup.as_ref()?.throttling())))
+        .collect();
+    let load_average_start = load_average();
 
     // The load: open loop, each write spawned at its scheduled time.
     let load_start = Instant::now();
@@ -420,8 +502,10 @@ pub async fn run(opts: &Options) -> Result<Report, String> {
             }
         })
     };
+    let in_flight_max: Arc<Mutex<BTreeMap<String, i64>>> = Arc::default();
     let scraper = {
         let seen = seen.clone();
+        let in_flight_max = in_flight_max.clone();
         let slots: Vec<(String, SocketAddr)> = replicas
             .iter()
             .map(|r| (r.name.clone(), r.metrics))
@@ -433,9 +517,12 @@ pub async fn run(opts: &Options) -> Result<Report, String> {
                 for (name, addr) in &slots {
                     if let Some(text) = scrape(*addr).await {
                         let i = inc2.lock().unwrap()[name];
-                        seen.lock()
-                            .unwrap()
-                            .insert((name.clone(), i), kim_counts(&text));
+                        let counts = kim_counts(&text);
+                        let now = counts.get(IN_FLIGHT).copied().unwrap_or(0.0) as i64;
+                        let mut max = in_flight_max.lock().unwrap();
+                        let m = max.entry(name.clone()).or_insert(0);
+                        *m = (*m).max(now);
+                        seen.lock().unwrap().insert((name.clone(), i), counts);
                     }
                 }
                 tokio::time::sleep(Duration::from_millis(200)).await;
@@ -470,7 +557,12 @@ pub async fn run(opts: &Options) -> Result<Report, String> {
                     }
                     events.push((load_start.elapsed(), format!("{} exited", r.name)));
                     *scraper.1.lock().unwrap().get_mut(&r.name).unwrap() += 1;
-                    r.start(&opts.kim, volume.path(), opts.shutdown_delay_secs)?;
+                    r.start(
+                        &opts.kim,
+                        volume.path(),
+                        opts.shutdown_delay_secs,
+                        &opts.webhook_args,
+                    )?;
                     lb.wait_server(&r.name, true, Duration::from_secs(60))
                         .await?;
                     events.push((load_start.elapsed(), format!("{} back in haproxy", r.name)));
@@ -517,7 +609,12 @@ pub async fn run(opts: &Options) -> Result<Report, String> {
                     .await?;
                 events.push((load_start.elapsed(), format!("{} out of haproxy", r.name)));
                 *scraper.1.lock().unwrap().get_mut(&r.name).unwrap() += 1;
-                r.start(&opts.kim, volume.path(), opts.shutdown_delay_secs)?;
+                r.start(
+                    &opts.kim,
+                    volume.path(),
+                    opts.shutdown_delay_secs,
+                    &opts.webhook_args,
+                )?;
                 lb.wait_server(&r.name, true, Duration::from_secs(60))
                     .await?;
                 events.push((load_start.elapsed(), format!("{} back in haproxy", r.name)));
@@ -536,11 +633,22 @@ pub async fn run(opts: &Options) -> Result<Report, String> {
     }
     scraper.0.abort();
     let after_api = apiserver_counters(&admin).await?;
+    let load_average_end = load_average();
 
     let mut report = Report {
         events,
+        load_average: (load_average_start, load_average_end),
         ..Report::default()
     };
+    for r in &replicas {
+        if let (Some(g), Some(b)) = (&r.cgroup, before_throttling.get(&r.name)) {
+            let a = g.throttling();
+            report
+                .throttling
+                .insert(r.name.clone(), (a.0 - b.0, a.1 - b.1, a.2 - b.2));
+        }
+    }
+    report.in_flight_max = in_flight_max.lock().unwrap().clone();
     for (due, r) in results.lock().unwrap().drain(..) {
         report.sent += 1;
         match r {
@@ -563,11 +671,11 @@ pub async fn run(opts: &Options) -> Result<Report, String> {
         }
     }
     for counts in seen.lock().unwrap().values() {
-        for (k, v) in counts {
+        for (k, v) in counts.iter().filter(|(k, _)| *k != IN_FLIGHT) {
             *report.kim.entry(k.clone()).or_insert(0.0) += v;
         }
     }
-    for (k, v) in before_kim {
+    for (k, v) in before_kim.into_iter().filter(|(k, _)| k != IN_FLIGHT) {
         *report.kim.entry(k).or_insert(0.0) -= v;
     }
     for r in &mut replicas {

@@ -30,6 +30,8 @@ async fn no_status_write_fails_while_the_webhook_rolls_and_renews_its_certificat
         shutdown_delay_secs: 4,
         health_check: std::time::Duration::from_secs(1),
         faults: vec![Fault::RollingRestart, Fault::RotateCertificate],
+        cpu: None,
+        webhook_args: Vec::new(),
     };
     let report = rollout::run(&opts).await.expect("the rollout runs");
     for (at, what) in &report.events {
