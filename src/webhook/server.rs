@@ -47,6 +47,10 @@ const DRAIN_LIMIT: u64 = 32 * 1024 * 1024;
 /// A request head must arrive within this time, or the connection is closed.
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Streams an HTTP/2 client may have open on one connection (hyper's default), and streams it
+/// may cancel before the server accepted them.
+const MAX_CONCURRENT_STREAMS: u32 = 200;
+
 /// Bodies up to this size are evaluated on the async worker (microseconds of work); larger
 /// ones on the blocking pool, at most one per core at a time, so that a flood of big reviews
 /// cannot starve small ones (the apiserver's timeout is 10 s by default).
@@ -239,6 +243,16 @@ pub async fn start(settings: Settings) -> anyhow::Result<Running> {
         .http_builder()
         .http1()
         .header_read_timeout(HEADER_READ_TIMEOUT);
+    // kube-apiserver cancels every call that reaches the webhook's `timeoutSeconds`; a busy
+    // replica may not have accepted those streams yet. h2 allows 20 such resets per connection,
+    // then closes it with GOAWAY ENHANCE_YOUR_CALM, failing every other call on it (measured:
+    // docs/control-plane.md, "An overloaded webhook: queue or shed with 429"). Allowing as many
+    // as may be open at once still bounds a rapid-reset flood.
+    server
+        .http_builder()
+        .http2()
+        .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
+        .max_pending_accept_reset_streams(MAX_CONCURRENT_STREAMS as usize);
     let app = router(state.clone());
     let server = tokio::spawn(server.serve(app.into_make_service()));
 

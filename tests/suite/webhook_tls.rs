@@ -143,6 +143,70 @@ async fn h2_and_http1_both_work() {
     }
 }
 
+/// kube-apiserver cancels (`RST_STREAM`) every webhook call that reaches `timeoutSeconds`, and
+/// an overloaded replica may not have accepted those streams yet. h2's default allows 20 such
+/// resets on a connection, then answers `GOAWAY ENHANCE_YOUR_CALM "too_many_resets"` and closes
+/// it, failing every other call on it (kube-apiserver: `http2: client connection force closed`).
+/// kim allows as many as may be open at once: 100 streams opened and cancelled in one burst,
+/// and the same connection still answers a review.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelled_streams_do_not_close_an_h2_connection() {
+    use rustls_pki_types::pem::PemObject;
+    let c0 = certs("ca");
+    let dir = plain_dir(&c0);
+    let server = start(dir.path()).await;
+    kim::webhook::certs::install_default_provider();
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls_pki_types::CertificateDer::pem_slice_iter(c0.ca_pem.as_bytes()) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let mut tls = rustls::ClientConfig::builder()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    tls.alpn_protocols = vec![b"h2".to_vec()];
+    let tcp = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    let io = tokio_rustls::TlsConnector::from(std::sync::Arc::new(tls))
+        .connect("localhost".try_into().unwrap(), tcp)
+        .await
+        .unwrap();
+    let (mut h2, connection) = h2::client::handshake(io).await.unwrap();
+    let post = || {
+        http::Request::post(url(server.addr, "/validate"))
+            .header("content-type", JSON)
+            .body(())
+            .unwrap()
+    };
+    // Queued before the connection is driven, so they reach the server in one burst, before it
+    // accepts any of them.
+    let mut cancelled = Vec::new();
+    for _ in 0..100 {
+        let (answer, mut body) = h2.send_request(post(), false).unwrap();
+        body.send_reset(h2::Reason::CANCEL);
+        cancelled.push(answer);
+    }
+    let connection = tokio::spawn(connection);
+    let mut h2 = h2.ready().await.expect("the connection is open");
+    let (answer, mut body) = h2.send_request(post(), false).unwrap();
+    body.send_data(review_json("after-resets", 10).into(), true)
+        .unwrap();
+    let answer = tokio::time::timeout(Duration::from_secs(10), answer)
+        .await
+        .expect("answered within 10 s")
+        .expect("the connection still answers after 100 cancelled streams");
+    assert_eq!(answer.status(), 200);
+    let mut data = answer.into_body();
+    let mut bytes = Vec::new();
+    while let Some(chunk) = data.data().await {
+        let chunk = chunk.unwrap();
+        data.flow_control().release_capacity(chunk.len()).unwrap();
+        bytes.extend_from_slice(&chunk);
+    }
+    assert_eq!(parse_review(&bytes)["response"]["uid"], "after-resets");
+    drop(h2);
+    drop(cancelled);
+    connection.abort();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tls12_and_tls13_accepted_older_refused() {
     let c0 = certs("ca");
