@@ -16,10 +16,10 @@ use std::path::Path;
 /// Exit code: allowed / success.
 pub const EXIT_ALLOWED: u8 = 0;
 /// Exit code: denied.
-pub const EXIT_DENIED: u8 = 1;
+pub(crate) const EXIT_DENIED: u8 = 1;
 /// Exit code: unreadable input (missing file, YAML/JSON syntax error, invalid policy file), or
 /// a Runtime the API server would refuse against the CRD schema.
-pub const EXIT_INPUT: u8 = 2;
+pub(crate) const EXIT_INPUT: u8 = 2;
 
 /// `kim review`: an AdmissionReview file in, the webhook's answer out.
 #[derive(Debug, Clone, Args)]

@@ -52,21 +52,21 @@ use std::collections::BTreeMap;
 
 /// Provider types the converter supports (`spec.shoot.provider.type`).
 /// Network plugin used when the Runtime names none.
-pub const DEFAULT_NETWORKING_TYPE: &str = "calico";
+pub(crate) const DEFAULT_NETWORKING_TYPE: &str = "calico";
 /// Type of the Gardener networking-filter extension.
-pub const EXTENSION_NETWORKING_FILTER: &str = "shoot-networking-filter";
+pub(crate) const EXTENSION_NETWORKING_FILTER: &str = "shoot-networking-filter";
 /// Type of the Gardener DNS extension.
-pub const EXTENSION_DNS: &str = "shoot-dns-service";
+pub(crate) const EXTENSION_DNS: &str = "shoot-dns-service";
 /// Type of the NVIDIA OpenShell extension.
-pub const EXTENSION_NVIDIA_OPENSHELL: &str = "shoot-nvidia-openshell";
+pub(crate) const EXTENSION_NVIDIA_OPENSHELL: &str = "shoot-nvidia-openshell";
 /// API version of the `shoot-dns-service` provider config.
-pub const DNS_CONFIG_API_VERSION: &str = "service.dns.extensions.gardener.cloud/v1alpha1";
+pub(crate) const DNS_CONFIG_API_VERSION: &str = "service.dns.extensions.gardener.cloud/v1alpha1";
 /// Seed label matched when a Runtime enforces the seed location.
-pub const SEED_REGION_LABEL: &str = "seed.gardener.cloud/region";
+pub(crate) const SEED_REGION_LABEL: &str = "seed.gardener.cloud/region";
 /// Name prefix of the structured-authentication ConfigMap: `structured-auth-config-<shoot>`.
-pub const STRUCTURED_AUTH_CONFIG_MAP_PREFIX: &str = "structured-auth-config-";
+pub(crate) const STRUCTURED_AUTH_CONFIG_MAP_PREFIX: &str = "structured-auth-config-";
 /// Data key of the structured-authentication ConfigMap Gardener reads.
-pub const STRUCTURED_AUTH_CONFIG_KEY: &str = "config.yaml";
+pub(crate) const STRUCTURED_AUTH_CONFIG_KEY: &str = "config.yaml";
 
 /// Why a Runtime cannot be converted. Every message starts with the Runtime field at fault;
 /// the reconciler writes it as the `Provisioned=False/ConversionErr` message and stops

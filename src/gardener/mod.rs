@@ -23,4 +23,4 @@ pub use convert::{
     ConversionError, OidcPlacement, StructuredAuthConfig, apply_no_downgrade, check_names_shoot,
     runtime_to_shoot, runtime_to_shoot_for_update, structured_authentication_config,
 };
-pub use errors::{OperationType, ShootProgress, classify, classify_shoot};
+pub(crate) use errors::{OperationType, ShootProgress, classify_shoot};

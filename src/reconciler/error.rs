@@ -37,7 +37,7 @@ pub enum Error {
 
 impl Error {
     /// Wraps a client error with what was being done.
-    pub fn api(what: impl Into<String>, source: kube::Error) -> Error {
+    pub(crate) fn api(what: impl Into<String>, source: kube::Error) -> Error {
         Error::Api {
             what: what.into(),
             source: Box::new(source),
@@ -45,21 +45,13 @@ impl Error {
     }
 
     /// Short label for the errors metric: `api`, `denied`, `runtime_cluster`, `other`.
-    pub fn kind(&self) -> &'static str {
+    pub(crate) fn kind(&self) -> &'static str {
         match self {
             Error::Api { .. } => "api",
             Error::StatusDenied(_) => "denied",
             Error::RuntimeCluster(_) => "runtime_cluster",
             Error::Stale(_) => "api",
             Error::Other(_) => "other",
-        }
-    }
-
-    /// The HTTP code of an API error, if the server answered one.
-    pub fn code(&self) -> Option<u16> {
-        match self {
-            Error::Api { source, .. } => api_code(source),
-            _ => None,
         }
     }
 
@@ -80,7 +72,7 @@ impl Error {
 /// 408, 409, 429 or 5xx, or there was no (complete) answer — a request timeout
 /// ([`super::deadline::RequestTimedOut`]), a connection error, a stream cut. Other answers
 /// (400, 401, 403, 404, 422, …) and client-side errors (TLS, authentication, decoding) are not.
-pub fn transient(e: &kube::Error) -> bool {
+pub(crate) fn transient(e: &kube::Error) -> bool {
     match e {
         kube::Error::Api(s) => matches!(s.code, 408 | 409 | 429) || s.code >= 500,
         kube::Error::HyperError(_) | kube::Error::Service(_) | kube::Error::ReadEvents(_) => true,
@@ -108,7 +100,7 @@ pub(crate) fn is_conflict(e: &kube::Error) -> bool {
 
 /// A one-line description of an API error for conditions and logs: the server's message for
 /// API errors, the client error otherwise (never a request body).
-pub fn describe(e: &kube::Error) -> String {
+pub(crate) fn describe(e: &kube::Error) -> String {
     match e {
         kube::Error::Api(s) => format!("{} ({})", s.message, s.code),
         other => other.to_string(),

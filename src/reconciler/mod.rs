@@ -95,12 +95,11 @@ pub mod status_update;
 
 pub use context::{Ctx, Settings};
 pub use controller::{run_with, runtime_for_shoot};
-pub use error::Error;
 pub use leader::LeaderElection;
 pub use metrics::Metrics;
 
 use crate::gardener::Config;
-pub use crate::telemetry::{LogFormat, init_tracing};
+pub(crate) use crate::telemetry::LogFormat;
 use anyhow::{Context as _, bail};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

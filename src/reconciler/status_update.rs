@@ -70,7 +70,7 @@ impl Update {
     }
 
     /// Also set `provisioningCompleted: true` (first `Ready`).
-    pub fn completed(mut self) -> Update {
+    pub(crate) fn completed(mut self) -> Update {
         self.provisioning_completed = true;
         self
     }

@@ -25,14 +25,14 @@ impl Violation {
     }
 
     /// The message with the rule id first: `[rule-id] message` (denials, `kim check`).
-    pub fn line(&self) -> String {
+    pub(crate) fn line(&self) -> String {
         format!("[{}] {}", self.rule, self.message)
     }
 
     /// The AdmissionReview warning for a violation that does not deny (status model §7.7): one line,
     /// rule id first, what became of it, at most [`WARNING_LIMIT`] characters, e.g.
     /// `[condition-type-unknown] (ratcheted) status.conditions[3].type: …`.
-    pub fn warning(&self) -> String {
+    pub(crate) fn warning(&self) -> String {
         let text = format!("[{}] ({}) {}", self.rule, self.action, self.message);
         // No more bytes than the limit: no more characters either.
         if text.len() <= WARNING_LIMIT {
