@@ -879,11 +879,11 @@ fn peer_answer(
     match hook {
         Hook::Validate => {
             let violations = status::validate(policy, Some(&old_s), &new_s, &facts);
-            if !status::allowed(&violations) {
-                res = res.deny(status::denial_message(&violations));
-                res.result.code = status::denial_code(&violations);
+            if !violations.allowed() {
+                res = res.deny(violations.denial_message());
+                res.result.code = violations.denial_code();
             }
-            let warnings = status::warnings(&violations);
+            let warnings = violations.warnings();
             if !warnings.is_empty() {
                 res.warnings = Some(warnings);
             }

@@ -146,7 +146,7 @@ pub(crate) struct Finding {
     /// `status.state` as stored (`None` when absent); any JSON value.
     pub state: Option<Value>,
     /// What [`status::validate_stored`] found, in its order.
-    pub violations: Vec<Violation>,
+    pub violations: status::Violations,
 }
 
 /// The audit of the Runtimes read so far: how many, and every violation.

@@ -18,8 +18,8 @@ pub enum Error {
     /// The status about to be written is one the status model denies: a bug in the
     /// reconciler. Logged, counted and published as an Event; the write is not sent. Carries
     /// every violation (the denying ones make the message).
-    #[error("status write denied by the status model (reconciler bug): {}", crate::status::denial_message(.0))]
-    StatusDenied(Vec<crate::status::Violation>),
+    #[error("status write denied by the status model (reconciler bug): {}", .0.denial_message())]
+    StatusDenied(crate::status::Violations),
     /// The runtime cluster cannot be reached with the stored kubeconfig, or a binding cannot
     /// be managed there.
     #[error("runtime cluster: {0}")]
