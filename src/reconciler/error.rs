@@ -44,16 +44,19 @@ impl Error {
         }
     }
 
-    /// Short label for the errors metric: `api`, `denied`, `runtime_cluster`, `other`.
+    /// Short label for the errors metric, one of [`Error::KINDS`].
     pub(crate) fn kind(&self) -> &'static str {
+        let [api, denied, runtime_cluster, other] = Error::KINDS;
         match self {
-            Error::Api { .. } => "api",
-            Error::StatusDenied(_) => "denied",
-            Error::RuntimeCluster(_) => "runtime_cluster",
-            Error::Stale(_) => "api",
-            Error::Other(_) => "other",
+            Error::Api { .. } | Error::Stale(_) => api,
+            Error::StatusDenied(_) => denied,
+            Error::RuntimeCluster(_) => runtime_cluster,
+            Error::Other(_) => other,
         }
     }
+
+    /// Every [`Error::kind`]: the errors metric creates each series at start, at zero.
+    pub(crate) const KINDS: [&'static str; 4] = ["api", "denied", "runtime_cluster", "other"];
 
     /// Whether the error is transient: a retry of the same call may well succeed with nothing
     /// changed (see [`transient`]). Errors of the runtime cluster's configuration (an unusable

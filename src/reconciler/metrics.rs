@@ -92,7 +92,7 @@ pub(crate) struct StateLabels {
 /// `kind` label of `kim_controller_reconcile_errors_total`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct ErrorLabels {
-    /// See [`crate::reconciler::Error::kind`].
+    /// One of [`super::error::Error::KINDS`].
     pub kind: &'static str,
 }
 
@@ -258,7 +258,7 @@ impl Metrics {
                 state: state.as_str(),
             });
         }
-        for kind in ["api", "denied", "runtime_cluster", "other"] {
+        for kind in super::error::Error::KINDS {
             let _ = errors.get_or_create(&ErrorLabels { kind });
         }
         Metrics {
