@@ -337,7 +337,7 @@ fn join_errors(errors: &[FieldError]) -> String {
 
 /// Provider defaults, whichever provider they come from (borrowed view).
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct ProviderDefaults<'a> {
+pub(crate) struct ProviderDefaults<'a> {
     /// CloudProfile name.
     pub cloud_profile: &'a str,
     /// Default machine image.
@@ -526,12 +526,12 @@ impl Config {
     }
 
     /// The Gardener project namespace, `garden-<project>`.
-    pub fn namespace(&self) -> String {
+    pub(crate) fn namespace(&self) -> String {
         format!("garden-{}", self.gardener.project)
     }
 
     /// The defaults of provider `name` (`aws`, `azure`, `gcp`, `openstack`), if configured.
-    pub fn provider_defaults(&self, name: &str) -> Option<ProviderDefaults<'_>> {
+    pub(crate) fn provider_defaults(&self, name: &str) -> Option<ProviderDefaults<'_>> {
         let p = &self.providers;
         match name {
             "aws" => p.aws.as_ref().map(|c| ProviderDefaults {
@@ -552,14 +552,14 @@ impl Config {
 
     /// The maintenance window for Shoot `region` (`byRegion` entry, else the default), if a
     /// maintenance window is configured.
-    pub fn maintenance_window(&self, region: &str) -> Option<&MaintenanceTimeWindow> {
+    pub(crate) fn maintenance_window(&self, region: &str) -> Option<&MaintenanceTimeWindow> {
         self.maintenance
             .as_ref()
             .map(|m| m.by_region.get(region).unwrap_or(&m.time_window))
     }
 
     /// The seed region label value for Shoot `region` (`seedRegions` entry, else the region).
-    pub fn seed_region<'a>(&'a self, region: &'a str) -> &'a str {
+    pub(crate) fn seed_region<'a>(&'a self, region: &'a str) -> &'a str {
         self.seed_regions
             .get(region)
             .map(String::as_str)

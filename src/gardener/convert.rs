@@ -168,7 +168,7 @@ pub fn runtime_to_shoot(runtime: &Runtime, config: &Config) -> Result<Shoot, Con
 /// - [`apply_no_downgrade`].
 ///
 /// Errors: as [`runtime_to_shoot`].
-pub fn runtime_to_shoot_for_update(
+pub(crate) fn runtime_to_shoot_for_update(
     runtime: &Runtime,
     config: &Config,
     existing: &Shoot,
@@ -184,7 +184,7 @@ pub fn runtime_to_shoot_for_update(
 /// Versions compare numerically as `MAJOR.MINOR.PATCH`; unparsable versions are left alone.
 /// When the Kubernetes version rises to 1.32 or later, legacy `oidcConfig` moves to structured
 /// authentication (see [`OidcPlacement`]).
-pub fn apply_no_downgrade(desired: &mut Shoot, existing: &Shoot) {
+pub(crate) fn apply_no_downgrade(desired: &mut Shoot, existing: &Shoot) {
     let current = &existing.spec.kubernetes.version;
     if compare_versions(current, &desired.spec.kubernetes.version) == Some(Ordering::Greater) {
         desired.spec.kubernetes.version = current.clone();
@@ -228,7 +228,7 @@ pub fn apply_no_downgrade(desired: &mut Shoot, existing: &Shoot) {
 /// Kubernetes 1.32 on, and structured authentication needs 1.30; additional OIDC providers
 /// can only be expressed with structured authentication.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OidcPlacement {
+pub(crate) enum OidcPlacement {
     /// `kubeAPIServer.oidcConfig` with the main provider (Kubernetes < 1.30, or < 1.32 without
     /// additional providers); additional providers are not applied below 1.30.
     Legacy,
@@ -261,7 +261,7 @@ pub(crate) fn structured_auth_config_map_name(shoot_name: &str) -> String {
 /// The structured-authentication ConfigMap a Shoot with [`OidcPlacement::Structured`] needs,
 /// in the Shoot's namespace (`garden-<project>`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StructuredAuthConfig {
+pub(crate) struct StructuredAuthConfig {
     /// ConfigMap name, `structured-auth-config-<shoot>`.
     pub config_map_name: String,
     /// Data key, [`STRUCTURED_AUTH_CONFIG_KEY`] (`config.yaml`).
@@ -281,7 +281,7 @@ pub struct StructuredAuthConfig {
 /// unless the claim is `email`, as the legacy flags did); `claimMappings.groups` ←
 /// `groupsClaim`/`groupsPrefix`; `claimValidationRules` ← `requiredClaims`. `signingAlgs`
 /// has no equivalent and is dropped. `None` when the Runtime has no usable provider.
-pub fn structured_authentication_config(
+pub(crate) fn structured_authentication_config(
     runtime: &Runtime,
     config: &Config,
 ) -> Option<StructuredAuthConfig> {
@@ -489,7 +489,7 @@ fn convert(
 /// checks it before it looks the Shoot up by that name.
 ///
 /// Errors: [`ConversionError::InvalidField`] for `spec` (absent) or `spec.shoot.name` (empty).
-pub fn check_names_shoot(runtime: &Runtime) -> Result<(), ConversionError> {
+pub(crate) fn check_names_shoot(runtime: &Runtime) -> Result<(), ConversionError> {
     if !runtime.spec.names_no_shoot() {
         return Ok(());
     }

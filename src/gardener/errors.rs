@@ -41,7 +41,7 @@ use crate::api::{LastError, LastOperation, Shoot};
 
 /// What kind of operation Gardener ran (Gardener `LastOperationType`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum OperationType {
+pub(crate) enum OperationType {
     /// The Shoot is being created.
     Create,
     /// The Shoot is being reconciled (spec change, maintenance, periodic).
@@ -72,7 +72,7 @@ impl OperationType {
 
 /// Where a Shoot's last operation stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ShootProgress {
+pub(crate) enum ShootProgress {
     /// Gardener is still working (or has not reported yet, or has not seen the latest spec).
     InProgress {
         /// The running operation; `None` when Gardener has reported none yet.
@@ -146,7 +146,7 @@ pub(crate) fn combine_descriptions(last_errors: &[LastError]) -> String {
 }
 
 /// Classifies a last operation and its errors (see the module documentation).
-pub fn classify(
+pub(crate) fn classify(
     last_operation: Option<&LastOperation>,
     last_errors: &[LastError],
 ) -> ShootProgress {

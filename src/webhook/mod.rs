@@ -9,10 +9,10 @@
 //! - [`start`] starts a server in-process (tests, benches) and returns a [`Running`] with the
 //!   bound addresses and a shutdown handle.
 
-pub mod certs;
-pub mod devcerts;
+pub(crate) mod certs;
+pub(crate) mod devcerts;
 pub mod metrics;
-pub mod server;
+mod server;
 
 pub(crate) use crate::telemetry::LogFormat;
 pub use server::{BODY_LIMIT, Running, Settings, start};
