@@ -79,12 +79,12 @@ impl Violations {
     /// What a denial would have said for the violations in `warn` mode ([`Action::Warn`]), in
     /// the form of [`Violations::denial_message`]; empty when there are none. Carried in an
     /// audit annotation.
-    pub fn warn_message(&self) -> String {
+    pub(crate) fn warn_message(&self) -> String {
         join_lines(self.iter().filter(|v| v.action == Action::Warn))
     }
 
     /// The `status.code` a denial would have had for the violations in `warn` mode.
-    pub fn warn_code(&self) -> u16 {
+    pub(crate) fn warn_code(&self) -> u16 {
         code_of(self.iter().filter(|v| v.action == Action::Warn))
     }
 
