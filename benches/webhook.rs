@@ -30,7 +30,7 @@ use hyper::client::conn::http1;
 use hyper_util::rt::TokioIo;
 use kim::admission::{self, Hook};
 use kim::status::{self, Facts, Policy, Snapshot};
-use kim::webhook::devcerts;
+use kim::testing::webhook::devcerts;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview};
 use rustls_pki_types::pem::PemObject;
@@ -405,7 +405,7 @@ fn eval_count(n: u64, dump: Option<&Path>) -> anyhow::Result<()> {
 const SEND: &str = "--send";
 
 fn send(addr: SocketAddr, path: &str, n: u64, ca: &Path, conns: usize) -> anyhow::Result<()> {
-    kim::webhook::certs::install_default_provider();
+    kim::testing::webhook::certs::install_default_provider();
     let policy = Policy::builtin();
     let reviews = build_reviews(&policy)?;
     CA_PEM
@@ -737,11 +737,11 @@ fn uid_at(body: &[u8]) -> anyhow::Result<usize> {
 // The floor (a) and the peer (b): servers run by this binary as child processes
 
 /// Serves `app` over HTTPS with kim's exact rustls `ServerConfig`
-/// (`kim::webhook::certs::load_dir`) on the runtime `kim webhook` uses (multi-threaded, one
+/// (`kim::testing::webhook::certs::load_dir`) on the runtime `kim webhook` uses (multi-threaded, one
 /// worker per core); prints `PORT <port>` once listening.
 fn serve(dir: &Path, app: axum::Router) -> anyhow::Result<()> {
-    kim::webhook::certs::install_default_provider();
-    let (_, loaded) = kim::webhook::certs::load_dir(dir)?;
+    kim::testing::webhook::certs::install_default_provider();
+    let (_, loaded) = kim::testing::webhook::certs::load_dir(dir)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -843,11 +843,11 @@ fn peer_answer(
     match hook {
         Hook::Validate => {
             let violations = status::validate(policy, Some(&old_s), &new_s, &facts);
-            if !status::allowed(&violations) {
-                res = res.deny(status::denial_message(&violations));
-                res.result.code = status::denial_code(&violations);
+            if !violations.allowed() {
+                res = res.deny(violations.denial_message());
+                res.result.code = violations.denial_code();
             }
-            let warnings = status::warnings(&violations);
+            let warnings = violations.warnings();
             if !warnings.is_empty() {
                 res.warnings = Some(warnings);
             }
@@ -1638,10 +1638,11 @@ fn tls_connector() -> anyhow::Result<tokio_rustls::TlsConnector> {
     for cert in CertificateDer::pem_slice_iter(CA_PEM.get().context("CA not loaded")?) {
         roots.add(cert?)?;
     }
-    let mut config = rustls::ClientConfig::builder_with_provider(kim::webhook::certs::provider())
-        .with_safe_default_protocol_versions()?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+    let mut config =
+        rustls::ClientConfig::builder_with_provider(kim::testing::webhook::certs::provider())
+            .with_safe_default_protocol_versions()?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(tokio_rustls::TlsConnector::from(Arc::new(config)))
 }
@@ -1990,13 +1991,13 @@ fn settle(server: &Server) {
 fn bench() -> anyhow::Result<()> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let cfg = Config::from_env(cores)?;
-    kim::webhook::certs::install_default_provider();
+    kim::testing::webhook::certs::install_default_provider();
     let policy = Policy::builtin();
     let reviews = build_reviews(&policy)?;
 
     let tmp = tempfile::tempdir()?;
     let cert_dir = tmp.path().join("certs");
-    kim::webhook::devcerts::ensure(&cert_dir)?;
+    kim::testing::webhook::devcerts::ensure(&cert_dir)?;
     CA_PEM
         .set(std::fs::read(cert_dir.join("ca.crt"))?)
         .map_err(|_| anyhow!("CA set twice"))?;

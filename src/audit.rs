@@ -28,21 +28,21 @@ use std::path::PathBuf;
 use unicode_width::UnicodeWidthStr;
 
 /// Exit code: every Runtime read, no violation.
-pub const EXIT_CLEAN: u8 = 0;
+pub(crate) const EXIT_CLEAN: u8 = 0;
 /// Exit code: at least one violation, whatever its action (`deny` or `warn`).
-pub const EXIT_VIOLATIONS: u8 = 1;
+pub(crate) const EXIT_VIOLATIONS: u8 = 1;
 /// Exit code: the cluster could not be read, or a flag (policy file, kubeconfig) is bad.
 pub const EXIT_UNREADABLE: u8 = 2;
 
 /// Default of `--request-timeout` (seconds), as the controller's request deadline.
-pub const DEFAULT_REQUEST_TIMEOUT_SECONDS: u64 = 30;
+pub(crate) const DEFAULT_REQUEST_TIMEOUT_SECONDS: u64 = 30;
 
 /// Longest answer to one list request (bytes): a page of `--chunk-size` Runtimes is a few
 /// MiB; a server sending more is refused rather than filling memory.
-pub const MAX_PAGE_BYTES: u64 = 256 * 1024 * 1024;
+pub(crate) const MAX_PAGE_BYTES: u64 = 256 * 1024 * 1024;
 
 /// The resource `kim audit` lists, as RBAC names it.
-pub const RESOURCE: &str = "runtimes.infrastructuremanager.kyma-project.io";
+pub(crate) const RESOURCE: &str = "runtimes.infrastructuremanager.kyma-project.io";
 
 /// Flags of `kim audit`.
 #[derive(Debug, Clone, Args)]
@@ -91,7 +91,7 @@ pub enum AuditOutput {
 
 /// Which Runtimes are read.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Scope {
+pub(crate) enum Scope {
     /// One namespace.
     Namespace(String),
     /// Every namespace (`-A`).
@@ -109,7 +109,7 @@ impl Scope {
 
 /// One Runtime with at least one violation.
 #[derive(Debug, Clone)]
-pub struct Finding {
+pub(crate) struct Finding {
     /// `metadata.namespace` (empty when absent).
     pub namespace: String,
     /// `metadata.name` (empty when absent).
@@ -117,12 +117,12 @@ pub struct Finding {
     /// `status.state` as stored (`None` when absent); any JSON value.
     pub state: Option<Value>,
     /// What [`status::validate_stored`] found, in its order.
-    pub violations: Vec<Violation>,
+    pub violations: status::Violations,
 }
 
 /// The audit of the Runtimes read so far: how many, and every violation.
 #[derive(Debug, Clone)]
-pub struct Report {
+pub(crate) struct Report {
     /// Which Runtimes were read.
     pub scope: Scope,
     /// Runtimes read.
@@ -133,7 +133,7 @@ pub struct Report {
 
 impl Report {
     /// An empty report of `scope`.
-    pub fn new(scope: Scope) -> Report {
+    pub(crate) fn new(scope: Scope) -> Report {
         Report {
             scope,
             runtimes: 0,
@@ -142,7 +142,7 @@ impl Report {
     }
 
     /// Judges one stored Runtime (a whole object as JSON) and records its violations.
-    pub fn add(&mut self, policy: &Policy, obj: &Value) {
+    pub(crate) fn add(&mut self, policy: &Policy, obj: &Value) {
         self.runtimes += 1;
         let violations = status::validate_stored(policy, &Snapshot::of_object(obj));
         if violations.is_empty() {
@@ -235,7 +235,7 @@ impl Report {
     /// (at least 3 spaces between columns); `NAMESPACE` only for [`Scope::All`]. Empty when
     /// there is no violation. Every cell is one line (control characters escaped); messages are
     /// not cut.
-    pub fn table(&self) -> String {
+    pub(crate) fn table(&self) -> String {
         if self.findings.is_empty() {
             return String::new();
         }

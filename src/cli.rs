@@ -16,10 +16,10 @@ use std::path::Path;
 /// Exit code: allowed / success.
 pub const EXIT_ALLOWED: u8 = 0;
 /// Exit code: denied.
-pub const EXIT_DENIED: u8 = 1;
+pub(crate) const EXIT_DENIED: u8 = 1;
 /// Exit code: unreadable input (missing file, YAML/JSON syntax error, invalid policy file), or
 /// a Runtime the API server would refuse against the CRD schema.
-pub const EXIT_INPUT: u8 = 2;
+pub(crate) const EXIT_INPUT: u8 = 2;
 
 /// `kim review`: an AdmissionReview file in, the webhook's answer out.
 #[derive(Debug, Clone, Args)]
@@ -248,8 +248,8 @@ pub fn check(args: &CheckArgs, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
     match args.output {
         Output::Json => {
             let v = serde_json::json!({
-                "allowed": decision.allowed(),
-                "code": decision.code(),
+                "allowed": decision.violations.allowed(),
+                "code": decision.violations.denial_code(),
                 "from": from,
                 "to": to,
                 "deleting": deleting,
@@ -265,13 +265,13 @@ pub fn check(args: &CheckArgs, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
             );
         }
         Output::Text => {
-            let verdict = if decision.allowed() {
+            let verdict = if decision.violations.allowed() {
                 "ALLOWED".to_string()
             } else {
                 format!(
                     "DENIED ({} {})",
-                    decision.code(),
-                    admission::reason_for(decision.code())
+                    decision.violations.denial_code(),
+                    admission::reason_for(decision.violations.denial_code())
                 )
             };
             let _ = writeln!(
@@ -301,7 +301,7 @@ pub fn check(args: &CheckArgs, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
             }
         }
     }
-    if decision.allowed() {
+    if decision.violations.allowed() {
         EXIT_ALLOWED
     } else {
         EXIT_DENIED

@@ -30,11 +30,11 @@ use serde_json::{Map, Value, json};
 pub const CRD_NAME: &str = "runtimes.infrastructuremanager.kyma-project.io";
 
 /// Maximum length of a condition `type` (upstream `metav1.Condition`: 253 prefix + `/` + 62).
-pub const CONDITION_TYPE_MAX_LENGTH: u64 = 316;
+pub(crate) const CONDITION_TYPE_MAX_LENGTH: u64 = 316;
 /// Maximum length of a condition `reason` (upstream `metav1.Condition`).
-pub const CONDITION_REASON_MAX_LENGTH: u64 = 1024;
+pub(crate) const CONDITION_REASON_MAX_LENGTH: u64 = 1024;
 /// Maximum length of a condition `message` (upstream `metav1.Condition`, 32 KiB).
-pub const CONDITION_MESSAGE_MAX_LENGTH: u64 = 32768;
+pub(crate) const CONDITION_MESSAGE_MAX_LENGTH: u64 = 32768;
 
 /// Header written at the top of [`crd_yaml`].
 const YAML_HEADER: &str = "# Generated from the kim crate (src/api, src/crd.rs, src/status): do not edit.\n\

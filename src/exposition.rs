@@ -12,13 +12,13 @@
 //! (` # {...}` after a sample). Samples are unchanged.
 
 /// `Content-Type` of the OpenMetrics text format.
-pub const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+pub(crate) const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 /// `Content-Type` of the Prometheus text format 0.0.4.
-pub const TEXT_004: &str = "text/plain; version=0.0.4; charset=utf-8";
+pub(crate) const TEXT_004: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// A text format of `/metrics`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
+pub(crate) enum Format {
     /// OpenMetrics 1.0 text (the default).
     OpenMetrics,
     /// Prometheus text format 0.0.4.
@@ -52,7 +52,7 @@ impl Format {
     }
 
     /// The `Content-Type` of this format.
-    pub fn content_type(self) -> &'static str {
+    pub(crate) fn content_type(self) -> &'static str {
         match self {
             Format::OpenMetrics => OPENMETRICS,
             Format::Text004 => TEXT_004,
@@ -60,7 +60,7 @@ impl Format {
     }
 
     /// `openmetrics` (an OpenMetrics encoding) in this format.
-    pub fn render(self, openmetrics: String) -> String {
+    pub(crate) fn render(self, openmetrics: String) -> String {
         match self {
             Format::OpenMetrics => openmetrics,
             Format::Text004 => to_text_004(&openmetrics),

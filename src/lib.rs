@@ -9,11 +9,13 @@ pub mod api;
 pub mod audit;
 pub mod cli;
 pub mod crd;
-pub mod exposition;
+mod exposition;
 pub mod gardener;
 pub mod reconciler;
-pub mod schema;
-pub mod signal;
+mod schema;
+mod signal;
 pub mod status;
 pub mod telemetry;
+/// For kim's own tests and benches; not a stable API.
+pub mod testing;
 pub mod webhook;

@@ -34,7 +34,7 @@
 use crate::api::Runtime;
 
 /// The schema check as `kim check --help` and `kim review --help` explain it.
-pub const CLI_HELP: &str = "\
+pub(crate) const CLI_HELP: &str = "\
 Schema check: before the webhooks' verdict the Runtime(s) are checked as the API server checks \
 them against the CRD's openAPIV3Schema (`kim crd`): types, enums, required fields, patterns, \
 lengths, item counts, bounds and the date-time/byte formats, after dropping unknown fields (a \

@@ -43,7 +43,7 @@ struct ReviewOut<'a> {
 }
 
 /// `metav1.Status.reason` for a denial code.
-pub fn reason_for(code: u16) -> &'static str {
+pub(crate) fn reason_for(code: u16) -> &'static str {
     match code {
         400 => "BadRequest",
         403 => "Forbidden",

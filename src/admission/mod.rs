@@ -20,18 +20,18 @@ mod response;
 mod scan;
 
 use decode::{Refusal, Request, object_of};
-pub use encode::reason_for;
+pub(crate) use encode::reason_for;
 pub use response::reject;
 
 use crate::status::{self, Facts, JsonView, Policy};
 use chrono::{DateTime, Utc};
 
 /// API group of the Runtime CRD.
-pub const RUNTIME_GROUP: &str = "infrastructuremanager.kyma-project.io";
+pub(crate) const RUNTIME_GROUP: &str = "infrastructuremanager.kyma-project.io";
 /// Plural resource name of the Runtime CRD.
-pub const RUNTIME_RESOURCE: &str = "runtimes";
+pub(crate) const RUNTIME_RESOURCE: &str = "runtimes";
 /// The admission API version this webhook speaks (`admissionReviewVersions: ["v1"]`).
-pub const REVIEW_API_VERSION: &str = "admission.k8s.io/v1";
+pub(crate) const REVIEW_API_VERSION: &str = "admission.k8s.io/v1";
 /// `v1beta1` has the same shape; a review in it is answered in it.
 pub(crate) const REVIEW_API_VERSION_BETA: &str = "admission.k8s.io/v1beta1";
 
@@ -42,16 +42,6 @@ pub enum Hook {
     Validate,
     /// Returns the defaulting JSONPatch of status model §5; never denies a well-formed review.
     Mutate,
-}
-
-impl Hook {
-    /// `"validate"` or `"mutate"` (also the URL path without the slash).
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Hook::Validate => "validate",
-            Hook::Mutate => "mutate",
-        }
-    }
 }
 
 /// The answer to one review, ready to send: `body` is the AdmissionReview JSON to return with
@@ -88,7 +78,7 @@ impl Outcome {
     /// mode (ratcheted violations and defaulting patches are routine). The webhook logs
     /// routine answers at `debug` and every other one at `info`, as admission servers of the
     /// field do (none logs each allowed request at its default level).
-    pub fn is_routine(&self) -> bool {
+    pub(crate) fn is_routine(&self) -> bool {
         self.allowed
             && self.code == 200
             && !self.unchecked

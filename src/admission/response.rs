@@ -125,13 +125,13 @@ pub(super) fn patched(
 pub(super) fn validated(
     api_version: &str,
     uid: &str,
-    violations: &[status::Violation],
+    violations: &status::Violations,
     mut warnings: Vec<String>,
 ) -> Outcome {
-    let allowed = status::allowed(violations);
-    let code = status::denial_code(violations);
-    let message = status::denial_message(violations);
-    warnings.extend(status::warnings(violations));
+    let allowed = violations.allowed();
+    let code = violations.denial_code();
+    let message = violations.denial_message();
+    warnings.extend(violations.warnings());
     let ids = |action: status::Action| {
         let mut ids: Vec<&'static str> = Vec::new();
         for v in violations.iter().filter(|v| v.action == action) {
@@ -153,8 +153,8 @@ pub(super) fn validated(
             "warn-message",
             format!(
                 "would deny ({}): {}",
-                status::warn_code(violations),
-                status::warn_message(violations)
+                violations.warn_code(),
+                violations.warn_message()
             ),
         );
     }

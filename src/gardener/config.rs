@@ -221,9 +221,9 @@ pub struct KubeconfigConfig {
 }
 
 /// Default lifetime of an admin kubeconfig: 24 h.
-pub const DEFAULT_KUBECONFIG_EXPIRATION_SECONDS: i64 = 86_400;
+pub(crate) const DEFAULT_KUBECONFIG_EXPIRATION_SECONDS: i64 = 86_400;
 /// Default rotation fraction of the admin kubeconfig lifetime.
-pub const DEFAULT_KUBECONFIG_ROTATION_FRACTION: f64 = 0.6;
+pub(crate) const DEFAULT_KUBECONFIG_ROTATION_FRACTION: f64 = 0.6;
 
 fn default_expiration_seconds() -> i64 {
     DEFAULT_KUBECONFIG_EXPIRATION_SECONDS
@@ -272,7 +272,7 @@ pub enum ConfigError {
     /// required field); the message carries serde-saphyr's position and field name.
     #[error("parsing configuration {path}: {message}")]
     Parse {
-        /// The file (`<string>` for [`Config::from_yaml`]).
+        /// The file.
         path: PathBuf,
         /// The parser's message.
         message: String,
@@ -280,7 +280,7 @@ pub enum ConfigError {
     /// The file parsed but some values are invalid; all of them are listed.
     #[error("invalid configuration {path}: {}", join_errors(.errors))]
     Invalid {
-        /// The file (`<string>` for [`Config::from_yaml`]).
+        /// The file.
         path: PathBuf,
         /// Every invalid field.
         errors: Vec<FieldError>,
@@ -297,7 +297,7 @@ fn join_errors(errors: &[FieldError]) -> String {
 
 /// Provider defaults, whichever provider they come from (borrowed view).
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct ProviderDefaults<'a> {
+pub(crate) struct ProviderDefaults<'a> {
     /// CloudProfile name.
     pub cloud_profile: &'a str,
     /// Default machine image.
@@ -320,11 +320,6 @@ impl Config {
         Self::parse(&text, path)
     }
 
-    /// Parses and validates configuration YAML held in memory (errors name `<string>`).
-    pub fn from_yaml(text: &str) -> Result<Config, ConfigError> {
-        Self::parse(text, Path::new("<string>"))
-    }
-
     fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
         let config: Config = serde_saphyr::from_str(text).map_err(|e| ConfigError::Parse {
             path: path.to_path_buf(),
@@ -342,7 +337,7 @@ impl Config {
     }
 
     /// Checks every value; returns all problems found (empty when valid).
-    pub fn validate(&self) -> Vec<FieldError> {
+    pub(crate) fn validate(&self) -> Vec<FieldError> {
         let mut v = Validator::default();
         self.validate_gardener_and_kubernetes(&mut v);
         self.validate_providers(&mut v);
@@ -491,12 +486,12 @@ impl Config {
     }
 
     /// The Gardener project namespace, `garden-<project>`.
-    pub fn namespace(&self) -> String {
+    pub(crate) fn namespace(&self) -> String {
         format!("garden-{}", self.gardener.project)
     }
 
     /// The defaults of provider `name` (`aws`, `azure`, `gcp`, `openstack`), if configured.
-    pub fn provider_defaults(&self, name: &str) -> Option<ProviderDefaults<'_>> {
+    pub(crate) fn provider_defaults(&self, name: &str) -> Option<ProviderDefaults<'_>> {
         let p = &self.providers;
         match name {
             "aws" => p.aws.as_ref().map(|c| ProviderDefaults {
@@ -517,14 +512,14 @@ impl Config {
 
     /// The maintenance window for Shoot `region` (`byRegion` entry, else the default), if a
     /// maintenance window is configured.
-    pub fn maintenance_window(&self, region: &str) -> Option<&MaintenanceTimeWindow> {
+    pub(crate) fn maintenance_window(&self, region: &str) -> Option<&MaintenanceTimeWindow> {
         self.maintenance
             .as_ref()
             .map(|m| m.by_region.get(region).unwrap_or(&m.time_window))
     }
 
     /// The seed region label value for Shoot `region` (`seedRegions` entry, else the region).
-    pub fn seed_region<'a>(&'a self, region: &'a str) -> &'a str {
+    pub(crate) fn seed_region<'a>(&'a self, region: &'a str) -> &'a str {
         self.seed_regions
             .get(region)
             .map(String::as_str)
@@ -673,6 +668,11 @@ fn is_quantity(s: &str) -> bool {
 mod tests {
     use super::*;
 
+    /// Parses and validates configuration YAML held in memory (errors name `<string>`).
+    fn from_yaml(text: &str) -> Result<Config, ConfigError> {
+        Config::parse(text, Path::new("<string>"))
+    }
+
     const MINIMAL: &str = r#"
 gardener: {project: kyma-dev}
 kubernetes: {defaultVersion: "1.31.4"}
@@ -684,7 +684,7 @@ providers:
 
     #[test]
     fn minimal_config_gets_defaults() {
-        let c = Config::from_yaml(MINIMAL).unwrap();
+        let c = from_yaml(MINIMAL).unwrap();
         assert_eq!(c.namespace(), "garden-kyma-dev");
         assert_eq!(c.kubeconfig.expiration_seconds, 86_400);
         assert_eq!(c.kubeconfig.rotation_fraction, 0.6);
@@ -701,7 +701,7 @@ providers:
     #[test]
     fn unknown_field_is_a_parse_error_naming_it() {
         let text = MINIMAL.replace("cloudProfile: aws", "cloudProfile: aws\n    colour: red");
-        let err = Config::from_yaml(&text).unwrap_err();
+        let err = from_yaml(&text).unwrap_err();
         assert!(matches!(err, ConfigError::Parse { .. }), "{err}");
         assert!(err.to_string().contains("colour"), "{err}");
     }
@@ -728,7 +728,7 @@ maintenance:
 dns: {domain: "not a domain"}
 kubeconfig: {expirationSeconds: 60, rotationFraction: 1.5}
 "#;
-        let err = Config::from_yaml(text).unwrap_err();
+        let err = from_yaml(text).unwrap_err();
         let ConfigError::Invalid { errors, .. } = &err else {
             panic!("{err}")
         };
@@ -759,7 +759,7 @@ kubeconfig: {expirationSeconds: 60, rotationFraction: 1.5}
     fn no_provider_is_invalid() {
         let text =
             "gardener: {project: p}\nkubernetes: {defaultVersion: \"1.30.1\"}\nproviders: {}\n";
-        let err = Config::from_yaml(text).unwrap_err();
+        let err = from_yaml(text).unwrap_err();
         assert!(err.to_string().contains("providers: at least one"), "{err}");
     }
 

@@ -52,21 +52,21 @@ use std::collections::BTreeMap;
 
 /// Provider types the converter supports (`spec.shoot.provider.type`).
 /// Network plugin used when the Runtime names none.
-pub const DEFAULT_NETWORKING_TYPE: &str = "calico";
+pub(crate) const DEFAULT_NETWORKING_TYPE: &str = "calico";
 /// Type of the Gardener networking-filter extension.
-pub const EXTENSION_NETWORKING_FILTER: &str = "shoot-networking-filter";
+pub(crate) const EXTENSION_NETWORKING_FILTER: &str = "shoot-networking-filter";
 /// Type of the Gardener DNS extension.
-pub const EXTENSION_DNS: &str = "shoot-dns-service";
+pub(crate) const EXTENSION_DNS: &str = "shoot-dns-service";
 /// Type of the NVIDIA OpenShell extension.
-pub const EXTENSION_NVIDIA_OPENSHELL: &str = "shoot-nvidia-openshell";
+pub(crate) const EXTENSION_NVIDIA_OPENSHELL: &str = "shoot-nvidia-openshell";
 /// API version of the `shoot-dns-service` provider config.
-pub const DNS_CONFIG_API_VERSION: &str = "service.dns.extensions.gardener.cloud/v1alpha1";
+pub(crate) const DNS_CONFIG_API_VERSION: &str = "service.dns.extensions.gardener.cloud/v1alpha1";
 /// Seed label matched when a Runtime enforces the seed location.
-pub const SEED_REGION_LABEL: &str = "seed.gardener.cloud/region";
+pub(crate) const SEED_REGION_LABEL: &str = "seed.gardener.cloud/region";
 /// Name prefix of the structured-authentication ConfigMap: `structured-auth-config-<shoot>`.
-pub const STRUCTURED_AUTH_CONFIG_MAP_PREFIX: &str = "structured-auth-config-";
+pub(crate) const STRUCTURED_AUTH_CONFIG_MAP_PREFIX: &str = "structured-auth-config-";
 /// Data key of the structured-authentication ConfigMap Gardener reads.
-pub const STRUCTURED_AUTH_CONFIG_KEY: &str = "config.yaml";
+pub(crate) const STRUCTURED_AUTH_CONFIG_KEY: &str = "config.yaml";
 
 /// Why a Runtime cannot be converted. Every message starts with the Runtime field at fault;
 /// the reconciler writes it as the `Provisioned=False/ConversionErr` message and stops
@@ -168,7 +168,7 @@ pub fn runtime_to_shoot(runtime: &Runtime, config: &Config) -> Result<Shoot, Con
 /// - [`apply_no_downgrade`].
 ///
 /// Errors: as [`runtime_to_shoot`].
-pub fn runtime_to_shoot_for_update(
+pub(crate) fn runtime_to_shoot_for_update(
     runtime: &Runtime,
     config: &Config,
     existing: &Shoot,
@@ -184,7 +184,7 @@ pub fn runtime_to_shoot_for_update(
 /// Versions compare numerically as `MAJOR.MINOR.PATCH`; unparsable versions are left alone.
 /// When the Kubernetes version rises to 1.32 or later, legacy `oidcConfig` moves to structured
 /// authentication (see [`OidcPlacement`]).
-pub fn apply_no_downgrade(desired: &mut Shoot, existing: &Shoot) {
+pub(crate) fn apply_no_downgrade(desired: &mut Shoot, existing: &Shoot) {
     let current = &existing.spec.kubernetes.version;
     if compare_versions(current, &desired.spec.kubernetes.version) == Some(Ordering::Greater) {
         desired.spec.kubernetes.version = current.clone();
@@ -228,7 +228,7 @@ pub fn apply_no_downgrade(desired: &mut Shoot, existing: &Shoot) {
 /// Kubernetes 1.32 on, and structured authentication needs 1.30; additional OIDC providers
 /// can only be expressed with structured authentication.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OidcPlacement {
+pub(crate) enum OidcPlacement {
     /// `kubeAPIServer.oidcConfig` with the main provider (Kubernetes < 1.30, or < 1.32 without
     /// additional providers); additional providers are not applied below 1.30.
     Legacy,
@@ -261,7 +261,7 @@ pub(crate) fn structured_auth_config_map_name(shoot_name: &str) -> String {
 /// The structured-authentication ConfigMap a Shoot with [`OidcPlacement::Structured`] needs,
 /// in the Shoot's namespace (`garden-<project>`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StructuredAuthConfig {
+pub(crate) struct StructuredAuthConfig {
     /// ConfigMap name, `structured-auth-config-<shoot>`.
     pub config_map_name: String,
     /// Data key, [`STRUCTURED_AUTH_CONFIG_KEY`] (`config.yaml`).
@@ -281,7 +281,7 @@ pub struct StructuredAuthConfig {
 /// unless the claim is `email`, as the legacy flags did); `claimMappings.groups` ←
 /// `groupsClaim`/`groupsPrefix`; `claimValidationRules` ← `requiredClaims`. `signingAlgs`
 /// has no equivalent and is dropped. `None` when the Runtime has no usable provider.
-pub fn structured_authentication_config(
+pub(crate) fn structured_authentication_config(
     runtime: &Runtime,
     config: &Config,
 ) -> Option<StructuredAuthConfig> {
@@ -489,7 +489,7 @@ fn convert(
 /// checks it before it looks the Shoot up by that name.
 ///
 /// Errors: [`ConversionError::InvalidField`] for `spec` (absent) or `spec.shoot.name` (empty).
-pub fn check_names_shoot(runtime: &Runtime) -> Result<(), ConversionError> {
+pub(crate) fn check_names_shoot(runtime: &Runtime) -> Result<(), ConversionError> {
     if !runtime.spec.names_no_shoot() {
         return Ok(());
     }

@@ -39,7 +39,7 @@ use crate::api::{LastError, LastOperation, Shoot};
 
 /// What kind of operation Gardener ran (Gardener `LastOperationType`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum OperationType {
+pub(crate) enum OperationType {
     /// The Shoot is being created.
     Create,
     /// The Shoot is being reconciled (spec change, maintenance, periodic).
@@ -56,7 +56,7 @@ pub enum OperationType {
 
 impl OperationType {
     /// Parses Gardener's `lastOperation.type`.
-    pub fn parse(s: &str) -> OperationType {
+    pub(crate) fn parse(s: &str) -> OperationType {
         match s {
             "Create" => OperationType::Create,
             "Reconcile" => OperationType::Reconcile,
@@ -66,23 +66,11 @@ impl OperationType {
             other => OperationType::Other(other.to_string()),
         }
     }
-
-    /// Gardener's spelling.
-    pub fn as_str(&self) -> &str {
-        match self {
-            OperationType::Create => "Create",
-            OperationType::Reconcile => "Reconcile",
-            OperationType::Delete => "Delete",
-            OperationType::Migrate => "Migrate",
-            OperationType::Restore => "Restore",
-            OperationType::Other(s) => s,
-        }
-    }
 }
 
 /// Where a Shoot's last operation stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ShootProgress {
+pub(crate) enum ShootProgress {
     /// Gardener is still working (or has not reported yet, or has not seen the latest spec).
     InProgress {
         /// The running operation; `None` when Gardener has reported none yet.
@@ -116,23 +104,8 @@ pub enum ShootProgress {
 }
 
 /// Error codes that make a failed operation terminal.
-pub const TERMINAL_CODES: [&str; 2] = ["ERR_INFRA_UNAUTHENTICATED", "ERR_INFRA_UNAUTHORIZED"];
-
-/// Every error code Gardener defines (`types_common.go`), with kim's decision: `true` =
-/// retryable. Codes not listed are retryable too.
-pub const ERROR_CODES: [(&str, bool); 11] = [
-    ("ERR_INFRA_UNAUTHENTICATED", false),
-    ("ERR_INFRA_UNAUTHORIZED", false),
-    ("ERR_INFRA_QUOTA_EXCEEDED", true),
-    ("ERR_INFRA_RATE_LIMITS_EXCEEDED", true),
-    ("ERR_INFRA_DEPENDENCIES", true),
-    ("ERR_RETRYABLE_INFRA_DEPENDENCIES", true),
-    ("ERR_INFRA_RESOURCES_DEPLETED", true),
-    ("ERR_CLEANUP_CLUSTER_RESOURCES", true),
-    ("ERR_CONFIGURATION_PROBLEM", true),
-    ("ERR_RETRYABLE_CONFIGURATION_PROBLEM", true),
-    ("ERR_PROBLEMATIC_WEBHOOK", true),
-];
+pub(crate) const TERMINAL_CODES: [&str; 2] =
+    ["ERR_INFRA_UNAUTHENTICATED", "ERR_INFRA_UNAUTHORIZED"];
 
 /// Whether a single error code is retryable (everything but [`TERMINAL_CODES`]).
 pub(crate) fn is_retryable_code(code: &str) -> bool {
@@ -171,7 +144,7 @@ pub(crate) fn combine_descriptions(last_errors: &[LastError]) -> String {
 }
 
 /// Classifies a last operation and its errors (see the module documentation).
-pub fn classify(
+pub(crate) fn classify(
     last_operation: Option<&LastOperation>,
     last_errors: &[LastError],
 ) -> ShootProgress {
@@ -209,7 +182,7 @@ pub fn classify(
 /// Classifies a Shoot: [`classify`] of its status, except that a Shoot whose
 /// `status.observedGeneration` is behind `metadata.generation` is in progress (state
 /// `NotObserved`) — Gardener has not acted on the latest spec yet.
-pub fn classify_shoot(shoot: &Shoot) -> ShootProgress {
+pub(crate) fn classify_shoot(shoot: &Shoot) -> ShootProgress {
     let status = shoot.status.as_ref();
     if let (Some(generation), Some(observed)) = (
         shoot.metadata.generation,
@@ -237,6 +210,22 @@ pub fn classify_shoot(shoot: &Shoot) -> ShootProgress {
 mod tests {
     use super::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    /// Every error code Gardener defines (`types_common.go`), with kim's decision: `true` =
+    /// retryable. Codes not listed are retryable too.
+    const ERROR_CODES: [(&str, bool); 11] = [
+        ("ERR_INFRA_UNAUTHENTICATED", false),
+        ("ERR_INFRA_UNAUTHORIZED", false),
+        ("ERR_INFRA_QUOTA_EXCEEDED", true),
+        ("ERR_INFRA_RATE_LIMITS_EXCEEDED", true),
+        ("ERR_INFRA_DEPENDENCIES", true),
+        ("ERR_RETRYABLE_INFRA_DEPENDENCIES", true),
+        ("ERR_INFRA_RESOURCES_DEPLETED", true),
+        ("ERR_CLEANUP_CLUSTER_RESOURCES", true),
+        ("ERR_CONFIGURATION_PROBLEM", true),
+        ("ERR_RETRYABLE_CONFIGURATION_PROBLEM", true),
+        ("ERR_PROBLEMATIC_WEBHOOK", true),
+    ];
 
     fn op(type_: &str, state: &str) -> LastOperation {
         LastOperation {

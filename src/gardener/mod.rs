@@ -13,14 +13,17 @@
 //! The Shoot and `AdminKubeconfigRequest` types themselves are in [`crate::api::shoot`].
 
 pub mod config;
-pub mod convert;
-pub mod errors;
-pub mod provider;
-pub mod version;
+pub(crate) mod convert;
+mod errors;
+mod provider;
+mod version;
 
 pub use config::{Config, ConfigError};
-pub use convert::{
-    ConversionError, OidcPlacement, StructuredAuthConfig, apply_no_downgrade, check_names_shoot,
-    runtime_to_shoot, runtime_to_shoot_for_update, structured_authentication_config,
+pub(crate) use convert::{
+    ConversionError, check_names_shoot, runtime_to_shoot, runtime_to_shoot_for_update,
+    structured_authentication_config,
 };
-pub use errors::{OperationType, ShootProgress, classify, classify_shoot};
+pub(crate) use errors::{OperationType, ShootProgress, classify_shoot};
+
+#[cfg(test)]
+mod tests;

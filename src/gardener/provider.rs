@@ -18,24 +18,25 @@ use serde_json::{Value, json};
 use std::net::Ipv4Addr;
 
 /// Provider types kim converts (`spec.shoot.provider.type`).
-pub const SUPPORTED_PROVIDERS: [&str; 4] = ["aws", "azure", "gcp", "openstack"];
+pub(crate) const SUPPORTED_PROVIDERS: [&str; 4] = ["aws", "azure", "gcp", "openstack"];
 
 /// API version of the AWS provider extension's configs.
-pub const AWS_API_VERSION: &str = "aws.provider.extensions.gardener.cloud/v1alpha1";
+pub(crate) const AWS_API_VERSION: &str = "aws.provider.extensions.gardener.cloud/v1alpha1";
 /// API version of the Azure provider extension's configs.
-pub const AZURE_API_VERSION: &str = "azure.provider.extensions.gardener.cloud/v1alpha1";
+pub(crate) const AZURE_API_VERSION: &str = "azure.provider.extensions.gardener.cloud/v1alpha1";
 /// API version of the GCP provider extension's configs.
-pub const GCP_API_VERSION: &str = "gcp.provider.extensions.gardener.cloud/v1alpha1";
+pub(crate) const GCP_API_VERSION: &str = "gcp.provider.extensions.gardener.cloud/v1alpha1";
 /// API version of the OpenStack provider extension's configs.
-pub const OPENSTACK_API_VERSION: &str = "openstack.provider.extensions.gardener.cloud/v1alpha1";
+pub(crate) const OPENSTACK_API_VERSION: &str =
+    "openstack.provider.extensions.gardener.cloud/v1alpha1";
 /// Idle timeout of the Azure per-zone NAT gateways (upstream `defaultConnectionTimeOutMinutes`).
-pub const AZURE_NAT_IDLE_TIMEOUT_MINUTES: i64 = 4;
+pub(crate) const AZURE_NAT_IDLE_TIMEOUT_MINUTES: i64 = 4;
 /// Most zones a provider config may list (upstream `maxNumberOfZones`).
-pub const MAX_ZONES: usize = 8;
+pub(crate) const MAX_ZONES: usize = 8;
 
 /// The three subnets of one AWS availability zone.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AwsZoneSubnets {
+pub(crate) struct AwsZoneSubnets {
     /// Zone name, e.g. `eu-central-1a`.
     pub name: String,
     /// Subnet of the worker machines.
@@ -48,7 +49,7 @@ pub struct AwsZoneSubnets {
 
 /// The subnet of one Azure zone.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AzureZoneSubnet {
+pub(crate) struct AzureZoneSubnet {
     /// Zone number 1–8.
     pub name: u8,
     /// Subnet of the zone.
@@ -57,7 +58,7 @@ pub struct AzureZoneSubnet {
 
 /// Why subnets could not be cut from the node CIDR.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SubnetError {
+pub(crate) enum SubnetError {
     /// The node CIDR does not parse as an IPv4 `a.b.c.d/n`.
     #[error("{cidr:?} is not an IPv4 CIDR (a.b.c.d/n)")]
     Unparsable {

@@ -19,11 +19,11 @@ use kube::{Api, Client, ResourceExt};
 use std::collections::BTreeMap;
 
 /// Label on every binding this reconciler manages.
-pub const LABEL_MANAGED_BY: &str = "reconciler.kyma-project.io/managed-by";
+pub(crate) const LABEL_MANAGED_BY: &str = "reconciler.kyma-project.io/managed-by";
 /// Name prefix of the bindings.
-pub const BINDING_PREFIX: &str = "kim-admin-";
+pub(crate) const BINDING_PREFIX: &str = "kim-admin-";
 /// The role bound.
-pub const CLUSTER_ROLE: &str = "cluster-admin";
+pub(crate) const CLUSTER_ROLE: &str = "cluster-admin";
 const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 /// Longest sanitised user part of a binding name (the name stays a DNS-1123 label, ≤ 63).
 const MAX_USER_PART: usize = 40;
@@ -61,7 +61,7 @@ pub fn binding_name(user: &str) -> String {
 }
 
 /// The binding for `user`.
-pub fn binding(user: &str) -> ClusterRoleBinding {
+pub(crate) fn binding(user: &str) -> ClusterRoleBinding {
     ClusterRoleBinding {
         metadata: ObjectMeta {
             name: Some(binding_name(user)),

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 /// cluster, Gardener and a runtime cluster, so against real API servers the throughput of a
 /// resync grows with it (10 000 no-op reconciles of three round trips each in ≤ 10 s need more
 /// than 4 in flight once a round trip takes over 1 ms).
-pub const DEFAULT_CONCURRENCY: u16 = 25;
+pub(crate) const DEFAULT_CONCURRENCY: u16 = 25;
 
 /// Everything a controller needs: ready-made clients, the configuration and the policy, and
 /// tunables with production defaults ([`Settings::new`]).
@@ -151,7 +151,7 @@ impl Ctx {
     }
 
     /// The metrics.
-    pub fn metrics(&self) -> &Metrics {
+    pub(crate) fn metrics(&self) -> &Metrics {
         &self.settings.metrics
     }
 

@@ -18,7 +18,10 @@ use tokio::sync::watch;
 /// `metadata.name` need not be its runtime ID, so the match is on the two fields, not on names.
 /// When no Runtime names the Shoot, one with that runtime ID whose spec names no Shoot (its spec
 /// was removed; it finds its Shoot by runtime ID when it is deleted) gets the event.
-pub fn runtime_for_shoot(store: &Store<Runtime>, shoot: &Shoot) -> Option<ObjectRef<Runtime>> {
+pub(crate) fn runtime_for_shoot(
+    store: &Store<Runtime>,
+    shoot: &Shoot,
+) -> Option<ObjectRef<Runtime>> {
     let name = shoot.metadata.name.as_deref()?;
     let rid = shoot.runtime_id()?;
     store

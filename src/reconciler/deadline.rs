@@ -53,7 +53,7 @@ use tower::{BoxError, Layer, Service};
 
 /// Default deadline of the reconciler's API requests (control cluster, Gardener, runtime
 /// clusters): 30 s.
-pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A kube client from `config` whose requests have the deadlines of [`RequestTimeoutLayer`]
 /// (`timeout` zero: none).
@@ -67,7 +67,7 @@ pub fn build(config: kube::Config, timeout: Duration) -> Result<kube::Client, Bu
 /// `max_body_bytes` (kube reads whole answers into memory before decoding them).
 ///
 /// Errors: as [`build`].
-pub fn build_limited(
+pub(crate) fn build_limited(
     config: kube::Config,
     timeout: Duration,
     max_body_bytes: Option<u64>,
@@ -122,7 +122,7 @@ fn check_credentials(config: &kube::Config) -> Result<(), BuildError> {
 /// An answer's body was longer than the client allows ([`build_limited`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("an answer longer than {0} bytes")]
-pub struct BodyTooLarge(pub u64);
+pub(crate) struct BodyTooLarge(pub u64);
 
 /// A request got no answer, or no complete answer, within its deadline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -239,7 +239,7 @@ pub struct DeadlineBody<B> {
 
 impl<B> DeadlineBody<B> {
     /// `body`, which must be complete within `timeout` from its first read (zero: no limit).
-    pub fn new(body: B, timeout: Duration) -> DeadlineBody<B> {
+    pub(crate) fn new(body: B, timeout: Duration) -> DeadlineBody<B> {
         DeadlineBody {
             body,
             timeout,

@@ -18,8 +18,8 @@ pub enum Error {
     /// The status about to be written is one the status model denies: a bug in the
     /// reconciler. Logged, counted and published as an Event; the write is not sent. Carries
     /// every violation (the denying ones make the message).
-    #[error("status write denied by the status model (reconciler bug): {}", crate::status::denial_message(.0))]
-    StatusDenied(Vec<crate::status::Violation>),
+    #[error("status write denied by the status model (reconciler bug): {}", .0.denial_message())]
+    StatusDenied(crate::status::Violations),
     /// The runtime cluster cannot be reached with the stored kubeconfig, or a binding cannot
     /// be managed there.
     #[error("runtime cluster: {0}")]
@@ -37,31 +37,26 @@ pub enum Error {
 
 impl Error {
     /// Wraps a client error with what was being done.
-    pub fn api(what: impl Into<String>, source: kube::Error) -> Error {
+    pub(crate) fn api(what: impl Into<String>, source: kube::Error) -> Error {
         Error::Api {
             what: what.into(),
             source: Box::new(source),
         }
     }
 
-    /// Short label for the errors metric: `api`, `denied`, `runtime_cluster`, `other`.
-    pub fn kind(&self) -> &'static str {
+    /// Short label for the errors metric, one of [`Error::KINDS`].
+    pub(crate) fn kind(&self) -> &'static str {
+        let [api, denied, runtime_cluster, other] = Error::KINDS;
         match self {
-            Error::Api { .. } => "api",
-            Error::StatusDenied(_) => "denied",
-            Error::RuntimeCluster(_) => "runtime_cluster",
-            Error::Stale(_) => "api",
-            Error::Other(_) => "other",
+            Error::Api { .. } | Error::Stale(_) => api,
+            Error::StatusDenied(_) => denied,
+            Error::RuntimeCluster(_) => runtime_cluster,
+            Error::Other(_) => other,
         }
     }
 
-    /// The HTTP code of an API error, if the server answered one.
-    pub fn code(&self) -> Option<u16> {
-        match self {
-            Error::Api { source, .. } => api_code(source),
-            _ => None,
-        }
-    }
+    /// Every [`Error::kind`]: the errors metric creates each series at start, at zero.
+    pub(crate) const KINDS: [&'static str; 4] = ["api", "denied", "runtime_cluster", "other"];
 
     /// Whether the error is transient: a retry of the same call may well succeed with nothing
     /// changed (see [`transient`]). Errors of the runtime cluster's configuration (an unusable
@@ -90,7 +85,7 @@ impl Error {
 /// 408, 409, 429 or 5xx, or there was no (complete) answer — a request timeout
 /// ([`super::deadline::RequestTimedOut`]), a connection error, a stream cut. Other answers
 /// (400, 401, 403, 404, 422, …) and client-side errors (TLS, authentication, decoding) are not.
-pub fn transient(e: &kube::Error) -> bool {
+pub(crate) fn transient(e: &kube::Error) -> bool {
     match e {
         kube::Error::Api(s) => matches!(s.code, 408 | 409 | 429) || s.code >= 500,
         kube::Error::HyperError(_) | kube::Error::Service(_) | kube::Error::ReadEvents(_) => true,
@@ -118,7 +113,7 @@ pub(crate) fn is_conflict(e: &kube::Error) -> bool {
 
 /// A one-line description of an API error for conditions and logs: the server's message for
 /// API errors, the client error otherwise (never a request body).
-pub fn describe(e: &kube::Error) -> String {
+pub(crate) fn describe(e: &kube::Error) -> String {
     match e {
         kube::Error::Api(s) => format!("{} ({})", s.message, s.code),
         other => other.to_string(),

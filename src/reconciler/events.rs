@@ -51,7 +51,7 @@ const MAX_RETRY_DELAY: Duration = Duration::from_secs(10);
 /// for cluster-scoped objects). Needs RBAC `create` on `events.k8s.io` `events`. Cloning is
 /// cheap (the client and two shared strings).
 #[derive(Clone)]
-pub struct Publisher {
+pub(crate) struct Publisher {
     client: Client,
     /// `reportingController`.
     controller: Arc<str>,
@@ -62,7 +62,7 @@ pub struct Publisher {
 impl Publisher {
     /// A publisher writing through `client`, reporting as `reporter` (`reportingInstance` is
     /// the reporter's instance, or its controller name without one, as for the `Recorder`).
-    pub fn new(client: Client, reporter: Reporter) -> Publisher {
+    pub(crate) fn new(client: Client, reporter: Reporter) -> Publisher {
         let instance = reporter
             .instance
             .unwrap_or_else(|| reporter.controller.clone());
@@ -79,7 +79,12 @@ impl Publisher {
     /// `regarding`, `eventTime` `now`, `action`, `reason`, `note`, `type` (`Normal` or
     /// `Warning`), `regarding`, `related` (`ev.secondary`), `reportingController` and
     /// `reportingInstance`; no series.
-    pub fn event(&self, ev: &Event, regarding: &ObjectReference, now: Timestamp) -> K8sEvent {
+    pub(crate) fn event(
+        &self,
+        ev: &Event,
+        regarding: &ObjectReference,
+        now: Timestamp,
+    ) -> K8sEvent {
         let name = regarding.name.as_deref().unwrap_or(&self.controller);
         K8sEvent {
             metadata: ObjectMeta {

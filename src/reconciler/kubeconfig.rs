@@ -23,20 +23,20 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// Prefix of the kubeconfig Secret's name: `kubeconfig-<runtime-id>`.
-pub const SECRET_PREFIX: &str = "kubeconfig-";
+pub(crate) const SECRET_PREFIX: &str = "kubeconfig-";
 /// Data key of the kubeconfig in the Secret.
 pub const SECRET_KEY: &str = "config";
 /// Label naming who manages the Secret.
-pub const LABEL_MANAGED_BY: &str = "operator.kyma-project.io/managed-by";
+pub(crate) const LABEL_MANAGED_BY: &str = "operator.kyma-project.io/managed-by";
 /// Value of [`LABEL_MANAGED_BY`] (and of the binding label in [`super::admins`]).
-pub const MANAGED_BY: &str = "infrastructure-manager";
+pub(crate) const MANAGED_BY: &str = "infrastructure-manager";
 /// Label with the runtime ID as cluster name.
-pub const LABEL_CLUSTER_NAME: &str = "operator.kyma-project.io/cluster-name";
+pub(crate) const LABEL_CLUSTER_NAME: &str = "operator.kyma-project.io/cluster-name";
 /// Annotation with the time the kubeconfig was last written (RFC 3339).
-pub const ANNOTATION_LAST_SYNC: &str = "operator.kyma-project.io/last-sync";
+pub(crate) const ANNOTATION_LAST_SYNC: &str = "operator.kyma-project.io/last-sync";
 /// Annotation with the time the stored kubeconfig's credentials expire (RFC 3339), the
 /// `status.expirationTimestamp` Gardener answered with it.
-pub const ANNOTATION_EXPIRATION: &str =
+pub(crate) const ANNOTATION_EXPIRATION: &str =
     "infrastructuremanager.kyma-project.io/kubeconfig-expiration";
 
 /// Name of the kubeconfig Secret of runtime `runtime_id`.

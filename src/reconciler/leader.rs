@@ -41,19 +41,6 @@ pub struct LeaderElection {
     pub grace: Duration,
 }
 
-impl LeaderElection {
-    /// Lease `name` in `namespace` with a fresh identity, 15 s validity and 5 s grace.
-    pub fn new(name: &str, namespace: &str) -> LeaderElection {
-        LeaderElection {
-            lease_name: name.to_string(),
-            namespace: namespace.to_string(),
-            identity: default_identity(),
-            duration: Duration::from_secs(15),
-            grace: Duration::from_secs(5),
-        }
-    }
-}
-
 /// `$POD_NAME` (or `$HOSTNAME`, else `kim`) plus a random suffix, so that a restarted pod with
 /// the same name never mistakes the previous holder's Lease for its own.
 pub(crate) fn default_identity() -> String {

@@ -42,20 +42,20 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 /// Buckets (seconds) of the reconcile and Gardener latency histograms: 1 ms … 60 s.
-pub const LATENCY_BUCKETS: [f64; 14] = [
+pub(crate) const LATENCY_BUCKETS: [f64; 14] = [
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 15.0, 60.0,
 ];
 
 /// Upper bounds (seconds) of `kim_controller_provisioning_duration_seconds`: 1 min … 2 h, every
 /// 5 min around Gardener's usual 10–30 min of Shoot creation.
-pub const PROVISIONING_BUCKETS: [f64; 14] = [
+pub(crate) const PROVISIONING_BUCKETS: [f64; 14] = [
     60.0, 120.0, 300.0, 600.0, 900.0, 1200.0, 1500.0, 1800.0, 2100.0, 2400.0, 2700.0, 3600.0,
     5400.0, 7200.0,
 ];
 
 /// Labels of the per-Runtime gauges.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct RuntimeLabels {
+pub(crate) struct RuntimeLabels {
     /// The Runtime's namespace.
     pub namespace: String,
     /// The Runtime's name.
@@ -64,7 +64,7 @@ pub struct RuntimeLabels {
 
 /// Labels of `kim_controller_runtime_state`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct RuntimeStateLabels {
+pub(crate) struct RuntimeStateLabels {
     /// The Runtime's namespace.
     pub namespace: String,
     /// The Runtime's name.
@@ -75,7 +75,7 @@ pub struct RuntimeStateLabels {
 
 /// Labels of `kim_controller_gardener_request_errors_total`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct GardenerErrorLabels {
+pub(crate) struct GardenerErrorLabels {
     /// The Gardener call, e.g. `create`.
     pub operation: &'static str,
     /// The HTTP status code answered, or `timeout`, `connection`, `client`.
@@ -84,21 +84,21 @@ pub struct GardenerErrorLabels {
 
 /// `state` label of `kim_controller_runtimes`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct StateLabels {
+pub(crate) struct StateLabels {
     /// `Pending`, `Ready`, `Failed`, `Terminating` or `None`.
     pub state: &'static str,
 }
 
 /// `kind` label of `kim_controller_reconcile_errors_total`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ErrorLabels {
-    /// See [`crate::reconciler::Error::kind`].
+pub(crate) struct ErrorLabels {
+    /// One of [`super::error::Error::KINDS`].
     pub kind: &'static str,
 }
 
 /// `operation` label of `kim_controller_gardener_request_duration_seconds`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct OperationLabels {
+pub(crate) struct OperationLabels {
     /// The Gardener call, e.g. `create`.
     pub operation: &'static str,
 }
@@ -258,7 +258,7 @@ impl Metrics {
                 state: state.as_str(),
             });
         }
-        for kind in ["api", "denied", "runtime_cluster", "other"] {
+        for kind in super::error::Error::KINDS {
             let _ = errors.get_or_create(&ErrorLabels { kind });
         }
         Metrics {
@@ -282,7 +282,7 @@ impl Metrics {
     }
 
     /// Counts one reconcile and its duration; `error` is the error kind when it failed.
-    pub fn reconciled(&self, started: Instant, error: Option<&'static str>) {
+    pub(crate) fn reconciled(&self, started: Instant, error: Option<&'static str>) {
         self.reconciles.inc();
         self.duration.observe(started.elapsed().as_secs_f64());
         if let Some(kind) = error {
@@ -305,7 +305,7 @@ impl Metrics {
     }
 
     /// Records the time from a Runtime's creation to its first `Ready`.
-    pub fn provisioned(&self, seconds: f64) {
+    pub(crate) fn provisioned(&self, seconds: f64) {
         self.provisioning.observe(seconds.max(0.0));
     }
 
@@ -349,7 +349,7 @@ impl Metrics {
     }
 
     /// Whether `/readyz` answers 200.
-    pub fn is_ready(&self) -> bool {
+    pub(crate) fn is_ready(&self) -> bool {
         self.ready.load(Ordering::Relaxed)
     }
 
@@ -413,11 +413,6 @@ impl Metrics {
         self.kubeconfig_expiry.clear();
     }
 
-    /// Status writes sent so far.
-    pub fn status_writes(&self) -> u64 {
-        self.status_writes.get()
-    }
-
     /// Status writes denied by the model so far (should be 0).
     pub fn status_denials(&self) -> u64 {
         self.status_denied.get()
@@ -436,9 +431,6 @@ impl Metrics {
         out
     }
 }
-
-/// `Content-Type` of [`Metrics::encode`]'s output.
-pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// A running metrics server: its bound address and a stop switch.
 #[derive(Debug)]

@@ -23,32 +23,31 @@
 
 #![deny(missing_docs)]
 
-pub mod admins;
-pub mod context;
-pub mod controller;
+pub(crate) mod admins;
+pub(crate) mod context;
+mod controller;
 pub mod deadline;
 mod delete;
-pub mod error;
-pub mod events;
-pub mod kubeconfig;
-pub mod leader;
+pub(crate) mod error;
+mod events;
+pub(crate) mod kubeconfig;
+mod leader;
 pub mod metrics;
 mod pass;
 mod provision;
-pub mod reasons;
-pub mod reconcile;
-pub mod runtime_clients;
+mod reasons;
+pub(crate) mod reconcile;
+mod runtime_clients;
 mod shoots;
-pub mod status_update;
+pub(crate) mod status_update;
 
-pub use context::{Ctx, Settings};
-pub use controller::{run_with, runtime_for_shoot};
-pub use error::Error;
+pub use context::Settings;
+pub use controller::run_with;
 pub use leader::LeaderElection;
 pub use metrics::Metrics;
 
 use crate::gardener::Config;
-pub use crate::telemetry::{LogFormat, init_tracing};
+pub(crate) use crate::telemetry::LogFormat;
 use anyhow::{Context as _, bail};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

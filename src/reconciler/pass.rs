@@ -6,7 +6,7 @@ use super::context::{self, Ctx};
 use super::error::{self, Error};
 use super::status_update::{Cond, Update, changed, check, next_status, shoot_changed};
 use crate::api::{Runtime, RuntimeStatus};
-use crate::status::{CondStatus, State, denial_message, table::FINALIZER};
+use crate::status::{CondStatus, State, table::FINALIZER};
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -300,7 +300,7 @@ impl<'a> Pass<'a> {
         }
         if let Err(violations) = check(policy, &self.rt, &next, &self.ctx.settings.user, now) {
             self.ctx.metrics().status_denied();
-            let message = denial_message(&violations);
+            let message = violations.denial_message();
             tracing::error!(runtime = %self.key(), denial = %message, "status write denied by the status model; not sent (reconciler bug)");
             self.publish(Event {
                 type_: EventType::Warning,

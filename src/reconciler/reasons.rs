@@ -4,7 +4,7 @@
 //! change of the table that the reconciler does not follow fails the build's tests, not a
 //! write in production.
 
-pub use crate::status::table::reasons::*;
+pub(crate) use crate::status::table::reasons::*;
 
 #[cfg(test)]
 mod tests {

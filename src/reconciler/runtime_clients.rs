@@ -17,7 +17,7 @@ use std::sync::{Mutex, MutexGuard};
 
 /// Default number of runtime-cluster clients kept: well above the concurrency (every
 /// in-flight reconcile's client stays cached), a few MiB at ~60 KiB each.
-pub const DEFAULT_CAPACITY: usize = 256;
+pub(crate) const DEFAULT_CAPACITY: usize = 256;
 
 /// The fingerprint of a kubeconfig: the Secret's `resourceVersion` and a 64-bit hash of the
 /// kubeconfig bytes, so a changed kubeconfig gets a new client even if the resourceVersion were
@@ -41,14 +41,14 @@ struct Inner<C> {
 
 /// At most `capacity` values (clients) keyed by Runtime, each valid for one fingerprint;
 /// least recently used evicted first. Capacity 0 caches nothing.
-pub struct ClientCache<C> {
+pub(crate) struct ClientCache<C> {
     capacity: usize,
     inner: Mutex<Inner<C>>,
 }
 
 impl<C: Clone> ClientCache<C> {
     /// An empty cache of at most `capacity` entries.
-    pub fn new(capacity: usize) -> ClientCache<C> {
+    pub(crate) fn new(capacity: usize) -> ClientCache<C> {
         ClientCache {
             capacity,
             inner: Mutex::new(Inner {
@@ -64,7 +64,7 @@ impl<C: Clone> ClientCache<C> {
 
     /// The value of `key` if it was built for `fingerprint` (and marks it used). A value of
     /// another fingerprint is stale: it is dropped at once.
-    pub fn get(&self, key: &str, fingerprint: &str) -> Option<C> {
+    pub(crate) fn get(&self, key: &str, fingerprint: &str) -> Option<C> {
         let mut inner = self.lock();
         inner.tick += 1;
         let tick = inner.tick;
@@ -83,7 +83,7 @@ impl<C: Clone> ClientCache<C> {
 
     /// Keeps `value` for `key` built for `fingerprint`, replacing any value of `key` and, when
     /// the cache is full, evicting the least recently used entry.
-    pub fn insert(&self, key: &str, fingerprint: &str, value: C) {
+    pub(crate) fn insert(&self, key: &str, fingerprint: &str, value: C) {
         if self.capacity == 0 {
             return;
         }
@@ -112,18 +112,13 @@ impl<C: Clone> ClientCache<C> {
     }
 
     /// Drops the value of `key` (the Runtime is gone).
-    pub fn remove(&self, key: &str) {
+    pub(crate) fn remove(&self, key: &str) {
         self.lock().map.remove(key);
     }
 
     /// Number of values kept.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.lock().map.len()
-    }
-
-    /// Whether nothing is kept.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 
@@ -176,7 +171,7 @@ mod tests {
         assert_eq!(fingerprint("7", b"a"), fingerprint("7", b"a"));
         cache.insert("rt", &fp2, Arc::new(2));
         assert_eq!(cache.get("rt", &fp1), None);
-        assert!(cache.is_empty());
+        assert_eq!(cache.len(), 0);
     }
 
     #[test]
@@ -184,6 +179,6 @@ mod tests {
         let cache: ClientCache<u32> = ClientCache::new(0);
         cache.insert("rt", "fp", 1);
         assert_eq!(cache.get("rt", "fp"), None);
-        assert!(cache.is_empty());
+        assert_eq!(cache.len(), 0);
     }
 }

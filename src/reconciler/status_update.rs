@@ -8,7 +8,7 @@
 //! Named `status_update` to keep it apart from [`crate::status`], the status model it obeys.
 
 use crate::api::{LastError, LastOperation, Runtime, RuntimeStatus};
-use crate::status::{self, CondStatus, Facts, Policy, State, Violation};
+use crate::status::{self, CondStatus, Facts, Policy, State, Violations};
 use chrono::{DateTime, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
@@ -70,7 +70,7 @@ impl Update {
     }
 
     /// Also set `provisioningCompleted: true` (first `Ready`).
-    pub fn completed(mut self) -> Update {
+    pub(crate) fn completed(mut self) -> Update {
         self.provisioning_completed = true;
         self
     }
@@ -209,12 +209,12 @@ pub(crate) fn check(
     new: &RuntimeStatus,
     user: &str,
     now: DateTime<Utc>,
-) -> Result<(), Vec<Violation>> {
+) -> Result<(), Violations> {
     let old = serde_json::to_value(runtime).unwrap_or_default();
     let mut next = old.clone();
     next["status"] = serde_json::to_value(new).unwrap_or_default();
     let d = status::evaluate(policy, Some(&old), &next, &Facts::by(user, now));
-    if d.allowed() {
+    if d.violations.allowed() {
         Ok(())
     } else {
         Err(d.violations)

@@ -6,7 +6,7 @@ use super::defaulting::mutate;
 use super::json::{Facts, Snapshot};
 use super::table::RuleId;
 use super::validate::validate;
-use super::violation::{Violation, allowed, denial_code, denial_message, violation, warnings};
+use super::violation::{Violations, violation};
 use json_patch::Patch;
 use serde_json::Value;
 
@@ -14,32 +14,14 @@ use serde_json::Value;
 /// Patch (empty when nothing needed defaulting) and the warnings for the client.
 #[derive(Debug, Clone, Default)]
 pub struct Decision {
-    pub violations: Vec<Violation>,
+    pub violations: Violations,
     pub patch: Patch,
     pub warnings: Vec<String>,
 }
 
-impl Decision {
-    /// True when no violation denies the write.
-    pub fn allowed(&self) -> bool {
-        allowed(&self.violations)
-    }
-
-    /// The denial's `status.code`: 400 when any denying violation is about the object's
-    /// shape, otherwise 403; 200 when allowed (status model §6).
-    pub fn code(&self) -> u16 {
-        denial_code(&self.violations)
-    }
-
-    /// The denying violations in one line (status model §6), see [`denial_message`].
-    pub fn message(&self) -> String {
-        denial_message(&self.violations)
-    }
-}
-
 /// The API server's chain on whole objects: [`mutate`], apply the patch, [`validate`] the result.
 /// `old` is `None` for a Runtime that had no status yet (or, in `kim check`, `--old none`).
-/// The warnings are those of the violations that do not deny ([`warnings`]).
+/// The warnings are those of the violations that do not deny ([`Violations::warnings`]).
 pub fn evaluate(policy: &Policy, old: Option<&Value>, new: &Value, facts: &Facts) -> Decision {
     let old_snap = old.map(Snapshot::of_object);
     let new_snap = Snapshot::of_object(new);
@@ -56,17 +38,17 @@ pub fn evaluate(policy: &Policy, old: Option<&Value>, new: &Value, facts: &Facts
                 facts,
             ),
             // Unreachable by construction (paths point at existing entries); report, never panic.
-            Err(e) => vec![violation(
+            Err(e) => Violations::from(vec![violation(
                 RuleId::Malformed,
                 "status",
                 "",
                 "",
                 format!("status: defaulting patch does not apply: {e}"),
-            )],
+            )]),
         }
     };
     Decision {
-        warnings: warnings(&violations),
+        warnings: violations.warnings(),
         violations,
         patch,
     }

@@ -32,7 +32,7 @@ pub enum Kind {
 
 impl Kind {
     /// The name in the file and in messages: `type`, `reason`, `state`.
-    pub const fn as_str(self) -> &'static str {
+    pub(crate) const fn as_str(self) -> &'static str {
         match self {
             Kind::Type => "type",
             Kind::Reason => "reason",
@@ -77,7 +77,7 @@ impl Name {
 /// A line of the vocabulary file that does not parse: its 1-based number and why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("vocabulary-history.tsv line {line}: {message}")]
-pub struct ParseError {
+pub(crate) struct ParseError {
     pub line: usize,
     pub message: String,
 }
@@ -85,7 +85,7 @@ pub struct ParseError {
 /// Parses vocabulary text in the file's format (header line first).
 ///
 /// Errors: the first malformed line (wrong column count, unknown kind, bad date, `yes`/`no`).
-pub fn parse(text: &'static str) -> Result<Vec<Name>, ParseError> {
+pub(crate) fn parse(text: &'static str) -> Result<Vec<Name>, ParseError> {
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate().skip(1) {
         if line.trim().is_empty() {
@@ -131,14 +131,14 @@ pub fn vocabulary() -> &'static [Name] {
 }
 
 /// The vocabulary row of `name` as a `kind`, if KIM ever declared it.
-pub fn lookup(kind: Kind, name: &str) -> Option<&'static Name> {
+pub(crate) fn lookup(kind: Kind, name: &str) -> Option<&'static Name> {
     vocabulary()
         .iter()
         .find(|n| n.kind == kind && n.name == name)
 }
 
 /// The row of `name` as a `kind` if KIM has retired it.
-pub fn retired(kind: Kind, name: &str) -> Option<&'static Name> {
+pub(crate) fn retired(kind: Kind, name: &str) -> Option<&'static Name> {
     lookup(kind, name).filter(|n| n.retired())
 }
 

@@ -21,7 +21,4 @@ pub use json::{Facts, JsonView, Snapshot, format_time};
 pub use policy::{FieldError, Policy, PolicyError, PolicyFile, Writers};
 pub use table::{Action, CompatSwitch, CondStatus, Enforcement, RuleId, State};
 pub use validate::{validate, validate_stored};
-pub use violation::{
-    LISTED_WARNINGS, Violation, WARNING_LIMIT, allowed, denial_code, denial_message, warn_code,
-    warn_message, warnings,
-};
+pub use violation::{LISTED_WARNINGS, Violation, Violations, WARNING_LIMIT};

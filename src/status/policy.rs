@@ -58,7 +58,7 @@ pub struct Writers {
 
 impl Writers {
     /// The defaults of status model §4.8: the reconciler's service account and `system:masters`.
-    pub fn defaults() -> Writers {
+    pub(crate) fn defaults() -> Writers {
         Writers {
             users: table::DEFAULT_WRITER_USERS
                 .iter()
@@ -105,14 +105,14 @@ impl Writers {
     }
 
     /// Whether `user` (with `groups`) may write.
-    pub fn allows(&self, user: &str, groups: &[String]) -> bool {
+    pub(crate) fn allows(&self, user: &str, groups: &[String]) -> bool {
         self.any
             || self.users.iter().any(|u| u == user)
             || groups.iter().any(|g| self.groups.contains(g))
     }
 
     /// Human form for messages: `users a, b; groups c`.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         if self.any {
             return "anyone".to_string();
         }
@@ -279,7 +279,7 @@ impl Policy {
 
     /// KIM's retired name of `kind` (status model §7.6), for messages: `None` when KIM never declared
     /// it or still does.
-    pub fn retired(&self, kind: Kind, name: &str) -> Option<&'static history::Name> {
+    pub(crate) fn retired(&self, kind: Kind, name: &str) -> Option<&'static history::Name> {
         history::retired(kind, name)
     }
 
@@ -340,12 +340,12 @@ impl Policy {
     }
 
     /// The entry of a (type, reason) pair, if allowed.
-    pub fn reason(&self, ctype: &str, reason: &str) -> Option<&ReasonEntry> {
+    pub(crate) fn reason(&self, ctype: &str, reason: &str) -> Option<&ReasonEntry> {
         self.condition_type(ctype)?.reason(reason)
     }
 
     /// The edge `from -> to`, if the table has it.
-    pub fn edge(&self, from: Option<State>, to: State) -> Option<&Edge> {
+    pub(crate) fn edge(&self, from: Option<State>, to: State) -> Option<&Edge> {
         self.transitions
             .iter()
             .find(|e| e.from == from && e.to == to)
@@ -379,7 +379,7 @@ impl Policy {
     /// types and reasons, transitions, enforcement actions, writers.
     ///
     /// Errors: the first invalid field, with its path (e.g. `conditionTypes[1].reasons[0]`).
-    pub fn extend(mut self, file: &PolicyFile) -> Result<Policy, FieldError> {
+    pub(crate) fn extend(mut self, file: &PolicyFile) -> Result<Policy, FieldError> {
         if let Some(kind) = file.kind.as_deref().filter(|k| *k != "StatusPolicy") {
             return Err(FieldError::new(
                 "kind",

@@ -47,7 +47,7 @@ impl State {
     }
 
     /// Meaning of the state (status model §1, "Meaning of the states").
-    pub const fn meaning(self) -> &'static str {
+    pub(crate) const fn meaning(self) -> &'static str {
         match self {
             State::Pending => {
                 "the runtime is being created or updated; steps in progress or retrying"
@@ -91,7 +91,7 @@ impl CondStatus {
     }
 
     /// The one-letter form used in the spec's tables (T, F, U).
-    pub const fn letter(self) -> char {
+    pub(crate) const fn letter(self) -> char {
         match self {
             CondStatus::True => 'T',
             CondStatus::False => 'F',
@@ -100,7 +100,7 @@ impl CondStatus {
     }
 
     /// Parses a wire name (exact, case-sensitive, as the apiserver's CRD enum does).
-    pub fn parse(s: &str) -> Option<CondStatus> {
+    pub(crate) fn parse(s: &str) -> Option<CondStatus> {
         CondStatus::ALL.into_iter().find(|st| st.as_str() == s)
     }
 }
@@ -148,13 +148,13 @@ pub enum CompatSwitch {
 
 impl CompatSwitch {
     /// All switches.
-    pub const ALL: [CompatSwitch; 2] = [
+    pub(crate) const ALL: [CompatSwitch; 2] = [
         CompatSwitch::TerminatingConditionType,
         CompatSwitch::KimHistory,
     ];
 
     /// The switch's name in policy files and on the command line.
-    pub const fn as_str(self) -> &'static str {
+    pub(crate) const fn as_str(self) -> &'static str {
         match self {
             CompatSwitch::TerminatingConditionType => "terminatingConditionType",
             CompatSwitch::KimHistory => "kimHistory",
@@ -162,20 +162,8 @@ impl CompatSwitch {
     }
 
     /// Parses a switch name (exact).
-    pub fn parse(s: &str) -> Option<CompatSwitch> {
+    pub(crate) fn parse(s: &str) -> Option<CompatSwitch> {
         CompatSwitch::ALL.into_iter().find(|c| c.as_str() == s)
-    }
-
-    /// What the switch accepts, for `kim policy`.
-    pub const fn description(self) -> &'static str {
-        match self {
-            CompatSwitch::TerminatingConditionType => {
-                "KIM's deletion-error condition of type Terminating (reason KubernetesErr, False)"
-            }
-            CompatSwitch::KimHistory => {
-                "KIM's retired condition types and reasons written anew (pairs KIM declared at the same time, any status)"
-            }
-        }
     }
 }
 
@@ -196,7 +184,7 @@ pub enum Enforcement {
 
 impl Enforcement {
     /// `deny` or `warn`.
-    pub const fn as_str(self) -> &'static str {
+    pub(crate) const fn as_str(self) -> &'static str {
         match self {
             Enforcement::Deny => "deny",
             Enforcement::Warn => "warn",
@@ -204,7 +192,7 @@ impl Enforcement {
     }
 
     /// Parses `deny` or `warn`.
-    pub fn parse(s: &str) -> Option<Enforcement> {
+    pub(crate) fn parse(s: &str) -> Option<Enforcement> {
         [Enforcement::Deny, Enforcement::Warn]
             .into_iter()
             .find(|e| e.as_str() == s)
@@ -233,11 +221,8 @@ pub enum Action {
 }
 
 impl Action {
-    /// Every action, in label order.
-    pub const ALL: [Action; 3] = [Action::Deny, Action::Warn, Action::Ratcheted];
-
     /// `deny`, `warn` or `ratcheted`.
-    pub const fn as_str(self) -> &'static str {
+    pub(crate) const fn as_str(self) -> &'static str {
         match self {
             Action::Deny => "deny",
             Action::Warn => "warn",
@@ -304,43 +289,43 @@ use Origin::{Kim, KimCompatible as Compat, Seed};
 
 /// Condition type names used by the reconciler (status model §2).
 pub mod types {
-    pub const PROVISIONED: &str = "Provisioned";
-    pub const KUBECONFIG_READY: &str = "KubeconfigReady";
-    pub const CONFIGURED: &str = "Configured";
-    pub const DEPROVISIONED: &str = "Deprovisioned";
+    pub(crate) const PROVISIONED: &str = "Provisioned";
+    pub(crate) const KUBECONFIG_READY: &str = "KubeconfigReady";
+    pub(crate) const CONFIGURED: &str = "Configured";
+    pub(crate) const DEPROVISIONED: &str = "Deprovisioned";
 }
 
 /// Reason names the reconciler writes (docs/reconciler.md), spelled once here and used in
 /// [`REASONS`] below and by `crate::reconciler`.
 pub mod reasons {
     /// `Provisioned=Unknown`: Runtime accepted, nothing created yet (step 2).
-    pub const INITIALISED: &str = "Initialised";
+    pub(crate) const INITIALISED: &str = "Initialised";
     /// `Provisioned=Unknown`: Shoot created / creation in progress / retryable Gardener failure.
-    pub const PENDING: &str = "Pending";
+    pub(crate) const PENDING: &str = "Pending";
     /// `Provisioned=True`: Gardener finished creating the Shoot.
-    pub const SHOOT_CREATION_COMPLETED: &str = "ShootCreationCompleted";
+    pub(crate) const SHOOT_CREATION_COMPLETED: &str = "ShootCreationCompleted";
     /// `Provisioned=Unknown`: Shoot update submitted or in progress.
-    pub const PROCESSING: &str = "Processing";
+    pub(crate) const PROCESSING: &str = "Processing";
     /// `Provisioned=True`: Shoot update finished.
-    pub const CONFIGURATION_COMPLETED: &str = "ConfigurationCompleted";
+    pub(crate) const CONFIGURATION_COMPLETED: &str = "ConfigurationCompleted";
     /// `Provisioned=False` / `Deprovisioned=False`: a Gardener API call failed (retried).
-    pub const GARDENER_ERR: &str = "GardenerErr";
+    pub(crate) const GARDENER_ERR: &str = "GardenerErr";
     /// `Provisioned=False`: Gardener reports that creation failed for good.
-    pub const CREATION_ERR: &str = "CreationErr";
+    pub(crate) const CREATION_ERR: &str = "CreationErr";
     /// `Provisioned=False`: the Runtime cannot be converted into a Shoot.
-    pub const CONVERSION_ERR: &str = "ConversionErr";
+    pub(crate) const CONVERSION_ERR: &str = "ConversionErr";
     /// `Provisioned=False`: Gardener reports that the update failed for good.
-    pub const PROCESSING_ERR: &str = "ProcessingErr";
+    pub(crate) const PROCESSING_ERR: &str = "ProcessingErr";
     /// `KubeconfigReady=True`: kubeconfig Secret written or rotated.
-    pub const KUBECONFIG_CREATED: &str = "KubeconfigCreated";
+    pub(crate) const KUBECONFIG_CREATED: &str = "KubeconfigCreated";
     /// `KubeconfigReady=False`: requesting the kubeconfig or writing the Secret failed.
-    pub const KUBERNETES_ERR: &str = "KubernetesErr";
+    pub(crate) const KUBERNETES_ERR: &str = "KubernetesErr";
     /// `Configured=True`: administrators' bindings applied.
-    pub const ADMINISTRATORS_CONFIGURED: &str = "AdministratorsConfigured";
+    pub(crate) const ADMINISTRATORS_CONFIGURED: &str = "AdministratorsConfigured";
     /// `Configured=False`: applying the bindings failed (retried).
-    pub const CONFIGURATION_ERROR: &str = "ConfigurationError";
+    pub(crate) const CONFIGURATION_ERROR: &str = "ConfigurationError";
     /// `Deprovisioned=Unknown`: Shoot deletion requested / in progress; `False`: it failed.
-    pub const GARDENER_SHOOT_DELETED: &str = "GardenerShootDeleted";
+    pub(crate) const GARDENER_SHOOT_DELETED: &str = "GardenerShootDeleted";
 }
 
 /// Every (type, reason) pair of status model §2, in the spec's order.
@@ -696,7 +681,7 @@ pub const REASONS: &[ReasonRow] = &[
 /// `samples/kim/vocabulary-history.tsv`), and what each means in today's model (status model §1, "Meaning of the
 /// states"). A stored Runtime in one of them moves on as if it were in its equivalent: a
 /// `Deleting` one, like a `Terminating` one, never goes back (deletion is final).
-pub const RETIRED_STATE_EQUIVALENTS: &[(&str, State)] = &[
+pub(crate) const RETIRED_STATE_EQUIVALENTS: &[(&str, State)] = &[
     ("Creating", State::Pending),
     ("Processing", State::Pending),
     ("Error", State::Failed),
@@ -724,7 +709,7 @@ use State::{Failed as Fd, Pending as Pd, Ready as Rd, Terminating as Tm};
 
 /// The transition table of status model §3. Edges not listed are illegal; no edge leads to ∅
 /// (removing the status is never allowed).
-pub const EDGES: &[Edge] = &[
+pub(crate) const EDGES: &[Edge] = &[
     e(None, Pd, false),
     e(None, Fd, false),
     e(None, Tm, true),
@@ -745,7 +730,7 @@ pub const EDGES: &[Edge] = &[
 ];
 
 /// Why edges out of a state are restricted, quoted in denial messages (status model §3, footnote ¹).
-pub fn from_note(from: Option<State>) -> Option<&'static str> {
+pub(crate) fn from_note(from: Option<State>) -> Option<&'static str> {
     match from {
         Some(State::Terminating) => Some("deletion is final"),
         _ => None,
@@ -844,7 +829,7 @@ impl RuleId {
     }
 
     /// The spec section the rule enforces (docs/status-model.md).
-    pub const fn spec_section(self) -> &'static str {
+    pub(crate) const fn spec_section(self) -> &'static str {
         match self {
             RuleId::Malformed | RuleId::StateRequired | RuleId::StateUnknown => "§1",
             RuleId::Transition | RuleId::TransitionNeedsDeletion | RuleId::StatusRemoved => "§3",
@@ -862,7 +847,7 @@ impl RuleId {
     }
 
     /// One-line description of the rule, for `kim policy` and the docs.
-    pub const fn description(self) -> &'static str {
+    pub(crate) const fn description(self) -> &'static str {
         match self {
             RuleId::Malformed => {
                 "status, conditions or provisioningCompleted has the wrong JSON type"
@@ -898,7 +883,7 @@ impl RuleId {
 
     /// True for rules about the object's shape rather than the policy: these deny with
     /// HTTP-style code 400 `BadRequest` instead of 403 `Forbidden` (status model §6).
-    pub const fn is_malformed(self) -> bool {
+    pub(crate) const fn is_malformed(self) -> bool {
         matches!(
             self,
             RuleId::Malformed | RuleId::StateUnknown | RuleId::ConditionShape
@@ -925,7 +910,7 @@ pub enum Requirement {
 }
 
 /// Per-state requirements (status model §4) and the rule each one enforces.
-pub const STATE_REQUIREMENTS: &[(State, Requirement, RuleId)] = &[
+pub(crate) const STATE_REQUIREMENTS: &[(State, Requirement, RuleId)] = &[
     (
         State::Ready,
         Requirement::AllTrue(&[
@@ -949,14 +934,15 @@ pub const STATE_REQUIREMENTS: &[(State, Requirement, RuleId)] = &[
 
 /// Principals allowed to write `runtimes/status` by default (status model §4, invariant 8): the
 /// reconciler's service account and the `system:masters` group.
-pub const DEFAULT_WRITER_USERS: &[&str] = &["system:serviceaccount:kim-system:kim-controller"];
+pub(crate) const DEFAULT_WRITER_USERS: &[&str] =
+    &["system:serviceaccount:kim-system:kim-controller"];
 /// Groups allowed to write `runtimes/status` by default (status model §4, invariant 8).
-pub const DEFAULT_WRITER_GROUPS: &[&str] = &["system:masters"];
+pub(crate) const DEFAULT_WRITER_GROUPS: &[&str] = &["system:masters"];
 
 /// Most entries accepted in `status.conditions` (the CRD, like KIM's, sets no `maxItems`). The model allows
 /// one condition per type and the table has a dozen types; a longer list is denied as malformed
 /// before any per-condition work, which keeps evaluation time and denial size bounded.
-pub const MAX_CONDITIONS: usize = 64;
+pub(crate) const MAX_CONDITIONS: usize = 64;
 
 /// Finalizer the reconciler puts on every Runtime (reconciler spec, step 1).
 pub const FINALIZER: &str =

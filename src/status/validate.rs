@@ -9,7 +9,7 @@ use super::json::{
     Facts, JsonView, Snapshot, find_by_type, matching_old, parse_time, quoted, show,
 };
 use super::table::{Action, CondStatus, Enforcement, MAX_CONDITIONS, Requirement, RuleId, State};
-use super::violation::{Violation, violation};
+use super::violation::{Violation, Violations, violation};
 use std::fmt::Write as _;
 
 /// Validation of status model §3 and §4 on the object as written (the validating webhook's view).
@@ -20,13 +20,13 @@ use std::fmt::Write as _;
 /// the write does not change what the rule reads (status model §7.1–7.5; a write that leaves the
 /// status as it was is never denied), otherwise the rule's enforcement in the policy
 /// ([`Action::Deny`] or [`Action::Warn`]). The write is allowed when no violation has
-/// [`Action::Deny`] ([`super::allowed`]).
+/// [`Action::Deny`] ([`Violations::allowed`]).
 pub fn validate<J: JsonView>(
     policy: &Policy,
     old: Option<&Snapshot<'_, J>>,
     new: &Snapshot<'_, J>,
     facts: &Facts,
-) -> Vec<Violation> {
+) -> Violations {
     let mut out = Vec::new();
     let old_status = old.and_then(|o| o.status);
     check_writer(policy, old_status, new.status, facts, &mut out);
@@ -40,21 +40,21 @@ pub fn validate<J: JsonView>(
         }
     }
     enforce(policy, &mut out);
-    out
+    out.into()
 }
 
 /// The per-object rules of a stored status (status model §1, §4.1–4.5): what `kim audit` reports.
 /// No transition, writer, `provisioningCompleted` or `lastTransitionTime` rule (they judge a
 /// change), no ratcheting; every violation carries the action its rule's enforcement gives.
-pub fn validate_stored<J: JsonView>(policy: &Policy, stored: &Snapshot<'_, J>) -> Vec<Violation> {
+pub fn validate_stored<J: JsonView>(policy: &Policy, stored: &Snapshot<'_, J>) -> Violations {
     let mut out = Vec::new();
     let Some(status) = stored.status else {
-        return out;
+        return Violations::default();
     };
     if !status.is_object() {
         out.push(malformed_status(status));
         enforce(policy, &mut out);
-        return out;
+        return out.into();
     }
     let state = read_state(policy, None, status, &mut out);
     let conds = read_conditions(policy, status, &mut out);
@@ -74,7 +74,7 @@ pub fn validate_stored<J: JsonView>(policy: &Policy, stored: &Snapshot<'_, J>) -
         }
     }
     enforce(policy, &mut out);
-    out
+    out.into()
 }
 
 /// Sets the action of every violation that is not ratcheted from the rule's enforcement.

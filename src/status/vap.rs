@@ -44,7 +44,7 @@ pub const LEFT_OUT: &[(RuleId, &str)] = &[
 
 /// What the generated policy does not do, one line each (shown in the YAML's comment block
 /// and in `kim policy`'s Markdown).
-pub fn limitations() -> Vec<String> {
+pub(crate) fn limitations() -> Vec<String> {
     let mut out = vec![
         "no defaulting or mutation (status model §5): a ValidatingAdmissionPolicy only admits or refuses; empty messages and lastTransitionTime are not filled in".to_string(),
         "messages start with the webhook's rule id but are shorter: they name the first offending value, not every one, nor the allowed alternatives".to_string(),
@@ -61,7 +61,7 @@ pub fn limitations() -> Vec<String> {
 }
 
 /// The Markdown section on the generated policy, for `kim policy`.
-pub fn markdown() -> String {
+pub(crate) fn markdown() -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -469,7 +469,7 @@ pub fn objects(policy: &Policy, namespace: Option<&str>) -> Vec<Value> {
 }
 
 /// kube-apiserver's limit on one CEL expression, in code points.
-pub const MAX_EXPRESSION_CHARS: usize = 100_000;
+pub(crate) const MAX_EXPRESSION_CHARS: usize = 100_000;
 
 /// Checks that every expression of the generated policy fits kube-apiserver's limit
 /// ([`MAX_EXPRESSION_CHARS`]), which a policy file with very many or very long reasons can
@@ -478,7 +478,7 @@ pub const MAX_EXPRESSION_CHARS: usize = 100_000;
 /// # Errors
 /// One line naming the first rule whose expression (or message expression) is too long, and
 /// its size.
-pub fn check_size(policy: &Policy) -> Result<(), String> {
+pub(crate) fn check_size(policy: &Policy) -> Result<(), String> {
     for v in validations(policy) {
         for (what, e) in [
             ("expression", &v.expression),
@@ -498,7 +498,7 @@ pub fn check_size(policy: &Policy) -> Result<(), String> {
 
 /// The YAML of [`objects`], documents separated by `---`, after a comment block saying what
 /// the policy covers and what it does not do.
-pub fn yaml(policy: &Policy, namespace: Option<&str>) -> String {
+pub(crate) fn yaml(policy: &Policy, namespace: Option<&str>) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,

@@ -25,14 +25,14 @@ impl Violation {
     }
 
     /// The message with the rule id first: `[rule-id] message` (denials, `kim check`).
-    pub fn line(&self) -> String {
+    pub(crate) fn line(&self) -> String {
         format!("[{}] {}", self.rule, self.message)
     }
 
     /// The AdmissionReview warning for a violation that does not deny (status model §7.7): one line,
     /// rule id first, what became of it, at most [`WARNING_LIMIT`] characters, e.g.
     /// `[condition-type-unknown] (ratcheted) status.conditions[3].type: …`.
-    pub fn warning(&self) -> String {
+    pub(crate) fn warning(&self) -> String {
         let text = format!("[{}] ({}) {}", self.rule, self.action, self.message);
         // No more bytes than the limit: no more characters either.
         if text.len() <= WARNING_LIMIT {
@@ -50,15 +50,102 @@ pub const WARNING_LIMIT: usize = 120;
 /// Most warnings listed for one write; a last line counts the rest (status model §7.7).
 pub const LISTED_WARNINGS: usize = 10;
 
-/// Whether a write with these violations is allowed: none has [`Action::Deny`].
-pub fn allowed(violations: &[Violation]) -> bool {
-    !violations.iter().any(Violation::denies)
+/// The violations of one write or one stored status, in the order the rules ran, and what they
+/// say together: allowed or not, the denial's code and message, the warnings (status model §6,
+/// §7.7). Derefs to a slice of [`Violation`]; serializes as a JSON array.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub struct Violations(Vec<Violation>);
+
+impl Violations {
+    /// Whether a write with these violations is allowed: none has [`Action::Deny`].
+    pub fn allowed(&self) -> bool {
+        !self.iter().any(Violation::denies)
+    }
+
+    /// `status.code` for the denying violations: 200 if none, 400 if any is a shape problem,
+    /// else 403.
+    pub fn denial_code(&self) -> u16 {
+        code_of(self.iter().filter(|v| v.denies()))
+    }
+
+    /// The denying violations in one line, each `[rule-id] message`, separated by `"; "` (spec
+    /// §6: several violations are all reported in one message); after the first 20, the rest
+    /// are counted. Empty when the write is allowed.
+    pub fn denial_message(&self) -> String {
+        join_lines(self.iter().filter(|v| v.denies()))
+    }
+
+    /// What a denial would have said for the violations in `warn` mode ([`Action::Warn`]), in
+    /// the form of [`Violations::denial_message`]; empty when there are none. Carried in an
+    /// audit annotation.
+    pub(crate) fn warn_message(&self) -> String {
+        join_lines(self.iter().filter(|v| v.action == Action::Warn))
+    }
+
+    /// The `status.code` a denial would have had for the violations in `warn` mode.
+    pub(crate) fn warn_code(&self) -> u16 {
+        code_of(self.iter().filter(|v| v.action == Action::Warn))
+    }
+
+    /// The AdmissionReview warnings for the violations that do not deny (status model §7.7):
+    /// `warn` ones first, then ratcheted ones, one line each ([`Violation::warning`]), at most
+    /// [`LISTED_WARNINGS`] plus a line counting the rest.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut ordered: Vec<&Violation> =
+            self.iter().filter(|v| v.action == Action::Warn).collect();
+        ordered.extend(self.iter().filter(|v| v.action == Action::Ratcheted));
+        let mut out: Vec<String> = ordered
+            .iter()
+            .take(LISTED_WARNINGS)
+            .map(|v| v.warning())
+            .collect();
+        if ordered.len() > LISTED_WARNINGS {
+            out.push(format!(
+                "... and {} more warnings",
+                ordered.len() - LISTED_WARNINGS
+            ));
+        }
+        out
+    }
 }
 
-/// `status.code` for the denying violations: 200 if none, 400 if any is a shape problem,
-/// else 403.
-pub fn denial_code(violations: &[Violation]) -> u16 {
-    code_of(violations.iter().filter(|v| v.denies()))
+impl std::ops::Deref for Violations {
+    type Target = [Violation];
+
+    fn deref(&self) -> &[Violation] {
+        &self.0
+    }
+}
+
+impl From<Vec<Violation>> for Violations {
+    fn from(violations: Vec<Violation>) -> Violations {
+        Violations(violations)
+    }
+}
+
+impl FromIterator<Violation> for Violations {
+    fn from_iter<I: IntoIterator<Item = Violation>>(iter: I) -> Violations {
+        Violations(iter.into_iter().collect())
+    }
+}
+
+impl IntoIterator for Violations {
+    type Item = Violation;
+    type IntoIter = std::vec::IntoIter<Violation>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.into_iter()
+    }
+}
+
+impl<'a> IntoIterator for &'a Violations {
+    type Item = &'a Violation;
+    type IntoIter = std::slice::Iter<'a, Violation>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter()
+    }
 }
 
 fn code_of<'a>(mut denying: impl Iterator<Item = &'a Violation>) -> u16 {
@@ -70,24 +157,6 @@ fn code_of<'a>(mut denying: impl Iterator<Item = &'a Violation>) -> u16 {
         code = 403;
     }
     code
-}
-
-/// The denying violations in one line, each `[rule-id] message`, separated by `"; "` (spec
-/// §6: several violations are all reported in one message); after the first 20, the rest
-/// are counted. Empty when the write is allowed.
-pub fn denial_message(violations: &[Violation]) -> String {
-    join_lines(violations.iter().filter(|v| v.denies()))
-}
-
-/// What a denial would have said for the violations in `warn` mode ([`Action::Warn`]), in
-/// the form of [`denial_message`]; empty when there are none. Carried in an audit annotation.
-pub fn warn_message(violations: &[Violation]) -> String {
-    join_lines(violations.iter().filter(|v| v.action == Action::Warn))
-}
-
-/// The `status.code` a denial would have had for the violations in `warn` mode.
-pub fn warn_code(violations: &[Violation]) -> u16 {
-    code_of(violations.iter().filter(|v| v.action == Action::Warn))
 }
 
 fn join_lines<'a>(violations: impl Iterator<Item = &'a Violation>) -> String {
@@ -106,29 +175,6 @@ fn join_lines<'a>(violations: impl Iterator<Item = &'a Violation>) -> String {
         out.push_str(&format!(
             "; ... and {} more violations",
             n - LISTED_VIOLATIONS
-        ));
-    }
-    out
-}
-
-/// The AdmissionReview warnings for the violations that do not deny (status model §7.7): `warn` ones
-/// first, then ratcheted ones, one line each ([`Violation::warning`]), at most
-/// [`LISTED_WARNINGS`] plus a line counting the rest.
-pub fn warnings(violations: &[Violation]) -> Vec<String> {
-    let mut ordered: Vec<&Violation> = violations
-        .iter()
-        .filter(|v| v.action == Action::Warn)
-        .collect();
-    ordered.extend(violations.iter().filter(|v| v.action == Action::Ratcheted));
-    let mut out: Vec<String> = ordered
-        .iter()
-        .take(LISTED_WARNINGS)
-        .map(|v| v.warning())
-        .collect();
-    if ordered.len() > LISTED_WARNINGS {
-        out.push(format!(
-            "... and {} more warnings",
-            ordered.len() - LISTED_WARNINGS
         ));
     }
     out

@@ -26,14 +26,14 @@ use tokio::task::JoinHandle;
 
 /// File name of the serving certificate chain (PEM, leaf first) in the cert dir, as in a
 /// `kubernetes.io/tls` Secret.
-pub const CERT_FILE: &str = "tls.crt";
+pub(crate) const CERT_FILE: &str = "tls.crt";
 /// File name of the private key (PEM: PKCS#8, PKCS#1 or SEC1) in the cert dir.
-pub const KEY_FILE: &str = "tls.key";
+pub(crate) const KEY_FILE: &str = "tls.key";
 /// File name of the CA certificate written by dev mode (not read by the server).
-pub const CA_FILE: &str = "ca.crt";
+pub(crate) const CA_FILE: &str = "ca.crt";
 
 /// ALPN protocols offered, in preference order.
-pub const ALPN: [&[u8]; 2] = [b"h2", b"http/1.1"];
+pub(crate) const ALPN: [&[u8]; 2] = [b"h2", b"http/1.1"];
 
 /// The ring crypto provider, the only one this crate uses (aws-lc would need cmake and a C toolchain in every build, and two providers make rustls' process default ambiguous).
 pub fn provider() -> Arc<CryptoProvider> {
@@ -68,7 +68,7 @@ impl CertPair {
     /// Reads `dir/tls.crt` and `dir/tls.key` (following symlinks).
     ///
     /// Errors: either file unreadable, with the path in the message.
-    pub fn read(dir: &Path) -> anyhow::Result<CertPair> {
+    pub(crate) fn read(dir: &Path) -> anyhow::Result<CertPair> {
         let read = |name: &str| -> anyhow::Result<Vec<u8>> {
             let path = dir.join(name);
             std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))
@@ -93,7 +93,7 @@ pub struct Loaded {
 ///
 /// Errors (one line each): no `CERTIFICATE` block in `tls.crt`, no private key in `tls.key`,
 /// a leaf that is not valid X.509, or a key that does not belong to the leaf certificate.
-pub fn build(pair: &CertPair) -> anyhow::Result<Loaded> {
+pub(crate) fn build(pair: &CertPair) -> anyhow::Result<Loaded> {
     let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&pair.cert_pem)
         .collect::<Result<_, _>>()
         .map_err(|e| anyhow!("{CERT_FILE}: invalid PEM: {e}"))?;
@@ -147,7 +147,7 @@ pub fn load_dir(dir: &Path) -> anyhow::Result<(CertPair, Loaded)> {
 
 /// How the reloader notices changes.
 #[derive(Debug, Clone)]
-pub struct ReloadSettings {
+pub(crate) struct ReloadSettings {
     /// Directory holding `tls.crt` and `tls.key`.
     pub dir: PathBuf,
     /// Period of the fallback re-read (files compared byte for byte).

@@ -14,10 +14,10 @@ use rcgen::{
 use std::path::Path;
 
 /// Names the dev serving certificate is valid for (DNS and IP subject alternative names).
-pub const DEV_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
+pub(crate) const DEV_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
 
 /// Validity of generated certificates, in days from yesterday.
-pub const VALIDITY_DAYS: i64 = 365;
+pub(crate) const VALIDITY_DAYS: i64 = 365;
 
 /// A CA certificate and a serving certificate + key it signed, all PEM.
 #[derive(Clone)]

@@ -31,7 +31,7 @@ pub const LATENCY_BUCKETS: [f64; 16] = [
 
 /// Labels of `kim_webhook_requests_total`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct RequestLabels {
+pub(crate) struct RequestLabels {
     /// `/validate` or `/mutate`.
     pub path: &'static str,
     /// `allowed` or `denied`.
@@ -42,7 +42,7 @@ pub struct RequestLabels {
 
 /// Labels of `kim_webhook_violations_total`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ViolationLabels {
+pub(crate) struct ViolationLabels {
     /// The rule id (`kim policy` lists them).
     pub rule: &'static str,
     /// `deny`, `warn` or `ratcheted`.
@@ -51,14 +51,14 @@ pub struct ViolationLabels {
 
 /// Labels of `kim_webhook_request_duration_seconds`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct PathLabels {
+pub(crate) struct PathLabels {
     /// `/validate` or `/mutate`.
     pub path: &'static str,
 }
 
 /// Labels of `kim_webhook_cert_reloads_total`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ReloadLabels {
+pub(crate) struct ReloadLabels {
     /// `success` or `failure`.
     pub result: &'static str,
 }
@@ -90,7 +90,7 @@ impl Default for Metrics {
 
 impl Metrics {
     /// A fresh registry with every metric registered (families start empty).
-    pub fn new() -> Metrics {
+    pub(crate) fn new() -> Metrics {
         let mut registry = Registry::with_prefix("kim_webhook");
         let requests = Family::<RequestLabels, Counter>::default();
         let latency: HistogramFamily = Family::new_with_constructor(latency_histogram);
@@ -185,7 +185,7 @@ impl Metrics {
     }
 
     /// Marks one admission request as in flight until the returned guard is dropped.
-    pub fn in_flight(&self) -> InFlight {
+    pub(crate) fn in_flight(&self) -> InFlight {
         self.in_flight.inc();
         InFlight(self.in_flight.clone())
     }
@@ -215,13 +215,10 @@ impl Metrics {
 
 /// Decrements the in-flight gauge when dropped (also when the handler future is cancelled).
 #[derive(Debug)]
-pub struct InFlight(Gauge);
+pub(crate) struct InFlight(Gauge);
 
 impl Drop for InFlight {
     fn drop(&mut self) {
         self.0.dec();
     }
 }
-
-/// `Content-Type` of [`Metrics::encode`]'s output.
-pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";

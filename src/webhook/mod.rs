@@ -9,12 +9,12 @@
 //! - [`start`] starts a server in-process (tests, benches) and returns a [`Running`] with the
 //!   bound addresses and a shutdown handle.
 
-pub mod certs;
-pub mod devcerts;
+pub(crate) mod certs;
+pub(crate) mod devcerts;
 pub mod metrics;
-pub mod server;
+mod server;
 
-pub use crate::telemetry::{LogFormat, init_tracing};
+pub(crate) use crate::telemetry::LogFormat;
 pub use server::{BODY_LIMIT, Running, Settings, start};
 
 use crate::status::Policy;
@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Default cert dir in dev mode, relative to the working directory.
-pub const DEV_CERT_DIR: &str = "certs/dev";
+pub(crate) const DEV_CERT_DIR: &str = "certs/dev";
 
 /// Flags of `kim webhook`. Every flag can also be set by the environment variable named
 /// after it (`KIM_` + the flag in upper snake case, e.g. `KIM_CERT_DIR`).
@@ -83,7 +83,7 @@ impl WebhookArgs {
     /// The policy in effect (see [`crate::status::PolicyArgs::load`]).
     ///
     /// Errors: the policy file does not load; `--allowed-writers` does not parse.
-    pub fn policy(&self) -> anyhow::Result<Policy> {
+    pub(crate) fn policy(&self) -> anyhow::Result<Policy> {
         self.policy.load().map_err(|e| anyhow::anyhow!(e))
     }
 

@@ -133,7 +133,7 @@ pub struct Settings {
 impl Settings {
     /// Production defaults: `0.0.0.0:9443`, metrics on `0.0.0.0:8080`, the built-in policy,
     /// 7 MiB body limit, 30 s body timeout, re-read every 5 s plus a directory watch.
-    pub fn new(cert_dir: impl Into<PathBuf>) -> Settings {
+    pub(crate) fn new(cert_dir: impl Into<PathBuf>) -> Settings {
         Settings {
             addr: SocketAddr::from(([0, 0, 0, 0], 9443)),
             metrics_addr: SocketAddr::from(([0, 0, 0, 0], 8080)),
@@ -320,7 +320,7 @@ impl Running {
 
     /// Resolves only if the HTTPS server stops on its own (an I/O error of the listener);
     /// returns that error. Pending forever while serving.
-    pub async fn stopped(&mut self) -> anyhow::Result<()> {
+    pub(crate) async fn stopped(&mut self) -> anyhow::Result<()> {
         match self.server.as_mut() {
             Some(task) => match task.await {
                 Ok(Ok(())) => Err(anyhow!("the HTTPS server stopped")),

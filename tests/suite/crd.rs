@@ -389,7 +389,7 @@ fn structural_check_catches_violations() {
 /// What the API server would say about `value` as a Runtime: its field errors and, as
 /// `PATH: unknown field`, the fields it would drop.
 fn errors_of(value: &Value) -> Vec<String> {
-    let report = kim::schema::check(value);
+    let report = kim::testing::schema::check(value);
     report
         .errors
         .iter()
@@ -485,7 +485,7 @@ fn validation_catches_bad_objects() {
     unknown["spec"]["shoot"]["bogus"] = json!(1);
     assert_eq!(errors_of(&unknown), ["spec.shoot.bogus: unknown field"]);
     assert!(
-        kim::schema::check(&unknown).is_valid(),
+        kim::testing::schema::check(&unknown).is_valid(),
         "dropped, not refused"
     );
 
@@ -661,10 +661,10 @@ fn validation_follows_the_api_servers_decoding() {
         errors_of(&json!([1, 2])),
         ["Invalid value: [1,2]: must be of type object"]
     );
-    assert!(kim::schema::is_runtime(&load(
+    assert!(kim::testing::schema::is_runtime(&load(
         &samples_dir().join("aws.yaml")
     )));
-    assert!(!kim::schema::is_runtime(
+    assert!(!kim::testing::schema::is_runtime(
         &json!({ "apiVersion": "v1", "kind": "Pod" })
     ));
 }
@@ -673,7 +673,7 @@ fn validation_follows_the_api_servers_decoding() {
 /// no format the schema check leaves unchecked on strings.
 #[test]
 fn formats_follow_the_api_server() {
-    use kim::schema::{is_k8s_byte, is_k8s_date_time};
+    use kim::testing::schema::{is_k8s_byte, is_k8s_date_time};
     for ok in [
         "2024-05-01T10:00:00Z",
         "2024-05-01t10:00:00z",
@@ -1078,9 +1078,9 @@ fn same_resource_as_kims_crd() {
 fn kim_only_fields_are_carried() {
     use kim::api::Runtime;
     use kim::gardener::config::Config;
-    use kim::gardener::convert::{ConversionError, runtime_to_shoot};
-    use kim::reconciler::status_update::{Cond, Update, next_status};
     use kim::status::{CondStatus, Policy};
+    use kim::testing::gardener::{ConversionError, runtime_to_shoot};
+    use kim::testing::reconciler::{Cond, Update, next_status};
 
     let mut v = load(&samples_dir().join("aws.yaml"));
     v["spec"]["auditLogAccessEnabled"] = json!(true);

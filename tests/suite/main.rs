@@ -13,7 +13,6 @@ mod audit_faults_ratcheting_and_schema;
 mod cli;
 mod control_plane;
 mod crd;
-mod gardener_convert;
 mod helm_chart;
 mod kim_compat;
 mod ops_metrics;

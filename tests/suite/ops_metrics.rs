@@ -84,7 +84,7 @@ fn promtool_check_metrics(who: &str, text: &str) {
 async fn webhook_metrics() -> String {
     let dir = tempfile::tempdir().unwrap();
     let (_kim, port, metrics) = start_webhook(dir.path()).await;
-    kim::webhook::certs::install_default_provider();
+    kim::testing::webhook::certs::install_default_provider();
     let ca = std::fs::read(dir.path().join("ca.crt")).unwrap();
     let https = reqwest::Client::builder()
         .tls_certs_only([reqwest::Certificate::from_pem(&ca).unwrap()])

@@ -67,7 +67,7 @@ async fn poll(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prometheus_scrapes_the_webhook_and_evaluates_the_alerts() {
     let prometheus_bin = tool("prometheus");
-    kim::webhook::certs::install_default_provider();
+    kim::testing::webhook::certs::install_default_provider();
     let certs = tempfile::tempdir().unwrap();
     let (_webhook, _port, metrics) = start_webhook(certs.path()).await;
 

@@ -57,7 +57,7 @@ use crate::support::reconciler::*;
 use base64::Engine as _;
 use kim::api::Runtime;
 use kim::reconciler::Settings;
-use kim::reconciler::admins::binding_name;
+use kim::testing::reconciler::binding_name;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -1081,7 +1081,8 @@ async fn the_binary_gets_past_a_hung_gardener_call() {
 async fn a_request_held_unpolled_past_its_timeout_still_gets_its_whole_timeout() {
     use futures::FutureExt as _;
     use http_body_util::BodyExt as _;
-    use kim::reconciler::deadline::{RequestTimedOut, RequestTimeoutLayer};
+    use kim::reconciler::deadline::RequestTimedOut;
+    use kim::testing::reconciler::RequestTimeoutLayer;
     use tower::{Layer as _, Service as _};
     const TIMEOUT: Duration = Duration::from_millis(400);
     type Frames = std::pin::Pin<
@@ -1426,7 +1427,8 @@ impl SecretScenario {
             )
             .next_u64()
         );
-        let certs = kim::webhook::devcerts::generate("kim-leak-test", &["localhost"]).unwrap();
+        let certs =
+            kim::testing::webhook::devcerts::generate("kim-leak-test", &["localhost"]).unwrap();
         let garbage_key = format!(
             "-----BEGIN PRIVATE KEY-----\n{}\n-----END PRIVATE KEY-----\n",
             b64(&format!("garbage-private-key-material-{run}-not-a-key"))

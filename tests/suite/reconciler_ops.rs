@@ -300,15 +300,15 @@ async fn kubeconfig_is_rotated_without_status_writes() {
 async fn runtime_clients_are_bounded_and_follow_the_kubeconfig() {
     use k8s_openapi::ByteString;
     use k8s_openapi::api::core::v1::Secret;
-    use kim::reconciler::admins::{runtime_client, sync};
-    use kim::reconciler::kubeconfig::SECRET_KEY;
+    use kim::testing::reconciler::SECRET_KEY;
+    use kim::testing::reconciler::{runtime_client, sync};
     use kube::api::ObjectMeta;
     use std::collections::BTreeMap;
 
     let env = Env::without_controller().await;
     let mut settings = env.settings();
     settings.runtime_client_cache = 3;
-    let ctx = kim::reconciler::Ctx::new(settings);
+    let ctx = kim::testing::reconciler::Ctx::new(settings);
     let secret = |rv: &str, kubeconfig: &str| Secret {
         metadata: ObjectMeta {
             name: Some("kubeconfig-x".into()),
@@ -369,7 +369,7 @@ async fn a_stale_read_of_a_new_runtime_restarts_the_pass_instead_of_failing() {
     let env = Env::without_controller().await;
     let settings = env.settings();
     let metrics = settings.metrics.clone();
-    let ctx = Arc::new(kim::reconciler::Ctx::new(settings));
+    let ctx = Arc::new(kim::testing::reconciler::Ctx::new(settings));
     let stale = env.create(&sample("aws-minimal.yaml")).await;
     assert!(stale.metadata.finalizers.is_none());
     let name = stale.metadata.name.clone().unwrap();
@@ -381,7 +381,7 @@ async fn a_stale_read_of_a_new_runtime_restarts_the_pass_instead_of_failing() {
     })
     .await;
 
-    let result = kim::reconciler::reconcile::reconcile(Arc::new(stale), ctx.clone()).await;
+    let result = kim::testing::reconciler::reconcile(Arc::new(stale), ctx.clone()).await;
     assert!(result.is_ok(), "reconcile failed: {:?}", result.err());
     let patches: Vec<u16> = env
         .kcp

@@ -8,7 +8,7 @@
 use crate::support::reconciler::*;
 use k8s_openapi::api::core::v1::Secret;
 use kim::api::Runtime;
-use kim::reconciler::admins::binding_name;
+use kim::testing::reconciler::binding_name;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::time::Instant;
@@ -56,7 +56,7 @@ fn check_shoot(env: &Env, rt: &Runtime, generation: &str) -> Value {
     assert_eq!(p["controlPlaneConfig"]["apiVersion"], api_version.as_str());
     assert_eq!(p["controlPlaneConfig"]["kind"], "ControlPlaneConfig");
     // Everything else in the provider section is what the converter produces.
-    let expected = kim::gardener::runtime_to_shoot(rt, &config()).expect("converts");
+    let expected = kim::testing::gardener::runtime_to_shoot(rt, &config()).expect("converts");
     let expected = serde_json::to_value(&expected).unwrap();
     assert_eq!(
         p["infrastructureConfig"],

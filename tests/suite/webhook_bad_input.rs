@@ -14,7 +14,8 @@
 use testenv::model;
 
 use base64::Engine as _;
-use kim::webhook::{Running, Settings, devcerts};
+use kim::testing::webhook::devcerts;
+use kim::webhook::{Running, Settings};
 use model::{RECONCILER, Rt, lifecycle, sample_runtimes, status_review};
 use serde_json::{Value, json};
 use std::net::SocketAddr;

@@ -43,7 +43,7 @@ async fn start_with(
 }
 
 fn client(cert_dir: &std::path::Path) -> reqwest::Client {
-    kim::webhook::certs::install_default_provider();
+    kim::testing::webhook::certs::install_default_provider();
     let ca = std::fs::read(cert_dir.join("ca.crt")).unwrap();
     reqwest::Client::builder()
         .tls_certs_only([reqwest::Certificate::from_pem(&ca).unwrap()])

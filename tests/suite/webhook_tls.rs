@@ -6,7 +6,8 @@
 
 use crate::support;
 
-use kim::webhook::{Settings, devcerts};
+use kim::testing::webhook::devcerts;
+use kim::webhook::Settings;
 use std::time::Duration;
 use support::*;
 
@@ -326,7 +327,7 @@ async fn metrics_are_exposed() {
         .count();
     assert_eq!(
         buckets,
-        kim::webhook::metrics::LATENCY_BUCKETS.len() + 1,
+        kim::testing::webhook::LATENCY_BUCKETS.len() + 1,
         "{text}"
     );
     assert_eq!(

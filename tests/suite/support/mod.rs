@@ -12,7 +12,7 @@ pub mod reconciler;
 
 pub use testenv::tls::*;
 
-use kim::webhook::devcerts::{self, DevCerts};
+use kim::testing::webhook::devcerts::{self, DevCerts};
 use kim::webhook::{Running, Settings};
 use std::net::SocketAddr;
 use std::path::Path;

@@ -242,15 +242,15 @@ fn record(
         completed: status["provisioningCompleted"] == Value::Bool(true),
         status: status.clone(),
     });
-    if !decision.allowed() {
+    if !decision.violations.allowed() {
         findings.lock().unwrap().push(format!(
             "DENIED write of {}: {}",
             req.name,
-            decision.message()
+            decision.violations.denial_message()
         ));
         return AdmissionDecision::Deny {
-            code: decision.code(),
-            message: decision.message(),
+            code: decision.violations.denial_code(),
+            message: decision.violations.denial_message(),
         };
     }
     if !decision.patch.0.is_empty() {

@@ -5,16 +5,16 @@
 //!
 //! All conversions use `docs/config.example.yaml`.
 
-use kim::api::{
+use crate::api::{
     ANNOTATION_LICENCE_TYPE, ANNOTATION_RUNTIME_GENERATION, ANNOTATION_RUNTIME_ID, LastError,
     LastOperation, REQUIRED_LABELS, Runtime, Shoot, Worker,
 };
-use kim::gardener::config::Config;
-use kim::gardener::convert::{
+use crate::gardener::config::Config;
+use crate::gardener::convert::{
     ConversionError, StructuredAuthConfig, apply_no_downgrade, runtime_to_shoot,
     runtime_to_shoot_for_update, structured_authentication_config,
 };
-use kim::gardener::errors::{OperationType, ShootProgress, classify};
+use crate::gardener::errors::{OperationType, ShootProgress, classify};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 
