@@ -77,7 +77,8 @@ impl Error {
     /// `docs/control-plane.md`, "Faults"); a 403 that lasts — a missing RBAC rule — is still
     /// reported once the grace is over, and at once for a Runtime that is not `Ready`.
     pub(crate) fn may_clear(&self) -> bool {
-        self.is_transient() || self.code() == Some(403)
+        self.is_transient()
+            || matches!(self, Error::Api { source, .. } if api_code(source) == Some(403))
     }
 }
 

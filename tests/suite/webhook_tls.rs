@@ -156,7 +156,7 @@ async fn cancelled_streams_do_not_close_an_h2_connection() {
     let c0 = certs("ca");
     let dir = plain_dir(&c0);
     let server = start(dir.path()).await;
-    kim::webhook::certs::install_default_provider();
+    kim::testing::webhook::certs::install_default_provider();
     let mut roots = rustls::RootCertStore::empty();
     for cert in rustls_pki_types::CertificateDer::pem_slice_iter(c0.ca_pem.as_bytes()) {
         roots.add(cert.unwrap()).unwrap();
