@@ -341,7 +341,7 @@ impl Running {
         self.handle.graceful_shutdown(Some(grace));
         let mut result = Ok(());
         if let Some(task) = self.server.take() {
-            match tokio::time::timeout(grace + Duration::from_secs(1), task).await {
+            match tokio::time::timeout(grace.saturating_add(Duration::from_secs(1)), task).await {
                 Ok(Ok(Ok(()))) => {}
                 Ok(Ok(Err(e))) => result = Err(anyhow::Error::new(e).context("HTTPS server")),
                 Ok(Err(e)) => result = Err(anyhow!("the HTTPS server task failed: {e}")),

@@ -796,3 +796,37 @@ fn the_kim_vocabulary_is_the_sample_history_and_current_names_are_in_the_table()
         }
     }
 }
+
+/// `Violations` as a library user sees it: empty is allowed with code 200, no message and no
+/// warnings, and serializes as `[]`; a denied write serializes as a JSON array with one object
+/// per violation, in the order the slice gives them.
+#[test]
+fn violations_empty_and_as_a_json_array() {
+    let empty = status::Violations::default();
+    assert!(empty.is_empty());
+    assert!(empty.allowed());
+    assert_eq!(empty.denial_code(), 200);
+    assert_eq!(empty.denial_message(), "");
+    assert!(empty.warnings().is_empty());
+    assert_eq!(serde_json::to_value(&empty).unwrap(), json!([]));
+
+    let policy = Policy::builtin();
+    let old = json!({"apiVersion": "infrastructuremanager.kyma-project.io/v1", "kind": "Runtime",
+        "metadata": {"name": "a", "namespace": "kcp-system", "generation": 1},
+        "status": {"state": "Ready"}});
+    let mut new = old.clone();
+    new["status"] = json!({"state": "NoSuchState"});
+    let d = status::evaluate(
+        &policy,
+        Some(&old),
+        &new,
+        &Facts::by(RECONCILER, chrono::Utc::now()),
+    );
+    assert!(!d.violations.allowed(), "{:?}", d.violations);
+    let v = serde_json::to_value(&d.violations).unwrap();
+    let array = v.as_array().expect("a JSON array");
+    assert_eq!(array.len(), d.violations.len());
+    for (json, violation) in array.iter().zip(d.violations.iter()) {
+        assert_eq!(json["rule"], serde_json::to_value(violation.rule).unwrap());
+    }
+}

@@ -116,6 +116,23 @@ async fn health_readiness_and_routing() {
     );
 }
 
+/// `--shutdown-grace-seconds` takes any u64: the largest (`kim webhook
+/// --shutdown-grace-seconds 18446744073709551615`, then SIGTERM) stops cleanly instead of
+/// panicking on `grace + 1 s`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_largest_shutdown_grace_stops_cleanly() {
+    let c0 = certs("ca");
+    let dir = plain_dir(&c0);
+    let server = start(dir.path()).await;
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        server.shutdown(Duration::from_secs(u64::MAX)),
+    )
+    .await
+    .expect("an idle server stops at once")
+    .expect("clean shutdown");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn h2_and_http1_both_work() {
     let c0 = certs("ca");
