@@ -94,17 +94,37 @@ pub struct PolicyCmdArgs {
 ///
 /// Errors: one line, `FILE: line L column C: what was expected` where the parser says so.
 pub(crate) fn read_document(path: &str) -> Result<Value, String> {
-    let mut text = String::new();
-    if path == "-" {
-        std::io::stdin()
-            .read_to_string(&mut text)
-            .map_err(|e| format!("stdin: cannot read: {e}"))?;
-    } else {
-        text = std::fs::read_to_string(Path::new(path))
-            .map_err(|e| format!("{path}: cannot read: {e}"))?;
-    }
     let name = if path == "-" { "stdin" } else { path };
+    let text = String::from_utf8(read_input(path)?)
+        .map_err(|e| format!("{name}: cannot read: not UTF-8: {e}"))?;
     parse_document(name, &text)
+}
+
+/// Largest input `kim review` and `kim check` read: the webhook's body limit, which no review
+/// or object kube-apiserver sends exceeds.
+const INPUT_LIMIT: u64 = crate::webhook::BODY_LIMIT as u64;
+
+/// Reads a file (or stdin for `-`), at most [`INPUT_LIMIT`] bytes, so that `/dev/zero` or a
+/// wrong path is refused instead of filling memory.
+///
+/// Errors: the file cannot be read, or is larger than the limit.
+fn read_input(path: &str) -> Result<Vec<u8>, String> {
+    let name = if path == "-" { "stdin" } else { path };
+    let mut buf = Vec::new();
+    let read = if path == "-" {
+        std::io::stdin().take(INPUT_LIMIT + 1).read_to_end(&mut buf)
+    } else {
+        std::fs::File::open(Path::new(path))
+            .and_then(|f| f.take(INPUT_LIMIT + 1).read_to_end(&mut buf))
+    };
+    read.map_err(|e| format!("{name}: cannot read: {e}"))?;
+    if buf.len() as u64 > INPUT_LIMIT {
+        return Err(format!(
+            "{name}: larger than {} MiB, the webhook's body limit",
+            INPUT_LIMIT / (1024 * 1024)
+        ));
+    }
+    Ok(buf)
 }
 
 /// Parses one YAML or JSON document (`name` for messages).
@@ -133,15 +153,7 @@ fn parse_document(name: &str, text: &str) -> Result<Value, String> {
 /// Errors (exit 2): the file cannot be read, is empty, or is neither JSON nor YAML. JSON nested
 /// deeper than serde_json's recursion limit is passed on (the webhook answers it).
 fn read_review_body(path: &str) -> Result<Vec<u8>, String> {
-    let raw = if path == "-" {
-        let mut buf = Vec::new();
-        std::io::stdin()
-            .read_to_end(&mut buf)
-            .map_err(|e| format!("stdin: cannot read: {e}"))?;
-        buf
-    } else {
-        std::fs::read(Path::new(path)).map_err(|e| format!("{path}: cannot read: {e}"))?
-    };
+    let raw = read_input(path)?;
     let name = if path == "-" { "stdin" } else { path };
     let start = raw.iter().position(|b| !b.is_ascii_whitespace());
     if matches!(start.map(|i| raw[i]), Some(b'{' | b'[')) {

@@ -13,6 +13,7 @@ use super::table::{
 };
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
+use std::io::Read;
 use std::path::Path;
 
 /// One reason of a condition type, with the statuses it may carry.
@@ -356,15 +357,25 @@ impl Policy {
         self.transitions.iter().filter(move |e| e.from == from)
     }
 
-    /// Loads a policy file (YAML or JSON) and adds it to this policy.
+    /// Loads a policy file (YAML or JSON, at most [`POLICY_FILE_LIMIT`] bytes) and adds it to
+    /// this policy.
     ///
-    /// Errors: unreadable file, YAML syntax or unknown field (with line and column), or a
+    /// Errors: unreadable or larger file, YAML syntax or unknown field (with line and column), or a
     /// semantic error naming the field path (e.g. `conditionTypes[1].reasons[0].statuses[2]`).
     pub fn load_file(self, path: &Path) -> Result<Policy, PolicyError> {
-        let text = std::fs::read_to_string(path).map_err(|e| PolicyError {
-            file: path.display().to_string(),
-            message: format!("cannot read: {e}"),
-        })?;
+        let mut text = String::new();
+        std::fs::File::open(path)
+            .and_then(|f| f.take(POLICY_FILE_LIMIT + 1).read_to_string(&mut text))
+            .map_err(|e| PolicyError {
+                file: path.display().to_string(),
+                message: format!("cannot read: {e}"),
+            })?;
+        if text.len() as u64 > POLICY_FILE_LIMIT {
+            return Err(PolicyError {
+                file: path.display().to_string(),
+                message: "larger than 1 MiB, a ConfigMap's limit".into(),
+            });
+        }
         let file: PolicyFile = serde_saphyr::from_str(&text).map_err(|e| PolicyError {
             file: path.display().to_string(),
             message: one_line(&e.to_string()),
@@ -586,6 +597,10 @@ impl FieldError {
         }
     }
 }
+
+/// Largest policy file read: 1 MiB, the most a ConfigMap (where a policy file is mounted
+/// from) can hold.
+pub const POLICY_FILE_LIMIT: u64 = 1024 * 1024;
 
 /// A policy-file load error: the file and a one-line message naming the field or position.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -158,6 +158,42 @@ fn unreadable_input_is_one_clear_line_and_exit_2() {
     assert!(stderr(&o).contains("transitions[0].to"), "{}", stderr(&o));
 }
 
+/// An endless input (`/dev/zero`, a device given by mistake) is refused at a limit instead of
+/// read until memory runs out: 7 MiB (the webhook's body limit) for `review` and `check`, 1 MiB
+/// (a ConfigMap's) for a policy file. Inputs just over the limit are refused the same way.
+#[test]
+fn endless_or_oversized_input_is_refused_at_a_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let big_policy = dir.path().join("policy.yaml");
+    std::fs::write(&big_policy, format!("# {}\n", "x".repeat(1024 * 1024))).unwrap();
+    for (args, says) in [
+        (
+            vec!["policy", "--policy-file", "/dev/zero"],
+            "larger than 1 MiB",
+        ),
+        (
+            vec!["policy", "--policy-file", big_policy.to_str().unwrap()],
+            "larger than 1 MiB",
+        ),
+        (vec!["review", "/dev/zero"], "larger than 7 MiB"),
+        (
+            vec!["check", "--old", "none", "--new", "/dev/zero"],
+            "larger than 7 MiB",
+        ),
+    ] {
+        let o = kim(&args);
+        assert_clean_error(&o);
+        assert!(stderr(&o).contains(says), "{args:?}: {}", stderr(&o));
+    }
+    let o = kim_stdin(&["review", "-"], &vec![b' '; 7 * 1024 * 1024 + 1]);
+    assert_clean_error(&o);
+    assert!(
+        stderr(&o).contains("stdin: larger than 7 MiB"),
+        "{}",
+        stderr(&o)
+    );
+}
+
 #[test]
 fn check_reports_verdicts_in_text_and_json() {
     let dir = tempfile::tempdir().unwrap();
