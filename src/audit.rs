@@ -613,7 +613,7 @@ fn chain(e: &dyn std::error::Error) -> String {
 }
 
 /// Runs `kim audit`: reads, judges, writes the report to `out` and the summary (or the error)
-/// to `err`; returns the exit code ([`EXIT_CLEAN`], [`EXIT_VIOLATIONS`], [`EXIT_UNREADABLE`]).
+/// to `err`; returns the exit code (`EXIT_CLEAN`, `EXIT_VIOLATIONS`, [`EXIT_UNREADABLE`]).
 ///
 /// `err` is written only between pages and at the end; the progress line (a terminal only)
 /// goes straight to the process's stderr.

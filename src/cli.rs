@@ -1,6 +1,6 @@
 //! The offline subcommands of `kim` (`review`, `check`, `policy`, `crd`): files in, verdicts
 //! out. Each returns the process exit code — 0 allowed, 1 denied, 2 unreadable input or a
-//! Runtime the API server's schema check refuses ([`crate::schema`]) — and writes errors as
+//! Runtime the API server's schema check refuses (`crate::schema`) — and writes errors as
 //! one line each (`file: position: what was expected`), never a backtrace.
 
 use crate::admission::{self, Hook};

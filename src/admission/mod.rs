@@ -10,7 +10,7 @@
 //! `metadata.generation`, `metadata.deletionTimestamp` and `status` are materialised; `spec`
 //! and `managedFields` are only checked, without allocation. A body is decoded one of two ways,
 //! with the same answer: a well-formed review by `scan` (one pass that checks the JSON without
-//! decoding it, statuses as [`node::Node`]s), anything it declines by serde_json (`decode`,
+//! decoding it, statuses as `node::Node`s), anything it declines by serde_json (`decode`,
 //! statuses as `Value`s, every refusal with a precise message).
 
 mod decode;

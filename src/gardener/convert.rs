@@ -88,7 +88,7 @@ pub enum ConversionError {
         /// How many were given.
         count: usize,
     },
-    /// The provider type is not one of [`SUPPORTED_PROVIDERS`].
+    /// The provider type is not one of `SUPPORTED_PROVIDERS`.
     #[error(
         "spec.shoot.provider.type: provider {provider:?} is not supported (supported: aws, azure, gcp, openstack)"
     )]

@@ -3,11 +3,11 @@
 //! Pure code (no I/O except [`config::Config::load`] reading its file):
 //! - [`config`]: the converter configuration file (defaults per provider, maintenance window,
 //!   DNS, kubeconfig lifetime), validated at start-up;
-//! - [`convert`]: [`runtime_to_shoot`], [`runtime_to_shoot_for_update`],
-//!   [`apply_no_downgrade`], the structured-authentication ConfigMap for OIDC;
-//! - [`provider`]: AWS/Azure/GCP/OpenStack `infrastructureConfig` and `controlPlaneConfig`,
+//! - `convert`: [`runtime_to_shoot`], `runtime_to_shoot_for_update`,
+//!   `apply_no_downgrade`, the structured-authentication ConfigMap for OIDC;
+//! - `provider`: AWS/Azure/GCP/OpenStack `infrastructureConfig` and `controlPlaneConfig`,
 //!   zones → subnets;
-//! - [`errors`]: a Shoot's `lastOperation`/`lastErrors` → in progress / succeeded / failed
+//! - `errors`: a Shoot's `lastOperation`/`lastErrors` → in progress / succeeded / failed
 //!   (retryable or terminal).
 //!
 //! The Shoot and `AdminKubeconfigRequest` types themselves are in [`crate::api::shoot`].

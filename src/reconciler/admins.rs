@@ -165,7 +165,7 @@ pub async fn sync(client: Client, users: &[String]) -> Result<SyncReport, Error>
 }
 
 /// The runtime-cluster client built from the kubeconfig Secret (cached per runtime in a bounded
-/// cache, [`super::runtime_clients`], by the Secret's resourceVersion and a hash of the kubeconfig, so a
+/// cache, `super::runtime_clients`, by the Secret's resourceVersion and a hash of the kubeconfig, so a
 /// changed kubeconfig gets a new client). Error messages never contain the kubeconfig.
 ///
 /// Errors: the Secret holds no usable kubeconfig.

@@ -43,10 +43,10 @@ pub struct Settings {
     pub user: String,
     /// Periodic resync of every Runtime (default 600 s).
     pub resync: Duration,
-    /// Runtimes reconciled in parallel (default [`DEFAULT_CONCURRENCY`]).
+    /// Runtimes reconciled in parallel (default `DEFAULT_CONCURRENCY`).
     pub concurrency: u16,
-    /// Runtime-cluster clients kept (default [`super::runtime_clients::DEFAULT_CAPACITY`]; least
-    /// recently used evicted; 0: none kept). See [`super::runtime_clients`].
+    /// Runtime-cluster clients kept (default `super::runtime_clients::DEFAULT_CAPACITY`; least
+    /// recently used evicted; 0: none kept). See `super::runtime_clients`.
     pub runtime_client_cache: usize,
     /// First delay of the per-Runtime error backoff (default 1 s; doubles, with jitter).
     pub backoff_min: Duration,

@@ -1,7 +1,7 @@
 //! Request deadlines on the reconciler's kube clients (control cluster, Gardener, runtime
 //! clusters): [`build`] makes a kube client on which every request has a deadline (the module is
 //! named for what it adds to a client; the cache of runtime-cluster clients is
-//! [`super::runtime_clients`]).
+//! `super::runtime_clients`).
 //!
 //! kube's default client has no read timeout (`kube::Config::read_timeout` is `None`), so a call
 //! that never gets an answer blocks the reconcile that made it, and so its Runtime, forever. A

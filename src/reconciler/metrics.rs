@@ -448,7 +448,7 @@ impl Server {
 }
 
 /// Serves `GET /metrics` (OpenMetrics; the Prometheus text format 0.0.4 for a client that asks
-/// for `text/plain` only, see [`crate::exposition`]), `/healthz` (always 200) and `/readyz` (200 once
+/// for `text/plain` only, see `crate::exposition`), `/healthz` (always 200) and `/readyz` (200 once
 /// [`Metrics::set_ready`], else 503) on `addr` until [`Server::stop`].
 ///
 /// Errors: the address cannot be bound.

@@ -6,11 +6,11 @@
 //! each back to its Runtime, so Gardener's progress is seen when Gardener reports it; every
 //! reconcile requeues after `--resync-seconds` at the latest as a safety net.
 //!
-//! Dependencies point one way: [`controller`] → [`reconcile`] (the orchestrator) → the steps
-//! (`provision.rs`, [`kubeconfig`], [`admins`], `delete.rs`; a later step may read what an earlier
-//! one stored, never the other way) → what they share (`pass.rs`, [`context`], `shoots.rs`,
-//! [`status_update`], [`reasons`], [`error`]) → [`metrics`], [`events`], [`leader`],
-//! [`runtime_clients`], [`deadline`]. Every status write goes through `Pass::set`, which checks it
+//! Dependencies point one way: `controller` → `reconcile` (the orchestrator) → the steps
+//! (`provision.rs`, `kubeconfig`, `admins`, `delete.rs`; a later step may read what an earlier
+//! one stored, never the other way) → what they share (`pass.rs`, `context`, `shoots.rs`,
+//! `status_update`, `reasons`, `error`) → [`metrics`], `events`, `leader`,
+//! `runtime_clients`, [`deadline`]. Every status write goes through `Pass::set`, which checks it
 //! against the policy the webhook enforces before sending it: a denial is a reconciler bug
 //! (logged, counted, not sent).
 //!

@@ -20,7 +20,7 @@ pub struct Cond {
     pub condition_type: &'static str,
     /// `True`, `False` or `Unknown`.
     pub status: CondStatus,
-    /// Reason from the status table (see [`super::reasons`]).
+    /// Reason from the status table (see `super::reasons`).
     pub reason: &'static str,
     /// Specific message; the table's default message when `None`.
     pub message: Option<String>,

@@ -10,7 +10,7 @@ use super::violation::{Violations, violation};
 use json_patch::Patch;
 use serde_json::Value;
 
-/// The outcome of [`evaluate`]: violations (each with its [`Action`]), the defaulting JSON
+/// The outcome of [`evaluate`]: violations (each with its `Action`), the defaulting JSON
 /// Patch (empty when nothing needed defaulting) and the warnings for the client.
 #[derive(Debug, Clone, Default)]
 pub struct Decision {

@@ -132,7 +132,7 @@ impl Writers {
 }
 
 /// The status model in force. Build it with [`Policy::builtin`], then optionally
-/// [`Policy::with_switch`], [`Policy::load_file`] / [`Policy::extend`] and [`Policy::writers`].
+/// [`Policy::with_switch`], [`Policy::load_file`] / `Policy::extend` and [`Policy::writers`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Policy {
     pub states: Vec<State>,
@@ -206,7 +206,7 @@ impl Policy {
 
     /// Turns a compatibility switch on: its rows of the built-in table become allowed; for
     /// [`CompatSwitch::KimHistory`], the pairs of KIM's retired vocabulary
-    /// ([`Policy::add_kim_history`]).
+    /// (`Policy::add_kim_history`).
     pub fn with_switch(mut self, switch: CompatSwitch) -> Policy {
         if self.switches.insert(CompatSwitchName(switch.as_str())) {
             for row in table::REASONS.iter().filter(|r| r.switch == Some(switch)) {

@@ -140,7 +140,7 @@ pub enum CompatSwitch {
     TerminatingConditionType,
     /// KIM's retired vocabulary may be written anew (status model §7.6): a condition type or reason KIM
     /// has retired is accepted, with any status, on a pair whose two names KIM declared at the
-    /// same time ([`super::history::Name::overlaps`]). Retired *states* stay unwritable (they
+    /// same time (`super::history::Name::overlaps`). Retired *states* stay unwritable (they
     /// have no edges in the transition table).
     #[serde(rename = "kimHistory")]
     KimHistory,

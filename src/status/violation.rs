@@ -89,7 +89,7 @@ impl Violations {
     }
 
     /// The AdmissionReview warnings for the violations that do not deny (status model §7.7):
-    /// `warn` ones first, then ratcheted ones, one line each ([`Violation::warning`]), at most
+    /// `warn` ones first, then ratcheted ones, one line each (`Violation::warning`), at most
     /// [`LISTED_WARNINGS`] plus a line counting the rest.
     pub fn warnings(&self) -> Vec<String> {
         let mut ordered: Vec<&Violation> =

@@ -138,7 +138,7 @@ pub(crate) fn build(pair: &CertPair) -> anyhow::Result<Loaded> {
 
 /// Reads and builds the certificate of `dir`; the start-up path.
 ///
-/// Errors: as [`CertPair::read`] and [`build`], prefixed with the cert dir.
+/// Errors: as `CertPair::read` and `build`, prefixed with the cert dir.
 pub fn load_dir(dir: &Path) -> anyhow::Result<(CertPair, Loaded)> {
     let pair = CertPair::read(dir).with_context(|| format!("cert dir {}", dir.display()))?;
     let loaded = build(&pair).with_context(|| format!("cert dir {}", dir.display()))?;

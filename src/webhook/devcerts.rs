@@ -37,7 +37,7 @@ impl std::fmt::Debug for DevCerts {
 }
 
 /// Generates a new CA (common name `ca_name`) and a serving certificate for `hosts` (each a
-/// DNS name or an IP address), valid from yesterday for [`VALIDITY_DAYS`].
+/// DNS name or an IP address), valid from yesterday for `VALIDITY_DAYS`.
 ///
 /// Errors: a host that is neither a valid DNS name nor an IP address; key generation failure.
 pub fn generate(ca_name: &str, hosts: &[&str]) -> anyhow::Result<DevCerts> {
@@ -118,7 +118,7 @@ fn write_file(path: &Path, bytes: &[u8], private: bool) -> anyhow::Result<()> {
 }
 
 /// Makes sure `dir` holds a dev certificate: when `tls.crt` or `tls.key` is missing, generates
-/// a CA and a certificate for [`DEV_HOSTS`] and writes `ca.crt`, `tls.crt`, `tls.key`.
+/// a CA and a certificate for `DEV_HOSTS` and writes `ca.crt`, `tls.crt`, `tls.key`.
 /// Existing files are never overwritten when both are present.
 ///
 /// Returns whether files were generated. Errors: as [`generate`] and [`DevCerts::write_to`].

@@ -5,7 +5,7 @@
 //! TLS (ring, TLS 1.2/1.3, h2 + http/1.1), certificate hot reload, body limits, health and
 //! readiness, metrics, logs and graceful shutdown (docs/admission-protocol.md).
 //!
-//! - [`run`] is what `kim webhook` calls; [`init_tracing`] sets up logs first.
+//! - [`run`] is what `kim webhook` calls; `init_tracing` sets up logs first.
 //! - [`start`] starts a server in-process (tests, benches) and returns a [`Running`] with the
 //!   bound addresses and a shutdown handle.
 
@@ -69,7 +69,7 @@ pub struct WebhookArgs {
 }
 
 impl WebhookArgs {
-    /// The cert dir in effect: `--cert-dir`, else [`DEV_CERT_DIR`] with `--dev`.
+    /// The cert dir in effect: `--cert-dir`, else `DEV_CERT_DIR` with `--dev`.
     ///
     /// Errors: neither given.
     pub fn effective_cert_dir(&self) -> anyhow::Result<PathBuf> {
@@ -89,7 +89,7 @@ impl WebhookArgs {
 
     /// [`Settings`] for [`start`] from these flags (does not generate dev certificates).
     ///
-    /// Errors: as [`WebhookArgs::effective_cert_dir`] and [`WebhookArgs::policy`].
+    /// Errors: as [`WebhookArgs::effective_cert_dir`] and `WebhookArgs::policy`.
     pub fn settings(&self) -> anyhow::Result<Settings> {
         Ok(Settings {
             addr: self.addr,

@@ -108,7 +108,7 @@ impl std::fmt::Display for Rules<'_> {
 /// is kept (enough to find `request.uid`, which real apiservers write near the start).
 const PREFIX_WHEN_OVERSIZED: usize = 64 * 1024;
 
-/// Everything [`start`] needs. [`Settings::new`] gives the production defaults.
+/// Everything [`start`] needs. `Settings::new` gives the production defaults.
 #[derive(Debug, Clone)]
 pub struct Settings {
     /// HTTPS listener. Port 0 picks a free port (see [`Running::addr`]).
