@@ -531,8 +531,27 @@ async fn a_lasting_transient_error_of_a_ready_runtime_is_reported_after_the_grac
     let rt = sample("aws-minimal.yaml");
     provision(&env, &rt).await;
     let ready_writes = env.writes_of("aws-minimal").len();
+    let (reported, after) =
+        lasting_shoot_read_error_is_reported(&env, 500, GRACE, ready_writes).await;
+    println!(
+        "lasting transient error of a Ready Runtime: reported after {:.1} s (grace {GRACE:?}); writes {after:#?}",
+        reported.as_secs_f64()
+    );
+    env.assert_model_clean();
+}
+
+/// Makes every read of aws-minimal's Shoot fail with `code` until the error is written
+/// (`Pending`, `Provisioned=False/GardenerErr`, not before `grace`), then lets the reads through
+/// and waits for `Ready`. Returns how long the report took and the writes after the first
+/// `ready_writes`.
+async fn lasting_shoot_read_error_is_reported(
+    env: &Env,
+    code: u16,
+    grace: Duration,
+    ready_writes: usize,
+) -> (Duration, Vec<String>) {
     env.garden.add_fault(
-        FaultRule::new(FaultAction::fail(500))
+        FaultRule::new(FaultAction::fail(code))
             .verb(Verb::Get)
             .resource("shoots")
             .main_resource(),
@@ -547,22 +566,21 @@ async fn a_lasting_transient_error_of_a_ready_runtime_is_reported_after_the_grac
     )
     .await;
     let reported = start.elapsed();
-    assert!(reported >= GRACE, "reported after {reported:?}");
+    assert!(reported >= grace, "{code}: reported after {reported:?}");
     env.garden.clear_faults();
     env.step_until("Ready again", |s| s.state("aws-minimal") == Some("Ready"))
         .await;
     let after = shorts(&env.writes_of("aws-minimal")[ready_writes..]);
     assert!(
         after[0].starts_with("Pending [Provisioned=False/GardenerErr"),
-        "{after:#?}"
+        "{code}: {after:#?}"
     );
-    assert!(after.last().unwrap().starts_with("Ready"), "{after:#?}");
-    never_failed(&env, "aws-minimal");
-    println!(
-        "lasting transient error of a Ready Runtime: reported after {:.1} s (grace {GRACE:?}); writes {after:#?}",
-        reported.as_secs_f64()
+    assert!(
+        after.last().unwrap().starts_with("Ready"),
+        "{code}: {after:#?}"
     );
-    env.assert_model_clean();
+    never_failed(env, "aws-minimal");
+    (reported, after)
 }
 
 /// A 403 on a `Ready` Runtime's resync — what a kube-apiserver that has just started answers
@@ -611,33 +629,7 @@ async fn a_forbidden_resync_of_a_ready_runtime_waits_for_the_grace_before_it_is_
     );
     assert_eq!(env.state("aws-minimal").as_deref(), Some("Ready"));
     // A 403 that lasts is reported once the grace is over.
-    env.garden.add_fault(
-        FaultRule::new(FaultAction::fail(403))
-            .verb(Verb::Get)
-            .resource("shoots")
-            .main_resource(),
-    );
-    let start = std::time::Instant::now();
-    env.wait_condition(
-        "aws-minimal",
-        "Pending",
-        "Provisioned",
-        "False",
-        "GardenerErr",
-    )
-    .await;
-    let reported = start.elapsed();
-    assert!(reported >= GRACE, "reported after {reported:?}");
-    env.garden.clear_faults();
-    env.step_until("Ready again", |s| s.state("aws-minimal") == Some("Ready"))
-        .await;
-    let after = shorts(&env.writes_of("aws-minimal")[ready_writes..]);
-    assert!(
-        after[0].starts_with("Pending [Provisioned=False/GardenerErr"),
-        "{after:#?}"
-    );
-    assert!(after.last().unwrap().starts_with("Ready"), "{after:#?}");
-    never_failed(&env, "aws-minimal");
+    lasting_shoot_read_error_is_reported(&env, 403, GRACE, ready_writes).await;
     env.assert_model_clean();
 }
 
