@@ -207,13 +207,13 @@ pub(crate) fn classify_shoot(shoot: &Shoot) -> ShootProgress {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
     /// Every error code Gardener defines (`types_common.go`), with kim's decision: `true` =
     /// retryable. Codes not listed are retryable too.
-    const ERROR_CODES: [(&str, bool); 11] = [
+    pub(in crate::gardener) const ERROR_CODES: [(&str, bool); 11] = [
         ("ERR_INFRA_UNAUTHENTICATED", false),
         ("ERR_INFRA_UNAUTHORIZED", false),
         ("ERR_INFRA_QUOTA_EXCEEDED", true),

@@ -165,6 +165,34 @@ struct Replica {
     cgroup: Option<CpuGroup>,
 }
 
+/// Starts the stopped replica `r` again on its ports, as its next incarnation (so the scraper
+/// keeps the last counts of the process before), and waits until HAProxy sends to it.
+async fn start_again(
+    r: &mut Replica,
+    opts: &Options,
+    cert_dir: &Path,
+    lb: &Haproxy,
+    incarnations: &Mutex<BTreeMap<String, u32>>,
+    events: &mut Vec<(Duration, String)>,
+    load_start: Instant,
+) -> Result<(), String> {
+    *incarnations
+        .lock()
+        .unwrap()
+        .get_mut(&r.name)
+        .ok_or("unknown replica")? += 1;
+    r.start(
+        &opts.kim,
+        cert_dir,
+        opts.shutdown_delay_secs,
+        &opts.webhook_args,
+    )?;
+    lb.wait_server(&r.name, true, Duration::from_secs(60))
+        .await?;
+    events.push((load_start.elapsed(), format!("{} back in haproxy", r.name)));
+    Ok(())
+}
+
 /// The answers a replica counted, by `path`/`decision`/`code`.
 fn kim_counts(text: &str) -> BTreeMap<String, f64> {
     let mut out = BTreeMap::new();
@@ -556,16 +584,16 @@ pub async fn run(opts: &Options) -> Result<Report, String> {
                         tokio::time::sleep(Duration::from_millis(50)).await;
                     }
                     events.push((load_start.elapsed(), format!("{} exited", r.name)));
-                    *scraper.1.lock().unwrap().get_mut(&r.name).unwrap() += 1;
-                    r.start(
-                        &opts.kim,
+                    start_again(
+                        r,
+                        opts,
                         volume.path(),
-                        opts.shutdown_delay_secs,
-                        &opts.webhook_args,
-                    )?;
-                    lb.wait_server(&r.name, true, Duration::from_secs(60))
-                        .await?;
-                    events.push((load_start.elapsed(), format!("{} back in haproxy", r.name)));
+                        &lb,
+                        &scraper.1,
+                        &mut events,
+                        load_start,
+                    )
+                    .await?;
                 }
             }
             Fault::RotateCertificate => {
@@ -608,16 +636,16 @@ pub async fn run(opts: &Options) -> Result<Report, String> {
                 lb.wait_server(&r.name, false, Duration::from_secs(10))
                     .await?;
                 events.push((load_start.elapsed(), format!("{} out of haproxy", r.name)));
-                *scraper.1.lock().unwrap().get_mut(&r.name).unwrap() += 1;
-                r.start(
-                    &opts.kim,
+                start_again(
+                    r,
+                    opts,
                     volume.path(),
-                    opts.shutdown_delay_secs,
-                    &opts.webhook_args,
-                )?;
-                lb.wait_server(&r.name, true, Duration::from_secs(60))
-                    .await?;
-                events.push((load_start.elapsed(), format!("{} back in haproxy", r.name)));
+                    &lb,
+                    &scraper.1,
+                    &mut events,
+                    load_start,
+                )
+                .await?;
             }
         }
     }
