@@ -1,25 +1,31 @@
 //! A real control plane for tests, as controller-runtime's envtest runs one: etcd and
 //! kube-apiserver (built by `scripts/install-control-plane.sh` into [`crate::tools::dir`]) as
-//! child processes on free loopback ports, in a temporary directory of their own. How they are
-//! started and measured: docs/control-plane.md, "Starting them".
+//! child processes on free loopback ports, in a temporary directory of their own; with
+//! [`Options::gardener`] also Gardener's gardener-apiserver, aggregated behind kube-apiserver
+//! ([`crate::garden`]). How they are started and measured: docs/control-plane.md, "Starting
+//! them" and "Gardener's API server".
 //!
-//! - **TLS and users**: one throw-away CA signs the serving certificate and every user's client
-//!   certificate (CN = user, O = groups): [`ControlPlane::admin`] (`system:masters`),
-//!   [`ControlPlane::user`], [`ControlPlane::service_account_token`]. Authorization is RBAC.
-//! - **Lifetime**: both servers run under a `bash` supervisor whose standard input is a pipe from
+//! - **TLS and users**: one CA (throw-away, or [`Options::ca`]) signs the serving certificates
+//!   and every user's client certificate (CN = user, O = groups): [`ControlPlane::admin`]
+//!   (`system:masters`), [`ControlPlane::user`], [`ControlPlane::service_account_token`].
+//!   Authorization is RBAC. kube-apiserver always has the aggregation layer's front-proxy
+//!   client certificate (a CA of its own), which costs a key generation.
+//! - **Lifetime**: the servers run under a `bash` supervisor whose standard input is a pipe from
 //!   this process; when the pipe closes, however this process ends, the supervisor stops them
 //!   and removes the directory. So no test leaves a process, a port or a directory behind, even
 //!   from the static [`ControlPlane::shared`] instance, whose destructor never runs.
-//! - **Faults**: [`ControlPlane::kill_apiserver`] / [`ControlPlane::kill_etcd`] SIGKILL one
-//!   server; [`ControlPlane::start_apiserver`] / [`ControlPlane::start_etcd`] start it again with
-//!   the same ports, certificates and data, so clients made before reconnect to the same URL.
+//! - **Faults**: [`ControlPlane::kill_apiserver`] / [`ControlPlane::kill_etcd`] /
+//!   [`ControlPlane::kill_gardener`] SIGKILL one server; [`ControlPlane::start_apiserver`] /
+//!   [`ControlPlane::start_etcd`] / [`ControlPlane::start_gardener`] start it again with the
+//!   same ports, certificates and data, so clients made before reconnect to the same URL.
 //! - **Start-up**: ports are taken free from the kernel and released, so one may be taken
-//!   meanwhile: without `/readyz` = 200 within 60 s the attempt is torn down and retried on new
-//!   ports, three times at most.
+//!   meanwhile: without `/readyz` = 200 (and, with Gardener, its APIs available) within 60 s
+//!   the attempt is torn down and retried on new ports, three times at most.
 //!
-//! One shared control plane per test binary ([`ControlPlane::shared`], a namespace per test), and
-//! one of its own ([`ControlPlane::start`]) for a test that changes what is cluster-wide (webhook
-//! configurations, a different CRD).
+//! One shared control plane per test binary ([`ControlPlane::shared`], a namespace per test;
+//! [`ControlPlane::shared_with_gardener`] with Gardener), and one of its own
+//! ([`ControlPlane::start`], [`ControlPlane::start_with`]) for a test that changes what is
+//! cluster-wide (webhook configurations, a different CRD) or kills a server.
 
 use std::io::Write as _;
 use std::io::{self, BufRead, BufReader};
@@ -42,25 +48,31 @@ const READY_TIMEOUT: Duration = Duration::from_secs(60);
 /// Start attempts before giving up.
 const ATTEMPTS: u32 = 3;
 
-/// The supervisor: starts both servers, prints their pids, then reads commands, one a line,
-/// from its standard input until it closes (or until SIGINT, SIGHUP or SIGTERM, as from Ctrl-C
-/// or a hangup of the test's terminal; bash runs the trap during `read`), then stops them
-/// (kube-apiserver first) and removes the directory. The commands kill one server with
-/// SIGKILL and wait until it is gone (`kill-apiserver`, `kill-etcd`: answers `killed`) or
-/// start it again with the same script, so on the same port, certificates and data directory
-/// (`start-apiserver`, `start-etcd`: answers the new pid). A restarted server is the
-/// supervisor's child like the first one, so it is stopped the same way.
+/// The supervisor: starts etcd and kube-apiserver, prints their pids, then reads commands, one a
+/// line, from its standard input until it closes (or until SIGINT, SIGHUP or SIGTERM, as from
+/// Ctrl-C or a hangup of the test's terminal; bash runs the trap during `read`), then stops them
+/// (gardener-apiserver first, then kube-apiserver, then etcd) and removes the directory. The
+/// commands kill one server with SIGKILL and wait until it is gone (`kill-apiserver`,
+/// `kill-etcd`, `kill-gardener`: answers `killed`) or start it (again) with the same script, so
+/// on the same port, certificates and data directory (`start-apiserver`, `start-etcd`,
+/// `start-gardener`: answers the new pid). gardener-apiserver is only started on command (once
+/// kube-apiserver is ready, whose API it reads at start-up), and only where its script exists.
+/// Every server is the supervisor's child, so it is stopped the same way.
 const SUPERVISOR: &str = r#"set -u
 dir=$1
+gapi=
 start_etcd() { "$dir/etcd.sh" </dev/null >>"$dir/etcd.log" 2>&1 & etcd=$!; }
 start_api() { "$dir/kube-apiserver.sh" </dev/null >>"$dir/kube-apiserver.log" 2>&1 & api=$!; }
+start_gapi() { "$dir/gardener-apiserver.sh" </dev/null >>"$dir/gardener-apiserver.log" 2>&1 & gapi=$!; }
 stop() {
+  [ -n "$1" ] || return 0
   kill -TERM "$1" 2>/dev/null || return 0
   for _ in $(seq 100); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.1; done
   kill -KILL "$1" 2>/dev/null
 }
 shutdown() {
   trap '' INT HUP TERM
+  stop "$gapi"
   stop "$api"
   stop "$etcd"
   wait
@@ -75,8 +87,13 @@ while read -r cmd; do
   case $cmd in
     kill-apiserver) kill -KILL "$api" 2>/dev/null; wait "$api" 2>/dev/null; echo killed ;;
     kill-etcd) kill -KILL "$etcd" 2>/dev/null; wait "$etcd" 2>/dev/null; echo killed ;;
+    kill-gardener)
+      if [ -n "$gapi" ]; then kill -KILL "$gapi" 2>/dev/null; wait "$gapi" 2>/dev/null; fi
+      echo killed ;;
     start-apiserver) start_api; echo "$api" ;;
     start-etcd) start_etcd; echo "$etcd" ;;
+    start-gardener)
+      if [ -x "$dir/gardener-apiserver.sh" ]; then start_gapi; echo "$gapi"; else echo "no gardener-apiserver"; fi ;;
     *) echo "unknown command" ;;
   esac
 done
@@ -96,7 +113,116 @@ pub struct ClientCert {
     pub key_pem: String,
 }
 
-/// A running etcd + kube-apiserver pair. Dropping it stops both and removes its directory.
+/// What [`ControlPlane::start_with`] starts besides etcd and kube-apiserver.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// Also start gardener-apiserver (built by `scripts/install-control-plane.sh`), aggregated
+    /// behind kube-apiserver: [`ControlPlane::start_with`] returns once every Gardener group
+    /// version ([`crate::garden::GROUP_VERSIONS`]) is `Available` and listable. Needs the
+    /// `kube` feature.
+    pub gardener: bool,
+    /// The control plane's single CA (serving and client certificates) instead of a new one:
+    /// for a simulated runtime cluster whose client CA is the Shoot's `<shoot>.ca-client`.
+    pub ca: Option<RsaCa>,
+}
+
+/// An RSA CA (2048 bits), self-signed by rcgen, its key in the two encodings the tests need:
+/// PKCS#1 (`RSA PRIVATE KEY`), the only one Gardener decodes in a Shoot's `<shoot>.ca-client`
+/// secret (`ca.key`), and PKCS#8 (`PRIVATE KEY`), which rcgen signs with.
+///
+/// rcgen with ring cannot generate RSA keys, so [`RsaCa::generate`] has openssl (a prerequisite
+/// of the tests) make the key. The CA keeps the parameters it was signed with: rcgen here
+/// cannot read a certificate back, and an issued certificate's issuer name must equal the CA's
+/// subject byte for byte.
+#[derive(Clone)]
+pub struct RsaCa {
+    /// The CA certificate, PEM.
+    pub cert_pem: String,
+    /// Its key, PEM, PKCS#1 (`-----BEGIN RSA PRIVATE KEY-----`).
+    pub key_pkcs1_pem: String,
+    /// The same key, PEM, PKCS#8 (`-----BEGIN PRIVATE KEY-----`).
+    pub key_pkcs8_pem: String,
+    params: CertificateParams,
+}
+
+impl std::fmt::Debug for RsaCa {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the key.
+        f.debug_struct("RsaCa").finish_non_exhaustive()
+    }
+}
+
+/// Runs `openssl ARGS` with `input` on its standard input; its standard output.
+fn openssl(args: &[&str], input: &str) -> io::Result<String> {
+    let mut child = Command::new("openssl")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| {
+            other(format!(
+                "openssl (a prerequisite of the tests) did not start: {e}"
+            ))
+        })?;
+    let mut stdin = child.stdin.take().expect("piped stdin");
+    let input = input.to_string();
+    let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
+    let out = child.wait_with_output()?;
+    writer
+        .join()
+        .map_err(|_| other("writing to openssl panicked"))??;
+    if !out.status.success() {
+        return Err(other(format!(
+            "openssl {}: {}: {}",
+            args.first().copied().unwrap_or_default(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    String::from_utf8(out.stdout).map_err(|_| other("openssl wrote no UTF-8 PEM"))
+}
+
+impl RsaCa {
+    /// A new CA named `common_name`: `openssl genrsa -traditional 2048` makes the key (PKCS#1),
+    /// `openssl pkcs8 -topk8 -nocrypt` re-encodes it (PKCS#8), rcgen self-signs the
+    /// certificate (SHA-256 with RSA). The key passes through pipes only.
+    ///
+    /// # Errors
+    /// openssl is missing or fails (its message), or rcgen refuses the key.
+    pub fn generate(common_name: &str) -> io::Result<RsaCa> {
+        let key_pkcs1_pem = openssl(&["genrsa", "-traditional", "2048"], "")?;
+        if !key_pkcs1_pem.contains("-----BEGIN RSA PRIVATE KEY-----") {
+            return Err(other("openssl genrsa -traditional wrote no PKCS#1 key"));
+        }
+        let key_pkcs8_pem = openssl(&["pkcs8", "-topk8", "-nocrypt"], &key_pkcs1_pem)?;
+        let key = KeyPair::from_pem(&key_pkcs8_pem).map_err(other)?;
+        let mut params = ca_params().map_err(other)?;
+        params.distinguished_name = rcgen::DistinguishedName::new();
+        params
+            .distinguished_name
+            .push(DnType::CommonName, common_name);
+        let cert = params.self_signed(&key).map_err(other)?;
+        Ok(RsaCa {
+            cert_pem: cert.pem(),
+            key_pkcs1_pem,
+            key_pkcs8_pem,
+            params,
+        })
+    }
+
+    /// A client certificate for `name` in `groups` signed by this CA (an ECDSA key).
+    ///
+    /// # Errors
+    /// rcgen refuses (it does not for keys made by [`RsaCa::generate`]).
+    pub fn client_cert(&self, name: &str, groups: &[&str]) -> io::Result<ClientCert> {
+        let issuer = issuer(&self.params, &self.key_pkcs8_pem).map_err(other)?;
+        client_cert(&issuer, name, groups).map_err(other)
+    }
+}
+
+/// A running etcd + kube-apiserver pair (and gardener-apiserver with [`Options::gardener`]).
+/// Dropping it stops them all and removes its directory.
 pub struct ControlPlane {
     url: String,
     etcd_url: String,
@@ -107,6 +233,10 @@ pub struct ControlPlane {
     admin: ClientCert,
     etcd_pid: AtomicU32,
     apiserver_pid: AtomicU32,
+    /// gardener-apiserver's `https://127.0.0.1:<port>`, with [`Options::gardener`].
+    gardener_url: Option<String>,
+    /// 0 until gardener-apiserver is started.
+    gardener_pid: AtomicU32,
     started_in: Duration,
     supervisor: Mutex<Option<Supervisor>>,
 }
@@ -129,11 +259,16 @@ impl std::fmt::Debug for ControlPlane {
     }
 }
 
-/// Paths of the two binaries, or an error saying how to build them.
-fn binaries() -> io::Result<(PathBuf, PathBuf)> {
+/// Paths of the binaries (etcd, kube-apiserver, and gardener-apiserver when `gardener`), or
+/// an error saying how to build them.
+fn binaries(gardener: bool) -> io::Result<Vec<PathBuf>> {
     let dir = crate::tools::dir();
-    let (etcd, api) = (dir.join("etcd"), dir.join("kube-apiserver"));
-    for b in [&etcd, &api] {
+    let mut names = vec!["etcd", "kube-apiserver"];
+    if gardener {
+        names.push("gardener-apiserver");
+    }
+    let paths: Vec<PathBuf> = names.iter().map(|n| dir.join(n)).collect();
+    for b in &paths {
         if !b.is_file() {
             return Err(io::Error::new(
                 io::ErrorKind::NotFound,
@@ -144,7 +279,7 @@ fn binaries() -> io::Result<(PathBuf, PathBuf)> {
             ));
         }
     }
-    Ok((etcd, api))
+    Ok(paths)
 }
 
 fn free_port() -> io::Result<u16> {
@@ -198,6 +333,50 @@ fn client_cert(
     })
 }
 
+/// The user (CN) of kube-apiserver's front-proxy client certificate, the only name
+/// aggregated API servers accept `X-Remote-*` headers from (`--requestheader-allowed-names`).
+const FRONT_PROXY_USER: &str = "front-proxy";
+
+/// DNS names of gardener-apiserver's serving certificate besides `127.0.0.1` and `localhost`:
+/// kube-apiserver verifies an aggregated server as `<service>.<namespace>.svc`
+/// ([`crate::garden`] names its Service `gardener-apiserver` in `kube-system`).
+const GARDENER_DNS_NAMES: &[&str] = &[
+    "gardener-apiserver.kube-system.svc",
+    "gardener-apiserver.kube-system.svc.cluster.local",
+];
+
+/// A serving certificate and key (PEM) named `common_name`, for `127.0.0.1`, `localhost` and
+/// `dns_names`.
+fn serving_cert(
+    issuer: &Issuer<'_, KeyPair>,
+    common_name: &str,
+    dns_names: &[&str],
+) -> Result<(String, String), rcgen::Error> {
+    let key = KeyPair::generate()?;
+    let mut names = vec!["127.0.0.1".to_string(), "localhost".to_string()];
+    names.extend(dns_names.iter().map(|n| n.to_string()));
+    let mut serving = CertificateParams::new(names)?;
+    serving
+        .distinguished_name
+        .push(DnType::CommonName, common_name);
+    serving.is_ca = IsCa::ExplicitNoCa;
+    serving.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    serving.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    let cert = serving.signed_by(&key, issuer)?;
+    Ok((cert.pem(), key.serialize_pem()))
+}
+
+/// A kubeconfig (YAML) for `url` trusting `ca_pem`, authenticating with `user`'s certificate.
+fn kubeconfig_yaml(url: &str, ca_pem: &str, user: &ClientCert) -> String {
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: testenv\n  cluster:\n    server: {url}\n    certificate-authority-data: {ca}\nusers:\n- name: user\n  user:\n    client-certificate-data: {cert}\n    client-key-data: {key}\ncontexts:\n- name: testenv\n  context:\n    cluster: testenv\n    user: user\ncurrent-context: testenv\n",
+        ca = b64(ca_pem),
+        cert = b64(&user.cert_pem),
+        key = b64(&user.key_pem),
+    )
+}
+
 fn write(path: &Path, text: &str) -> io::Result<()> {
     std::fs::write(path, text)
 }
@@ -218,6 +397,14 @@ fn exec_line(binary: &Path, args: &[String]) -> String {
     )
 }
 
+/// Whether process `pid` is alive (not exited, not a zombie).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit(')').next().map(|r| r.trim_start().to_string()))
+        .is_some_and(|state| !state.starts_with('Z') && !state.starts_with('X'))
+}
+
 fn tail(path: &Path, lines: usize) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let all: Vec<&str> = text.lines().collect();
@@ -232,9 +419,21 @@ impl ControlPlane {
     /// The binaries are missing (the message says how to build them), or no attempt came up
     /// ready (the message carries the last lines of both logs).
     pub fn start() -> io::Result<ControlPlane> {
+        Self::start_with(Options::default())
+    }
+
+    /// Starts a control plane of its own with [`Options`]: with `gardener`, gardener-apiserver
+    /// too, aggregated behind kube-apiserver ([`crate::garden`]); with `ca`, every certificate
+    /// signed by that CA. Blocks until kube-apiserver is ready (and every Gardener API is
+    /// available and listable); may be called inside or outside a tokio runtime.
+    ///
+    /// # Errors
+    /// As [`ControlPlane::start`]; with `gardener`, also when the `kube` feature is off or
+    /// Gardener's APIs do not come up (the message carries the last lines of its log).
+    pub fn start_with(options: Options) -> io::Result<ControlPlane> {
         // The readiness probe runs on a runtime of its own, which cannot be nested in the
         // caller's: start on a plain thread.
-        std::thread::spawn(Self::start_blocking)
+        std::thread::spawn(move || Self::start_blocking(&options))
             .join()
             .map_err(|_| other("control plane start-up panicked"))?
     }
@@ -252,8 +451,35 @@ impl ControlPlane {
         }
     }
 
-    fn start_blocking() -> io::Result<ControlPlane> {
-        let (etcd, api) = binaries()?;
+    /// The control plane with gardener-apiserver ([`Options::gardener`]) shared by the tests of
+    /// this process, started on first use; separate from [`ControlPlane::shared`], which stays
+    /// as quick to start as before. Give each test Gardener objects of its own (Shoot names
+    /// unique in the project).
+    ///
+    /// # Panics
+    /// When it cannot start (see [`ControlPlane::start_with`]); every later call panics too.
+    pub fn shared_with_gardener() -> &'static ControlPlane {
+        static SHARED: OnceLock<Result<ControlPlane, String>> = OnceLock::new();
+        let started = SHARED.get_or_init(|| {
+            Self::start_with(Options {
+                gardener: true,
+                ca: None,
+            })
+            .map_err(|e| e.to_string())
+        });
+        match started {
+            Ok(cp) => cp,
+            Err(e) => panic!("the shared control plane with Gardener did not start: {e}"),
+        }
+    }
+
+    fn start_blocking(options: &Options) -> io::Result<ControlPlane> {
+        if options.gardener && !cfg!(feature = "kube") {
+            return Err(other(
+                "gardener-apiserver needs testenv's `kube` feature (to register its APIs)",
+            ));
+        }
+        let binaries = binaries(options.gardener)?;
         // The paths go into the servers' flags as text: a lossy conversion would send etcd to
         // another directory, outside the one that is removed.
         let tmp = std::env::temp_dir();
@@ -265,10 +491,14 @@ impl ControlPlane {
         }
         let mut last = None;
         for attempt in 1..=ATTEMPTS {
-            match Self::attempt(&etcd, &api) {
+            match Self::attempt(&binaries, options) {
                 Ok(cp) => {
+                    let gardener = match cp.gardener_pid() {
+                        Some(pid) => format!(", gardener-apiserver pid {pid}"),
+                        None => String::new(),
+                    };
                     eprintln!(
-                        "testenv control plane: ready in {:.1} s at {} (attempt {attempt}; etcd pid {}, kube-apiserver pid {}; RSS {} MiB)",
+                        "testenv control plane: ready in {:.1} s at {} (attempt {attempt}; etcd pid {}, kube-apiserver pid {}{gardener}; RSS {} MiB)",
                         cp.started_in.as_secs_f64(),
                         cp.url,
                         cp.pids().0,
@@ -286,7 +516,9 @@ impl ControlPlane {
         Err(last.expect("at least one attempt"))
     }
 
-    fn attempt(etcd: &Path, api: &Path) -> io::Result<ControlPlane> {
+    /// One start attempt: certificates, scripts, the supervisor, then the readiness waits.
+    /// `binaries`: etcd, kube-apiserver and, with [`Options::gardener`], gardener-apiserver.
+    fn attempt(binaries: &[PathBuf], options: &Options) -> io::Result<ControlPlane> {
         let t0 = Instant::now();
         let dir = tempfile::Builder::new()
             .prefix("testenv-control-plane-")
@@ -297,36 +529,48 @@ impl ControlPlane {
             let _ = std::fs::remove_dir_all(&dir);
             e
         };
-        let ca = ca_params().map_err(other)?;
-        let ca_key = KeyPair::generate().map_err(other)?;
-        let ca_cert = ca.self_signed(&ca_key).map_err(other)?;
-        let ca_key_pem = ca_key.serialize_pem();
-        let issuer = Issuer::new(ca.clone(), ca_key);
-        let serving_key = KeyPair::generate().map_err(other)?;
-        let mut serving =
-            CertificateParams::new(vec!["127.0.0.1".into(), "localhost".into()]).map_err(other)?;
-        serving
-            .distinguished_name
-            .push(DnType::CommonName, "kube-apiserver");
-        serving.is_ca = IsCa::ExplicitNoCa;
-        serving.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-        serving.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-        let serving_cert = serving.signed_by(&serving_key, &issuer).map_err(other)?;
+        let (ca, ca_key_pem, ca_pem) = match &options.ca {
+            Some(given) => (
+                given.params.clone(),
+                given.key_pkcs8_pem.clone(),
+                given.cert_pem.clone(),
+            ),
+            None => {
+                let ca = ca_params().map_err(other)?;
+                let ca_key = KeyPair::generate().map_err(other)?;
+                let ca_cert = ca.self_signed(&ca_key).map_err(other)?;
+                (ca, ca_key.serialize_pem(), ca_cert.pem())
+            }
+        };
+        let issuer = issuer(&ca, &ca_key_pem).map_err(other)?;
+        let (api_cert, api_key) = serving_cert(&issuer, "kube-apiserver", &[]).map_err(other)?;
         let admin = client_cert(&issuer, "testenv-admin", &["system:masters"]).map_err(other)?;
         let sa_key = KeyPair::generate().map_err(other)?;
+        // The aggregation layer's front proxy: kube-apiserver forwards the authenticated user
+        // to aggregated API servers (gardener-apiserver) with this client certificate and
+        // `X-Remote-*` headers, which they trust for the `front-proxy` name under this CA only.
+        // A few milliseconds of key generation, so always made.
+        let proxy_ca = ca_params().map_err(other)?;
+        let proxy_ca_key = KeyPair::generate().map_err(other)?;
+        let proxy_ca_cert = proxy_ca.self_signed(&proxy_ca_key).map_err(other)?;
+        let proxy_client = client_cert(&Issuer::new(proxy_ca, proxy_ca_key), FRONT_PROXY_USER, &[])
+            .map_err(other)?;
 
         let p = |name: &str| dir.join(name).to_string_lossy().into_owned();
         (|| {
-            write(&dir.join("ca.crt"), &ca_cert.pem())?;
-            write(&dir.join("serving.crt"), &serving_cert.pem())?;
-            write(&dir.join("serving.key"), &serving_key.serialize_pem())?;
+            write(&dir.join("ca.crt"), &ca_pem)?;
+            write(&dir.join("serving.crt"), &api_cert)?;
+            write(&dir.join("serving.key"), &api_key)?;
             write(&dir.join("service-account.key"), &sa_key.serialize_pem())?;
-            write(&dir.join("service-account.pub"), &sa_key.public_key_pem())
+            write(&dir.join("service-account.pub"), &sa_key.public_key_pem())?;
+            write(&dir.join("proxy-ca.crt"), &proxy_ca_cert.pem())?;
+            write(&dir.join("proxy-client.crt"), &proxy_client.cert_pem)?;
+            write(&dir.join("proxy-client.key"), &proxy_client.key_pem)
         })()
         .map_err(cleanup)?;
 
-        let (client, peer, secure) =
-            (|| Ok::<_, io::Error>((free_port()?, free_port()?, free_port()?)))()
+        let (client, peer, secure, gardener_port) =
+            (|| Ok::<_, io::Error>((free_port()?, free_port()?, free_port()?, free_port()?)))()
                 .map_err(cleanup)?;
         let etcd_url = format!("http://127.0.0.1:{client}");
         let url = format!("https://127.0.0.1:{secure}");
@@ -360,13 +604,62 @@ impl ControlPlane {
             "--authorization-mode=RBAC".into(),
             "--disable-admission-plugins=ServiceAccount".into(),
             "--endpoint-reconciler-type=none".into(),
+            format!("--requestheader-client-ca-file={}", p("proxy-ca.crt")),
+            format!("--requestheader-allowed-names={FRONT_PROXY_USER}"),
+            "--requestheader-username-headers=X-Remote-User".into(),
+            "--requestheader-group-headers=X-Remote-Group".into(),
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-".into(),
+            format!("--proxy-client-cert-file={}", p("proxy-client.crt")),
+            format!("--proxy-client-key-file={}", p("proxy-client.key")),
             "--v=1".into(),
         ];
+        let mut scripts = vec![
+            ("etcd.sh", exec_line(&binaries[0], &etcd_args)),
+            ("kube-apiserver.sh", exec_line(&binaries[1], &api_args)),
+        ];
+        let gardener_url = match binaries.get(2) {
+            Some(gardener) => {
+                let (cert, key) = serving_cert(&issuer, "gardener-apiserver", GARDENER_DNS_NAMES)
+                    .map_err(other)?;
+                // Its own user (as in Gardener's envtest), a cluster admin: it reads and
+                // watches Namespaces, Secrets and more, and reviews access (delegated
+                // authentication and authorization).
+                let user = client_cert(&issuer, "gardener-apiserver", &["system:masters"])
+                    .map_err(other)?;
+                let kubeconfig = kubeconfig_yaml(&url, &ca_pem, &user);
+                (|| {
+                    write(&dir.join("gardener-apiserver.crt"), &cert)?;
+                    write(&dir.join("gardener-apiserver.key"), &key)?;
+                    write(&dir.join("gardener-apiserver.kubeconfig"), &kubeconfig)
+                })()
+                .map_err(cleanup)?;
+                let args = vec![
+                    "--bind-address=127.0.0.1".into(),
+                    format!("--secure-port={gardener_port}"),
+                    format!("--etcd-servers={etcd_url}"),
+                    // Its own keys in kube-apiserver's etcd (Gardener's default, said aloud).
+                    "--etcd-prefix=/registry-gardener".into(),
+                    format!("--tls-cert-file={}", p("gardener-apiserver.crt")),
+                    format!("--tls-private-key-file={}", p("gardener-apiserver.key")),
+                    "--cluster-identity=testenv".into(),
+                    "--authorization-always-allow-paths=/healthz,/readyz,/livez".into(),
+                    format!("--kubeconfig={}", p("gardener-apiserver.kubeconfig")),
+                    format!(
+                        "--authentication-kubeconfig={}",
+                        p("gardener-apiserver.kubeconfig")
+                    ),
+                    format!(
+                        "--authorization-kubeconfig={}",
+                        p("gardener-apiserver.kubeconfig")
+                    ),
+                ];
+                scripts.push(("gardener-apiserver.sh", exec_line(gardener, &args)));
+                Some(format!("https://127.0.0.1:{gardener_port}"))
+            }
+            None => None,
+        };
         use std::os::unix::fs::PermissionsExt;
-        for (name, text) in [
-            ("etcd.sh", exec_line(etcd, &etcd_args)),
-            ("kube-apiserver.sh", exec_line(api, &api_args)),
-        ] {
+        for (name, text) in scripts {
             let path = dir.join(name);
             write(&path, &text).map_err(cleanup)?;
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
@@ -397,10 +690,12 @@ impl ControlPlane {
             dir,
             ca_params: ca,
             ca_key_pem,
-            ca_pem: ca_cert.pem(),
+            ca_pem,
             admin,
             etcd_pid: AtomicU32::new(pids.first().copied().unwrap_or(0)),
             apiserver_pid: AtomicU32::new(pids.get(1).copied().unwrap_or(0)),
+            gardener_url,
+            gardener_pid: AtomicU32::new(0),
             started_in: Duration::ZERO,
             supervisor: Mutex::new(Some(Supervisor {
                 child,
@@ -412,17 +707,18 @@ impl ControlPlane {
             return Err(other(format!("supervisor printed {first:?}, not two pids")));
         }
         // From here on, dropping `cp` stops everything.
-        match cp.wait_ready() {
-            Ok(()) => {
-                cp.started_in = t0.elapsed();
-                Ok(cp)
-            }
-            Err(e) => Err(other(format!(
+        if let Err(e) = cp.wait_ready() {
+            return Err(other(format!(
                 "{e}\n--- kube-apiserver.log (last lines)\n{}\n--- etcd.log (last lines)\n{}",
                 tail(&cp.dir.join("kube-apiserver.log"), 15),
                 tail(&cp.dir.join("etcd.log"), 10)
-            ))),
+            )));
         }
+        if cp.gardener_url.is_some() {
+            cp.start_gardener()?;
+        }
+        cp.started_in = t0.elapsed();
+        Ok(cp)
     }
 
     fn wait_ready(&self) -> io::Result<()> {
@@ -434,7 +730,8 @@ impl ControlPlane {
             let deadline = Instant::now() + READY_TIMEOUT;
             let mut last = String::from("no answer");
             while Instant::now() < deadline {
-                if !self.running() {
+                let (etcd, api) = self.pids();
+                if !alive(etcd) || !alive(api) {
                     return Err(other("kube-apiserver or etcd exited"));
                 }
                 match client.get(format!("{}/readyz", self.url)).send().await {
@@ -451,15 +748,21 @@ impl ControlPlane {
         })
     }
 
-    /// Whether both server processes are alive (not exited, not zombies).
+    /// Whether every server process is alive (not exited, not zombies): etcd, kube-apiserver
+    /// and, once started, gardener-apiserver.
     pub fn running(&self) -> bool {
+        self.server_pids().iter().all(|(_, pid)| alive(*pid))
+    }
+
+    /// (name, pid) of each server process: `etcd`, `kube-apiserver` and, once started,
+    /// `gardener-apiserver`.
+    fn server_pids(&self) -> Vec<(&'static str, u32)> {
         let (etcd, api) = self.pids();
-        [etcd, api].iter().all(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                .ok()
-                .and_then(|s| s.rsplit(')').next().map(|r| r.trim_start().to_string()))
-                .is_some_and(|state| !state.starts_with('Z') && !state.starts_with('X'))
-        })
+        let mut pids = vec![("etcd", etcd), ("kube-apiserver", api)];
+        if let Some(pid) = self.gardener_pid() {
+            pids.push(("gardener-apiserver", pid));
+        }
+        pids
     }
 
     /// `https://127.0.0.1:<port>`.
@@ -505,18 +808,31 @@ impl ControlPlane {
         self.started_in
     }
 
-    /// Resident memory of etcd plus kube-apiserver now, in KiB (from `/proc/<pid>/status`).
+    /// Resident memory of all server processes now (etcd, kube-apiserver, gardener-apiserver
+    /// when started), in KiB (from `/proc/<pid>/status`).
     pub fn rss_kib(&self) -> u64 {
-        let (etcd, api) = self.pids();
-        [etcd, api]
-            .iter()
-            .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/status")).ok())
-            .filter_map(|s| {
-                s.lines()
-                    .find_map(|l| l.strip_prefix("VmRSS:"))
-                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        self.rss_by_process().iter().map(|(_, kib)| kib).sum()
+    }
+
+    /// Resident memory of each server process now, in KiB: (`etcd` | `kube-apiserver` |
+    /// `gardener-apiserver`, KiB); a process that is gone counts 0.
+    pub fn rss_by_process(&self) -> Vec<(&'static str, u64)> {
+        self.server_pids()
+            .into_iter()
+            .map(|(name, pid)| {
+                let kib = std::fs::read_to_string(format!("/proc/{pid}/status"))
+                    .ok()
+                    .and_then(|s| {
+                        s.lines()
+                            .find_map(|l| l.strip_prefix("VmRSS:"))
+                            .and_then(|v| {
+                                v.trim().trim_end_matches("kB").trim().parse::<u64>().ok()
+                            })
+                    })
+                    .unwrap_or(0);
+                (name, kib)
             })
-            .sum()
+            .collect()
     }
 
     /// The admin user (`testenv-admin` in `system:masters`).
@@ -535,14 +851,7 @@ impl ControlPlane {
 
     /// A kubeconfig (YAML) for `user`, the CA and the client certificate embedded.
     pub fn kubeconfig(&self, user: &ClientCert) -> String {
-        let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: testenv\n  cluster:\n    server: {url}\n    certificate-authority-data: {ca}\nusers:\n- name: user\n  user:\n    client-certificate-data: {cert}\n    client-key-data: {key}\ncontexts:\n- name: testenv\n  context:\n    cluster: testenv\n    user: user\ncurrent-context: testenv\n",
-            url = self.url,
-            ca = b64(&self.ca_pem),
-            cert = b64(&user.cert_pem),
-            key = b64(&user.key_pem),
-        )
+        kubeconfig_yaml(&self.url, &self.ca_pem, user)
     }
 
     /// A kubeconfig (YAML) that authenticates with a bearer `token` (a ServiceAccount's).
@@ -661,7 +970,84 @@ impl ControlPlane {
         self.start_server("start-etcd", &self.etcd_pid)
     }
 
-    /// Stops both servers and removes the directory; waits for the supervisor (at most about
+    /// gardener-apiserver's URL (`https://127.0.0.1:<port>`, its serving certificate signed by
+    /// [`ControlPlane::ca_pem`]); `None` without [`Options::gardener`]. Clients reach its APIs
+    /// through kube-apiserver ([`ControlPlane::url`]) as usual.
+    pub fn gardener_url(&self) -> Option<&str> {
+        self.gardener_url.as_deref()
+    }
+
+    /// Process id of gardener-apiserver, once started.
+    pub fn gardener_pid(&self) -> Option<u32> {
+        match self.gardener_pid.load(Ordering::Relaxed) {
+            0 => None,
+            pid => Some(pid),
+        }
+    }
+
+    /// Kills gardener-apiserver with SIGKILL and returns once it is gone; kube-apiserver and
+    /// etcd keep running, and requests to Gardener's APIs fail (503) until
+    /// [`ControlPlane::start_gardener`].
+    ///
+    /// # Errors
+    /// The control plane has no gardener-apiserver, is stopped, or the supervisor does not
+    /// answer.
+    pub fn kill_gardener(&self) -> io::Result<()> {
+        if self.gardener_url.is_none() {
+            return Err(other("this control plane runs no gardener-apiserver"));
+        }
+        self.kill_server("kill-gardener")
+    }
+
+    /// Starts gardener-apiserver (again, after [`ControlPlane::kill_gardener`]) with the same
+    /// flags, so the same port, certificates and etcd data. Blocks until its Service and one
+    /// `APIService` per Gardener group version are in place ([`crate::garden`]), every one is
+    /// `Available` and each group version lists through kube-apiserver (at most 60 s), and
+    /// returns how long that took. In a tokio runtime, call it in
+    /// `tokio::task::block_in_place`.
+    ///
+    /// # Errors
+    /// The control plane has no gardener-apiserver, the supervisor does not answer, or the APIs
+    /// do not come up in time (the message carries the last lines of its log).
+    pub fn start_gardener(&self) -> io::Result<Duration> {
+        if self.gardener_url.is_none() {
+            return Err(other("this control plane runs no gardener-apiserver"));
+        }
+        let t0 = Instant::now();
+        let answer = self.command("start-gardener")?;
+        let pid = answer
+            .parse()
+            .map_err(|_| other(format!("start-gardener: {answer:?}")))?;
+        self.gardener_pid.store(pid, Ordering::Relaxed);
+        std::thread::scope(|scope| scope.spawn(|| self.wait_gardener()).join())
+            .map_err(|_| other("gardener-apiserver readiness probe panicked"))?
+            .map_err(|e| {
+                other(format!(
+                    "{e}\n--- gardener-apiserver.log (last lines)\n{}",
+                    tail(&self.dir.join("gardener-apiserver.log"), 20)
+                ))
+            })?;
+        Ok(t0.elapsed())
+    }
+
+    /// Registers gardener-apiserver's APIs and waits for them ([`crate::garden`]), on a runtime
+    /// of its own.
+    fn wait_gardener(&self) -> io::Result<()> {
+        #[cfg(feature = "kube")]
+        {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            rt.block_on(crate::garden::register(self, READY_TIMEOUT))
+                .map_err(other)
+        }
+        #[cfg(not(feature = "kube"))]
+        Err(other(
+            "gardener-apiserver needs testenv's `kube` feature (to register its APIs)",
+        ))
+    }
+
+    /// Stops every server and removes the directory; waits for the supervisor (at most about
     /// 20 s). Called by `Drop`; idempotent.
     pub fn stop(&self) {
         let taken = self
@@ -797,16 +1183,30 @@ mod kube_support {
             self.client(&self.admin).await
         }
 
+        /// A `kube::Client` for the admin that answers 503, 429 and 504 as they come. kube's
+        /// clients retry those by default (kube 5 `Config::default_retry`: 15 times with
+        /// backoff up to 1000 s, minutes in all), so a test that expects a 503 (an aggregated
+        /// API server down) or a probe with a deadline of its own uses this one.
+        pub async fn admin_without_retries(&self) -> kube::Client {
+            self.client_with_retries(&self.kubeconfig(&self.admin), false)
+                .await
+        }
+
         /// A `kube::Client` from kubeconfig YAML.
         ///
         /// # Panics
         /// When the YAML is not a kubeconfig kube accepts.
         pub async fn client_from_kubeconfig(&self, yaml: &str) -> kube::Client {
+            self.client_with_retries(yaml, true).await
+        }
+
+        async fn client_with_retries(&self, yaml: &str, retry: bool) -> kube::Client {
             let _ = rustls::crypto::ring::default_provider().install_default();
             let kc = kube::config::Kubeconfig::from_yaml(yaml).expect("kubeconfig");
-            let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+            let mut config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
                 .await
                 .expect("kube config");
+            config.default_retry = retry;
             kube::Client::try_from(config).expect("kube client")
         }
 

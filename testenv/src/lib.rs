@@ -60,6 +60,8 @@
 pub mod capture;
 pub mod cgroup;
 pub mod controlplane;
+#[cfg(feature = "kube")]
+pub mod garden;
 pub mod gardener;
 pub mod haproxy;
 mod hooks;

@@ -1,11 +1,12 @@
 //! testenv's own tests, one test binary (`cargo test -p testenv --test suite`): the API server
 //! over HTTP with kube-rs clients (`api`), watches and a real kube-runtime Controller
-//! (`watch`), the journal of committed changes (`journal`) and the simulated Gardener
-//! (`gardener`); shared helpers in [`support`].
+//! (`watch`), the journal of committed changes (`journal`), the simulated Gardener
+//! (`gardener`) and the real gardener-apiserver (`garden`); shared helpers in [`support`].
 
 mod support;
 
 mod api;
+mod garden;
 mod gardener;
 mod journal;
 mod watch;
