@@ -63,6 +63,8 @@ pub mod controlplane;
 #[cfg(feature = "kube")]
 pub mod garden;
 pub mod gardener;
+#[cfg(feature = "kube")]
+pub mod gardenlet;
 pub mod haproxy;
 mod hooks;
 mod http;
