@@ -16,7 +16,7 @@
 //! leading before its Lease expires.
 
 use crate::support::real::NS;
-use crate::support::real_controller::{LEASE, RealEnv};
+use crate::support::real_controller::{LEASE, SimGardenEnv as RealEnv};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::jiff::Timestamp;

@@ -1,24 +1,33 @@
 //! The lifecycle on a real control cluster: the real `kim webhook` and `kim controller`
 //! binaries, kube-apiserver with kim's CRD and `manifests/base` installed
 //! ([`crate::support::real::Stack`]), the controller authenticated as its ServiceAccount with
-//! nothing but the shipped RBAC (`manifests/base/rbac-controller.yaml`); Gardener and the
-//! runtime clusters simulated ([`crate::support::real_controller`]).
+//! nothing but the shipped RBAC (`manifests/base/rbac-controller.yaml`).
 //!
-//! - a Runtime is provisioned to `Ready` and deleted; every status write the controller made
+//! On the REAL Gardener API (gardener-apiserver aggregated behind the same kube-apiserver; a
+//! simulated gardenlet with real runtime clusters, [`crate::support::real_controller::RealEnv`]):
+//! - a Runtime is provisioned to `Ready` and deleted; the kubeconfig Secret holds the admin
+//!   kubeconfig of the real `shoots/adminkubeconfig`, which works against the runtime cluster
+//!   (SelfSubjectReview, a list of namespaces); the administrators' ClusterRoleBindings exist
+//!   there; the deletion goes through Gardener's confirmation and finalizer, and the Shoot, the
+//!   Secret and the runtime cluster are gone after it; every status write the controller made
 //!   passed the webhook;
 //! - every sample of `samples/runtimes` is provisioned, updated and deleted, none ever
 //!   `Failed`, while a rogue client's illegal status writes (a user RBAC lets write but the
 //!   model does not; the controller's identity breaking the model) are denied with
-//!   kube-apiserver's 403 and the webhook's message;
+//!   kube-apiserver's 403 and the webhook's message.
+//!
+//! On testenv's in-memory Gardener ([`crate::support::real_controller::SimGardenEnv`], whose
+//! admission hook on Shoot creation makes a status write conflict deterministically):
 //! - the shipped RBAC is minimal: with any one verb of any rule of the two Roles removed, the
 //!   controller fails at a named step with kube-apiserver's 403 for that verb and resource;
 //! - the webhook's ServiceAccount is granted nothing (the webhook reads nothing from the API).
 
 use crate::support::real::NS;
 use crate::support::real_controller::*;
+use k8s_openapi::api::authentication::v1::SelfSubjectReview;
 use k8s_openapi::api::authorization::v1::{SelfSubjectRulesReview, SelfSubjectRulesReviewSpec};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, PolicyRule, Role, RoleBinding};
 use kube::Api;
@@ -28,6 +37,7 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+use testenv::gardenlet::{Clusters, Event as Did, Operation};
 use testenv::{AdmissionDecision, Gvr};
 
 const RT_GROUP: &str = "infrastructuremanager.kyma-project.io";
@@ -87,7 +97,6 @@ async fn a_runtime_is_provisioned_and_deleted_by_the_controller_serviceaccount_w
         .logged("metrics_addr", LIMIT)
         .await
         .unwrap_or_else(|e| panic!("kim controller: {e}"));
-    let stepper = env.sim.run_every(Duration::from_millis(100));
     let name = "lifecycle";
     env.create_runtime(name).await;
 
@@ -121,27 +130,86 @@ async fn a_runtime_is_provisioned_and_deleted_by_the_controller_serviceaccount_w
         "the finalizer: {:?}",
         ready.metadata.finalizers
     );
-    assert!(env.shoot(name).is_some(), "the Shoot exists");
+    let shoot = env.shoot(name).await.expect("the Shoot exists");
+    assert_eq!(
+        shoot.data["status"]["lastOperation"]["state"], "Succeeded",
+        "{:?}",
+        shoot.data["status"]
+    );
     let secrets: Api<Secret> = Api::namespaced(env.stack.cp.admin().await, NS);
     let secret_name = format!("kubeconfig-{name}");
     let secret = secrets
         .get(&secret_name)
         .await
         .expect("the kubeconfig Secret");
-    assert!(
-        secret
-            .data
-            .as_ref()
-            .and_then(|d| d.get("config"))
-            .is_some_and(|v| !v.0.is_empty()),
-        "the Secret holds a kubeconfig"
+    let kubeconfig = secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get("config"))
+        .map(|v| String::from_utf8(v.0.clone()).expect("a UTF-8 kubeconfig"))
+        .expect("the Secret holds a kubeconfig");
+    let cluster = env
+        .gardenlet
+        .cluster(name)
+        .await
+        .expect("the Shoot's runtime cluster");
+    // Gardener's answer names the advertised address and signs with the Shoot's CA: it works
+    // against the runtime cluster as the project admins' group (kim's garden user is a
+    // project member, no Gardener operator).
+    let parsed = kube::config::Kubeconfig::from_yaml(&kubeconfig).expect("a kubeconfig");
+    let servers: Vec<String> = parsed
+        .clusters
+        .iter()
+        .filter_map(|c| c.cluster.as_ref()?.server.clone())
+        .collect();
+    assert_eq!(servers, [cluster.url()], "the runtime cluster's URL");
+    let as_admin = env.stack.cp.client_from_kubeconfig(&kubeconfig).await;
+    let review = Api::<SelfSubjectReview>::all(as_admin.clone())
+        .create(&PostParams::default(), &SelfSubjectReview::default())
+        .await
+        .expect("a SelfSubjectReview with the stored kubeconfig");
+    let user = review
+        .status
+        .and_then(|s| s.user_info)
+        .expect("the review's user");
+    assert_eq!(
+        user.username.as_deref(),
+        Some(format!("gardener.cloud:admin:{GARDEN_USER}").as_str()),
+        "{user:?}"
     );
-    let bindings = env.clusters.lock().unwrap()[name].list(&Gvr::cluster_role_bindings(), None);
+    assert!(
+        user.groups
+            .iter()
+            .flatten()
+            .any(|g| g == testenv::gardenlet::PROJECT_ADMINS_GROUP),
+        "{user:?}"
+    );
+    let namespaces = Api::<Namespace>::all(as_admin)
+        .list(&ListParams::default())
+        .await
+        .expect("listing namespaces with the stored kubeconfig");
+    assert!(
+        namespaces
+            .items
+            .iter()
+            .any(|n| n.metadata.name.as_deref() == Some("kube-system")),
+        "the runtime cluster's namespaces"
+    );
+    let bindings = Api::<ClusterRoleBinding>::all(cluster.admin().await)
+        .list(&ListParams::default().labels("reconciler.kyma-project.io/managed-by"))
+        .await
+        .expect("the runtime cluster's ClusterRoleBindings");
     assert!(
         bindings
+            .items
             .iter()
-            .any(|b| b.to_string().contains("admin@myorg.com")),
-        "the administrator's ClusterRoleBinding in the runtime cluster: {bindings:?}"
+            .any(|b| b.role_ref.name == "cluster-admin"
+                && b.subjects
+                    .iter()
+                    .flatten()
+                    .any(|s| s.kind == "User" && s.name == "admin@myorg.com")),
+        "the administrator's ClusterRoleBinding in the runtime cluster: {:?}",
+        bindings.items
     );
 
     // ---- deletion ----
@@ -154,12 +222,29 @@ async fn a_runtime_is_provisioned_and_deleted_by_the_controller_serviceaccount_w
     env.wait_runtime(name, "gone", is_deleted(&uid), &controller)
         .await;
     let deleted = started.elapsed();
-    // The finalizer is removed only after the Shoot is gone and the Secret deleted.
-    assert!(env.shoot(name).is_none(), "the Shoot is gone");
+    // The finalizer is removed only after the Shoot is gone and the Secret deleted. Gardener
+    // deleted the Shoot only once kim had confirmed the deletion (its admission refuses the
+    // delete otherwise) and the gardenlet removed its finalizer after `Delete Succeeded`.
+    assert!(env.shoot(name).await.is_none(), "the Shoot is gone");
     assert!(
         secrets.get_opt(&secret_name).await.unwrap().is_none(),
         "the kubeconfig Secret is gone"
     );
+    let history = env.gardenlet.history().of(name);
+    let deleted_at = history
+        .iter()
+        .position(|e| *e == Did::Succeeded(Operation::Delete))
+        .unwrap_or_else(|| panic!("the gardenlet's Delete succeeded: {history:?}"));
+    assert!(
+        history[deleted_at..].contains(&Did::FinalizerRemoved)
+            && history.contains(&Did::ClusterStopped),
+        "the finalizer removed after Delete Succeeded, the cluster stopped: {history:?}"
+    );
+    assert!(
+        !cluster.running(),
+        "the runtime cluster's processes are gone"
+    );
+    drop(cluster);
 
     // ---- Events, status writes, the webhook's view ----
     let events: Api<Event> = Api::namespaced(env.stack.cp.admin().await, NS);
@@ -178,7 +263,6 @@ async fn a_runtime_is_provisioned_and_deleted_by_the_controller_serviceaccount_w
     .await
     .expect("Events about the Runtime in kcp-system");
     let writes = status_writes(&metrics_addr).await;
-    stepper.abort();
     let (out, err) = controller.terminate(Duration::from_secs(20));
     assert!(writes >= 4, "status writes: {writes}");
     assert_eq!(
@@ -395,7 +479,7 @@ fn without(rules: &[PolicyRule], access: &Access<'_>) -> Vec<PolicyRule> {
 
 /// Installs, on the simulated Gardener, a hook that labels Runtime `name` (as the admin)
 /// while its Shoot is created, once.
-async fn change_runtime_during_shoot_creation(env: &RealEnv, name: &str) {
+async fn change_runtime_during_shoot_creation(env: &SimGardenEnv, name: &str) {
     let api = env.runtimes().await;
     let once = Arc::new(AtomicBool::new(false));
     let name = name.to_string();
@@ -421,7 +505,7 @@ async fn change_runtime_during_shoot_creation(env: &RealEnv, name: &str) {
 /// The webhook's ServiceAccount is bound to nothing and may do nothing beyond what every
 /// authenticated user may (self-reviews): it needs nothing, the webhook reads nothing from
 /// the API (it ran with no credentials at all in these tests).
-async fn webhook_serviceaccount_has_no_rights(env: &RealEnv) {
+async fn webhook_serviceaccount_has_no_rights(env: &Kcp) {
     let admin = env.stack.cp.admin().await;
     let subject = |s: &k8s_openapi::api::rbac::v1::Subject| {
         s.kind == "ServiceAccount"
@@ -489,7 +573,7 @@ async fn webhook_serviceaccount_has_no_rights(env: &RealEnv) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_verb_of_the_shipped_controller_rbac_is_needed() {
     let started = Instant::now();
-    let env = RealEnv::start().await;
+    let env = SimGardenEnv::start().await;
     webhook_serviceaccount_has_no_rights(&env).await;
     let stepper = env.sim.run_every(Duration::from_millis(100));
     let originals = [
@@ -646,7 +730,7 @@ const ROGUE_USER: &str = "rogue-operator";
 
 /// Grants [`ROGUE_USER`] get/list of Runtimes and update/patch of their status in
 /// kcp-system (a Role and RoleBinding, as the admin) and waits until RBAC answers so.
-async fn let_the_rogue_write_status(env: &RealEnv, rogue: &kube::Client) {
+async fn let_the_rogue_write_status(env: &Kcp, rogue: &kube::Client) {
     let admin = env.stack.cp.admin().await;
     let role: Role = serde_json::from_value(json!({
         "metadata": {"name": "rogue-status-writer", "namespace": NS},
@@ -679,7 +763,7 @@ async fn let_the_rogue_write_status(env: &RealEnv, rogue: &kube::Client) {
             name: None,
         };
         let seen = crate::support::eventually(LIMIT, || async {
-            RealEnv::can(rogue, &access).await.then_some(())
+            Kcp::can(rogue, &access).await.then_some(())
         })
         .await;
         assert!(
@@ -729,7 +813,7 @@ where
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_sample_is_provisioned_updated_and_deleted_while_a_rogue_client_is_denied() {
     let started = Instant::now();
-    let env = RealEnv::start().await;
+    let env = RealEnv::start_with(Clusters::Pool(2)).await;
     let webhook = env.stack.webhook.as_ref().expect("webhook");
     let denied_before = webhook.count("/validate", "denied").await;
     let denied_403_before = webhook
@@ -780,7 +864,6 @@ async fn every_sample_is_provisioned_updated_and_deleted_while_a_rogue_client_is
         .logged("metrics_addr", LIMIT)
         .await
         .unwrap_or_else(|e| panic!("kim controller: {e}"));
-    let mut stepper = env.sim.run_every(Duration::from_millis(100));
 
     // ---- provisioning ----
     for (file, name) in files.iter().zip(&names) {
@@ -825,6 +908,46 @@ async fn every_sample_is_provisioned_updated_and_deleted_while_a_rogue_client_is
     for name in &names {
         env.wait_runtime(name, "Ready at generation 2", ready_at_2, &controller)
             .await;
+    }
+    // Gardener stored each update as the Shoot's generation 2 and the gardenlet reconciled
+    // it; the administrators of both generations are bound in the runtime clusters (a pool
+    // of two: every Runtime's bindings in each).
+    for name in &names {
+        let shoot = env.shoot(name).await.expect("the Shoot");
+        assert_eq!(shoot.metadata.generation, Some(2), "Shoot {name}");
+        assert_eq!(
+            shoot.data["status"]["observedGeneration"],
+            json!(2),
+            "Shoot {name}"
+        );
+        assert_eq!(
+            (
+                &shoot.data["status"]["lastOperation"]["type"],
+                &shoot.data["status"]["lastOperation"]["state"]
+            ),
+            (&json!("Reconcile"), &json!("Succeeded")),
+            "Shoot {name}"
+        );
+        let cluster = env
+            .gardenlet
+            .cluster(name)
+            .await
+            .expect("a runtime cluster");
+        let bound: Vec<String> = Api::<ClusterRoleBinding>::all(cluster.admin().await)
+            .list(&ListParams::default().labels("reconciler.kyma-project.io/managed-by"))
+            .await
+            .expect("the runtime cluster's ClusterRoleBindings")
+            .items
+            .into_iter()
+            .flat_map(|b| b.subjects.unwrap_or_default())
+            .map(|s| s.name)
+            .collect();
+        for admin in ["admin@myorg.com", "second-admin@myorg.com"] {
+            assert!(
+                bound.iter().any(|b| b == admin),
+                "{admin} bound for {name}: {bound:?}"
+            );
+        }
     }
 
     // ---- the rogue client ----
@@ -888,9 +1011,8 @@ async fn every_sample_is_provisioned_updated_and_deleted_while_a_rogue_client_is
     })
     .await;
     denied.push(("status removal", msg));
-    // 5. Terminating -> Ready: a deletion held in Terminating (Gardener not stepped).
-    stepper.abort();
-    let _ = (&mut stepper).await;
+    // 5. Terminating -> Ready: a deletion held in Terminating (the gardenlet paused).
+    env.gardenlet.pause();
     api.delete(target, &DeleteParams::default())
         .await
         .expect("delete the target");
@@ -913,7 +1035,7 @@ async fn every_sample_is_provisioned_updated_and_deleted_while_a_rogue_client_is
     );
 
     // ---- deletion of all ----
-    let stepper = env.sim.run_every(Duration::from_millis(100));
+    env.gardenlet.resume();
     for name in names.iter().filter(|n| *n != target) {
         api.delete(name, &DeleteParams::default())
             .await
@@ -927,12 +1049,14 @@ async fn every_sample_is_provisioned_updated_and_deleted_while_a_rogue_client_is
             &controller,
         )
         .await;
-        assert!(env.shoot(name).is_none(), "the Shoot of {name} is gone");
+        assert!(
+            env.shoot(name).await.is_none(),
+            "the Shoot of {name} is gone"
+        );
     }
 
     // ---- what the webhook saw ----
     let writes = status_writes(&metrics_addr).await;
-    stepper.abort();
     watch.abort();
     let (out, err) = controller.terminate(Duration::from_secs(20));
     assert_eq!(

@@ -68,7 +68,16 @@ impl Stack {
     pub async fn start(dir: &str, extra: &[&str]) -> Stack {
         let certs = WebhookCerts::generate();
         let webhook = WebhookProc::start_with(certs.dir.path(), extra).await;
-        Stack::install(dir, certs, webhook.addr, Some(webhook)).await
+        let cp = ControlPlane::start().expect("control plane");
+        Stack::install(cp, dir, certs, webhook.addr, Some(webhook)).await
+    }
+
+    /// As [`Stack::start`], on a control plane the caller started (e.g. one serving the
+    /// Gardener API too).
+    pub async fn start_on(cp: ControlPlane, dir: &str, extra: &[&str]) -> Stack {
+        let certs = WebhookCerts::generate();
+        let webhook = WebhookProc::start_with(certs.dir.path(), extra).await;
+        Stack::install(cp, dir, certs, webhook.addr, Some(webhook)).await
     }
 
     /// As [`Stack::start`], with the configurations pointed at a server of the caller's own
@@ -80,16 +89,17 @@ impl Stack {
         addr: std::net::SocketAddr,
         certs: WebhookCerts,
     ) -> Stack {
-        Stack::install(dir, certs, addr, None).await
+        let cp = ControlPlane::start().expect("control plane");
+        Stack::install(cp, dir, certs, addr, None).await
     }
 
     async fn install(
+        cp: ControlPlane,
         dir: &str,
         certs: WebhookCerts,
         addr: std::net::SocketAddr,
         webhook: Option<WebhookProc>,
     ) -> Stack {
-        let cp = ControlPlane::start().expect("control plane");
         cp.create_namespace(NS).await;
         let crd = std::fs::read_to_string(manifests("crd.yaml")).expect("manifests/crd.yaml");
         cp.install_crds(&crd).await.expect("kim's CRD installs");

@@ -1,27 +1,42 @@
 //! `kim controller` against a real control cluster: a [`Stack`] (kube-apiserver with kim's CRD,
 //! `manifests/base` and the real `kim webhook`), the controller process authenticated as its
 //! ServiceAccount `kim-system/kim-controller` with a TokenRequest token and nothing but the
-//! RBAC the manifests ship; Gardener and the runtime clusters are testenv's in-memory servers
-//! and simulated Gardener, built as [`crate::support::reconciler::Env`] builds them.
+//! RBAC the manifests ship ([`Kcp`]), and one of two Gardeners:
+//!
+//! - [`RealEnv`]: the REAL Gardener API. The same kube-apiserver serves the control cluster and,
+//!   aggregated behind it, gardener-apiserver ([`testenv::garden`]) with the project
+//!   `kyma-dev`, its CloudProfiles, ControllerRegistrations and credentials installed; the
+//!   controller's `--gardener-kubeconfig` is the garden user [`GARDEN_USER`] (a client
+//!   certificate), whom a Role in `garden-kyma-dev` lets do what kim does there; a simulated
+//!   gardenlet ([`testenv::gardenlet`]) runs the Shoots and starts a REAL runtime cluster
+//!   (kube-apiserver and etcd) per Shoot, so kim's kubeconfig comes from the real
+//!   `shoots/adminkubeconfig` and kim binds the administrators in a real cluster.
+//! - [`SimGardenEnv`]: testenv's in-memory Gardener and runtime clusters with the simulated
+//!   Gardener of [`testenv::gardener`] (for the tests that still need its hooks: an admission
+//!   hook on Shoot creation, the journal of committed changes, a garden that stays up while the
+//!   control cluster's kube-apiserver is killed).
 //!
 //! Waits watch the real server (`await_condition`) for a state that stays once reached
 //! (`Ready` until the test deletes the Runtime, a Runtime gone, an RBAC answer after a Role
-//! change), or read the controller's output, which only grows.
+//! change), read the controller's output, which only grows, or the gardenlet's history.
 
 use crate::support::real::{NS, Stack, repo};
 use crate::support::reconciler::{CONTROLLER_USER, GARDEN_NS};
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
 };
-use k8s_openapi::api::rbac::v1::{PolicyRule, Role};
+use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding};
 use kube::Api;
 use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::runtime::wait::{Condition, await_condition};
 use serde_json::{Value, json};
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use testenv::controlplane::{ClientCert, ControlPlane, Options};
 use testenv::gardener::{GardenerConfig, GardenerSim};
+use testenv::gardenlet::{Clusters, Gardenlet, GardenletConfig};
 use testenv::process::Process;
 use testenv::{Gvr, ServerConfig, ServerHandle, UserInfo};
 
@@ -37,46 +52,24 @@ pub const LEADER_ROLE: (&str, &str) = ("kim-system", "kim-controller-leader-elec
 pub const LEASE: (&str, &str) = ("kim-system", "kim-controller");
 /// Generous limit of every wait on the real server and processes.
 pub const LIMIT: Duration = Duration::from_secs(90);
+/// The garden user kim runs as on the real Gardener API (a client certificate's CN); the
+/// admin kubeconfigs Gardener hands it are for `gardener.cloud:admin:<this>`.
+pub const GARDEN_USER: &str = "kim-gardener";
+/// The Role (and RoleBinding) of [`GARDEN_USER`] in the project namespace.
+pub const GARDEN_ROLE: &str = "kim-gardener";
 
-/// A [`Stack`] plus the simulated Gardener and runtime clusters the controller works with.
-pub struct RealEnv {
+/// The control cluster with kim installed, the controller's token and the files the controller
+/// processes read; shared by [`RealEnv`] and [`SimGardenEnv`] (both dereference to it).
+pub struct Kcp {
     pub stack: Stack,
-    /// The Gardener cluster (Shoots, structured-authentication ConfigMaps).
-    pub garden: ServerHandle,
-    /// The simulated Gardener on it.
-    pub sim: GardenerSim,
-    /// The admin kubeconfig Gardener hands out, per Shoot name.
-    kubeconfigs: Arc<Mutex<HashMap<String, String>>>,
-    /// Runtime cluster per Shoot name.
-    pub clusters: Mutex<HashMap<String, ServerHandle>>,
     /// Kubeconfig files and the configuration of the controller processes.
     pub dir: tempfile::TempDir,
     /// The controller ServiceAccount's token.
     pub token: String,
 }
 
-impl RealEnv {
-    /// Starts the stack (`manifests/base`), the Gardener server with its simulator, and mints
-    /// the controller's token.
-    pub async fn start() -> RealEnv {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        crate::support::logs::init();
-        let stack = Stack::start("base", &[]).await;
-        let garden = testenv::start(ServerConfig::default().name("garden"))
-            .await
-            .expect("garden server");
-        let sim = GardenerSim::new(&garden, GardenerConfig::default());
-        let kubeconfigs: Arc<Mutex<HashMap<String, String>>> = Arc::default();
-        {
-            let k = kubeconfigs.clone();
-            garden.set_admin_kubeconfig(move |req| {
-                k.lock()
-                    .unwrap()
-                    .get(&req.name)
-                    .cloned()
-                    .unwrap_or_default()
-            });
-        }
+impl Kcp {
+    async fn new(stack: Stack) -> Kcp {
         let token = stack
             .cp
             .service_account_token(CONTROLLER_SA.0, CONTROLLER_SA.1)
@@ -87,50 +80,17 @@ impl RealEnv {
             stack.cp.kubeconfig_with_token(&token),
         )
         .unwrap();
-        std::fs::write(
-            dir.path().join("garden.kubeconfig"),
-            garden.kubeconfig_yaml(None),
-        )
-        .unwrap();
-        RealEnv {
-            stack,
-            garden,
-            sim,
-            kubeconfigs,
-            clusters: Mutex::default(),
-            dir,
-            token,
-        }
-    }
-
-    /// A runtime cluster for Shoot `shoot` (an in-memory server, admin token
-    /// `admin-token-<shoot>`), which Gardener's `adminkubeconfig` hands out for it.
-    pub async fn runtime_cluster(&self, shoot: &str) {
-        let token = format!("admin-token-{shoot}");
-        let server = testenv::start(
-            ServerConfig::default()
-                .name(shoot)
-                .user(&token, UserInfo::new("shoot-admin", &["system:masters"])),
-        )
-        .await
-        .expect("runtime cluster");
-        self.kubeconfigs
-            .lock()
-            .unwrap()
-            .insert(shoot.to_string(), server.kubeconfig_yaml(Some(&token)));
-        self.clusters
-            .lock()
-            .unwrap()
-            .insert(shoot.to_string(), server);
+        Kcp { stack, dir, token }
     }
 
     /// `kim controller` as deployed (leader election on, `--namespace kcp-system`, the Lease
-    /// in kim-system), as the ServiceAccount, with `RUST_LOG=rust_log`.
-    pub fn spawn_controller(&self, rust_log: &str) -> Process {
+    /// in kim-system), as the ServiceAccount, with the garden kubeconfig and converter
+    /// configuration of `dir`, `RUST_LOG=rust_log`.
+    fn spawn(&self, config: &std::path::Path, rust_log: &str) -> Process {
         let args = testenv::process::kim_controller_args(
             &self.dir.path().join("kcp.kubeconfig"),
             &self.dir.path().join("garden.kubeconfig"),
-            &repo().join("docs/config.example.yaml"),
+            config,
             NS,
             true,
         );
@@ -157,25 +117,6 @@ impl RealEnv {
         self.stack.runtimes().await
     }
 
-    /// Creates the sample `aws-minimal.yaml` as `name`, with Shoot name and runtime ID `name`
-    /// (as the admin, no status), and a runtime cluster for its Shoot.
-    pub async fn create_runtime(&self, name: &str) -> DynamicObject {
-        self.create_sample("aws-minimal.yaml", name).await
-    }
-
-    /// Creates `samples/runtimes/<file>` as `name`, with Shoot name and runtime ID `name` (as
-    /// the admin, no status), and a runtime cluster for its Shoot.
-    pub async fn create_sample(&self, file: &str, name: &str) -> DynamicObject {
-        self.runtime_cluster(name).await;
-        self.stack
-            .create_sample(file, name, |obj| {
-                obj["metadata"]["labels"]["kyma-project.io/runtime-id"] = json!(name);
-                obj["metadata"]["labels"]["kyma-project.io/shoot-name"] = json!(name);
-                obj["spec"]["shoot"]["name"] = json!(name);
-            })
-            .await
-    }
-
     /// Watches Runtime `name` until `cond` holds (at most [`LIMIT`]); panics with `what` and
     /// the controller's output.
     pub async fn wait_runtime(
@@ -200,11 +141,6 @@ impl RealEnv {
                 controller.stderr()
             ),
         }
-    }
-
-    /// The stored Shoot `name` in the Gardener project namespace, if any.
-    pub fn shoot(&self, name: &str) -> Option<Value> {
-        self.garden.get(&Gvr::shoots(), Some(GARDEN_NS), name)
     }
 
     /// Removes the finalizers of Runtime `name` and deletes it as the admin (no controller
@@ -286,7 +222,7 @@ impl RealEnv {
         answer.status.is_some_and(|s| s.allowed)
     }
 
-    /// Polls [`RealEnv::can`] as the controller (every 100 ms, at most [`LIMIT`]) until the
+    /// Polls [`Kcp::can`] as the controller (every 100 ms, at most [`LIMIT`]) until the
     /// answer is `allowed`: the RBAC authorizer sees a Role change a moment after it is stored.
     pub async fn wait_access(&self, access: &Access<'_>, allowed: bool) {
         let client = self.controller_client().await;
@@ -304,6 +240,275 @@ impl RealEnv {
                 "still allowed"
             }
         );
+    }
+}
+
+/// Sets the name, Shoot name and runtime ID of a sample Runtime to `name`.
+fn name_sample(obj: &mut Value, name: &str) {
+    obj["metadata"]["labels"]["kyma-project.io/runtime-id"] = json!(name);
+    obj["metadata"]["labels"]["kyma-project.io/shoot-name"] = json!(name);
+    obj["spec"]["shoot"]["name"] = json!(name);
+}
+
+/// The control cluster WITH the real Gardener API, the simulated gardenlet and real runtime
+/// clusters (module documentation).
+pub struct RealEnv {
+    /// The gardenlet on the project namespace [`GARDEN_NS`]. First: dropped (its watch
+    /// stopped, its runtime clusters too) before the control plane it watches.
+    pub gardenlet: Gardenlet,
+    pub kcp: Kcp,
+    /// [`GARDEN_USER`]'s client certificate (the controller's `--gardener-kubeconfig`).
+    pub garden_user: ClientCert,
+    /// The converter configuration the controllers run with.
+    pub config: PathBuf,
+}
+
+impl std::ops::Deref for RealEnv {
+    type Target = Kcp;
+    fn deref(&self) -> &Kcp {
+        &self.kcp
+    }
+}
+
+/// Rules of [`GARDEN_ROLE`]: what kim does in the project namespace (Shoots, their admin
+/// kubeconfigs, the structured-authentication ConfigMaps), and reading the Secrets a Shoot's
+/// `spec.resources` names (Gardener's ResourceReferenceManager admission refuses a Shoot
+/// referencing what its author may not `get`).
+fn garden_rules() -> Value {
+    json!([
+        {"apiGroups": ["core.gardener.cloud"], "resources": ["shoots"],
+         "verbs": ["get", "list", "watch", "create", "patch", "update", "delete"]},
+        {"apiGroups": ["core.gardener.cloud"], "resources": ["shoots/adminkubeconfig"],
+         "verbs": ["create"]},
+        {"apiGroups": [""], "resources": ["configmaps"],
+         "verbs": ["get", "list", "watch", "create", "patch", "update", "delete"]},
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]},
+    ])
+}
+
+impl RealEnv {
+    /// [`RealEnv::start_with`] a runtime cluster per Shoot.
+    pub async fn start() -> RealEnv {
+        Self::start_with(Clusters::PerShoot).await
+    }
+
+    /// Starts the control plane with gardener-apiserver, installs kim (`manifests/base`, the
+    /// webhook) and the Gardener fixtures, grants [`GARDEN_USER`] its Role, writes the
+    /// kubeconfigs and the converter configuration, and starts the gardenlet with `clusters`.
+    pub async fn start_with(clusters: Clusters) -> RealEnv {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        crate::support::logs::init();
+        let cp = ControlPlane::start_with(Options {
+            gardener: true,
+            ..Options::default()
+        })
+        .expect("control plane with gardener-apiserver");
+        let stack = Stack::start_on(cp, "base", &[]).await;
+        let admin = stack.cp.admin().await;
+        let project = GARDEN_NS.strip_prefix("garden-").expect("garden-<project>");
+        testenv::garden::install_fixtures(&admin, project)
+            .await
+            .unwrap_or_else(|e| panic!("Gardener fixtures: {e}"));
+        let role: Role = serde_json::from_value(json!({
+            "metadata": {"name": GARDEN_ROLE, "namespace": GARDEN_NS},
+            "rules": garden_rules(),
+        }))
+        .unwrap();
+        Api::<Role>::namespaced(admin.clone(), GARDEN_NS)
+            .create(&PostParams::default(), &role)
+            .await
+            .expect("the garden user's Role");
+        let binding: RoleBinding = serde_json::from_value(json!({
+            "metadata": {"name": GARDEN_ROLE, "namespace": GARDEN_NS},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": GARDEN_ROLE},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": GARDEN_USER}],
+        }))
+        .unwrap();
+        Api::<RoleBinding>::namespaced(admin.clone(), GARDEN_NS)
+            .create(&PostParams::default(), &binding)
+            .await
+            .expect("the garden user's RoleBinding");
+        let garden_user = stack.cp.user(GARDEN_USER, &[]);
+        let kcp = Kcp::new(stack).await;
+        std::fs::write(
+            kcp.dir.path().join("garden.kubeconfig"),
+            kcp.stack.cp.kubeconfig(&garden_user),
+        )
+        .unwrap();
+        let config = kcp.dir.path().join("config.yaml");
+        std::fs::write(&config, converter_config()).unwrap();
+        let gardenlet = Gardenlet::start(admin, GardenletConfig::new(GARDEN_NS).clusters(clusters));
+        RealEnv {
+            gardenlet,
+            kcp,
+            garden_user,
+            config,
+        }
+    }
+
+    /// `kim controller` as deployed (leader election on, `--namespace kcp-system`, the Lease
+    /// in kim-system), as the ServiceAccount and [`GARDEN_USER`], with `RUST_LOG=rust_log`.
+    pub fn spawn_controller(&self, rust_log: &str) -> Process {
+        self.kcp.spawn(&self.config, rust_log)
+    }
+
+    /// A client of the garden (the same kube-apiserver) as [`GARDEN_USER`].
+    pub async fn garden_client(&self) -> kube::Client {
+        self.stack.cp.client(&self.garden_user).await
+    }
+
+    /// The Shoots of [`GARDEN_NS`] as the admin.
+    pub async fn shoots(&self) -> Api<DynamicObject> {
+        Api::namespaced_with(
+            self.stack.cp.admin().await,
+            GARDEN_NS,
+            &testenv::gardenlet::shoot_resource(),
+        )
+    }
+
+    /// Shoot `name` as stored, if any.
+    pub async fn shoot(&self, name: &str) -> Option<DynamicObject> {
+        self.shoots()
+            .await
+            .get_opt(name)
+            .await
+            .unwrap_or_else(|e| panic!("reading Shoot {name}: {e}"))
+    }
+
+    /// Creates the sample `aws-minimal.yaml` as `name`, with Shoot name and runtime ID `name`
+    /// (as the admin, no status).
+    pub async fn create_runtime(&self, name: &str) -> DynamicObject {
+        self.create_sample("aws-minimal.yaml", name).await
+    }
+
+    /// Creates `samples/runtimes/<file>` as `name`, with Shoot name and runtime ID `name` and
+    /// the fixtures' binding of its provider (`hyperscaler-<type>`: the samples' "hyperscaler
+    /// secret" cannot be an object name), as the admin, no status.
+    pub async fn create_sample(&self, file: &str, name: &str) -> DynamicObject {
+        self.stack
+            .create_sample(file, name, |obj| {
+                name_sample(obj, name);
+                let provider = obj["spec"]["shoot"]["provider"]["type"]
+                    .as_str()
+                    .unwrap_or("aws")
+                    .to_string();
+                obj["spec"]["shoot"]["secretBindingName"] =
+                    json!(format!("hyperscaler-{provider}"));
+            })
+            .await
+    }
+}
+
+/// The converter configuration of [`RealEnv`]'s controllers: `docs/config.example.yaml`, as
+/// it is (the Gardener fixtures offer what it names).
+fn converter_config() -> String {
+    std::fs::read_to_string(repo().join("docs/config.example.yaml"))
+        .expect("docs/config.example.yaml")
+}
+
+/// The control cluster with testenv's in-memory Gardener and runtime clusters (module
+/// documentation).
+pub struct SimGardenEnv {
+    pub kcp: Kcp,
+    /// The Gardener cluster (Shoots, structured-authentication ConfigMaps).
+    pub garden: ServerHandle,
+    /// The simulated Gardener on it.
+    pub sim: GardenerSim,
+    /// The admin kubeconfig Gardener hands out, per Shoot name.
+    kubeconfigs: Arc<Mutex<HashMap<String, String>>>,
+    /// Runtime cluster per Shoot name.
+    pub clusters: Mutex<HashMap<String, ServerHandle>>,
+}
+
+impl std::ops::Deref for SimGardenEnv {
+    type Target = Kcp;
+    fn deref(&self) -> &Kcp {
+        &self.kcp
+    }
+}
+
+impl SimGardenEnv {
+    /// Starts the stack (`manifests/base`), the Gardener server with its simulator, and mints
+    /// the controller's token.
+    pub async fn start() -> SimGardenEnv {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        crate::support::logs::init();
+        let stack = Stack::start("base", &[]).await;
+        let garden = testenv::start(ServerConfig::default().name("garden"))
+            .await
+            .expect("garden server");
+        let sim = GardenerSim::new(&garden, GardenerConfig::default());
+        let kubeconfigs: Arc<Mutex<HashMap<String, String>>> = Arc::default();
+        {
+            let k = kubeconfigs.clone();
+            garden.set_admin_kubeconfig(move |req| {
+                k.lock()
+                    .unwrap()
+                    .get(&req.name)
+                    .cloned()
+                    .unwrap_or_default()
+            });
+        }
+        let kcp = Kcp::new(stack).await;
+        std::fs::write(
+            kcp.dir.path().join("garden.kubeconfig"),
+            garden.kubeconfig_yaml(None),
+        )
+        .unwrap();
+        SimGardenEnv {
+            kcp,
+            garden,
+            sim,
+            kubeconfigs,
+            clusters: Mutex::default(),
+        }
+    }
+
+    /// A runtime cluster for Shoot `shoot` (an in-memory server, admin token
+    /// `admin-token-<shoot>`), which Gardener's `adminkubeconfig` hands out for it.
+    pub async fn runtime_cluster(&self, shoot: &str) {
+        let token = format!("admin-token-{shoot}");
+        let server = testenv::start(
+            ServerConfig::default()
+                .name(shoot)
+                .user(&token, UserInfo::new("shoot-admin", &["system:masters"])),
+        )
+        .await
+        .expect("runtime cluster");
+        self.kubeconfigs
+            .lock()
+            .unwrap()
+            .insert(shoot.to_string(), server.kubeconfig_yaml(Some(&token)));
+        self.clusters
+            .lock()
+            .unwrap()
+            .insert(shoot.to_string(), server);
+    }
+
+    /// `kim controller` as deployed, with `docs/config.example.yaml`.
+    pub fn spawn_controller(&self, rust_log: &str) -> Process {
+        self.kcp
+            .spawn(&repo().join("docs/config.example.yaml"), rust_log)
+    }
+
+    /// Creates the sample `aws-minimal.yaml` as `name`, with Shoot name and runtime ID `name`
+    /// (as the admin, no status), and a runtime cluster for its Shoot.
+    pub async fn create_runtime(&self, name: &str) -> DynamicObject {
+        self.create_sample("aws-minimal.yaml", name).await
+    }
+
+    /// Creates `samples/runtimes/<file>` as `name`, with Shoot name and runtime ID `name` (as
+    /// the admin, no status), and a runtime cluster for its Shoot.
+    pub async fn create_sample(&self, file: &str, name: &str) -> DynamicObject {
+        self.runtime_cluster(name).await;
+        self.stack
+            .create_sample(file, name, |obj| name_sample(obj, name))
+            .await
+    }
+
+    /// The stored Shoot `name` in the Gardener project namespace, if any.
+    pub fn shoot(&self, name: &str) -> Option<Value> {
+        self.garden.get(&Gvr::shoots(), Some(GARDEN_NS), name)
     }
 }
 
