@@ -24,6 +24,7 @@ mod real_audit;
 mod real_crd;
 mod real_differential;
 mod real_faults;
+mod real_gardener_failures;
 mod real_kubectl;
 mod real_lifecycle;
 mod real_manifests;
