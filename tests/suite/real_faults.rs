@@ -1,11 +1,14 @@
 //! `kim controller` through faults of the real control cluster: 50 Runtimes provisioned (as
-//! [`crate::real_lifecycle`] provisions one: the real webhook, the shipped RBAC, simulated
-//! Gardener) by two controller replicas under leader election on a real Lease, while
-//! kube-apiserver is killed with SIGKILL and started again (twice, at different points),
-//! then etcd, and the leading replica is killed with SIGKILL mid-provisioning.
+//! [`crate::real_lifecycle`] provisions one: the real webhook, the shipped RBAC, the real
+//! Gardener API aggregated behind the same kube-apiserver, with the simulated gardenlet and a
+//! pool of two real runtime clusters) by two controller replicas under leader election on a
+//! real Lease, while kube-apiserver (and with it the Gardener API) is killed with SIGKILL and
+//! started again (twice, at different points), then etcd (which gardener-apiserver shares),
+//! and the leading replica is killed with SIGKILL mid-provisioning.
 //!
 //! What must hold: every Runtime reaches `Ready`; exactly one Shoot per Runtime was ever
-//! created (Gardener's journal of committed changes) and none deleted, and exactly one
+//! created (one UID per name in a watch of the Shoots that resumes across the faults) and none
+//! deleted, and exactly one
 //! kubeconfig Secret per Runtime exists; the controllers' watches resume on their own (no
 //! replica exits; Runtimes created after each fault are provisioned); the standby replica
 //! takes the Lease within its duration plus one renew period of the killed leader's last
@@ -16,7 +19,7 @@
 //! leading before its Lease expires.
 
 use crate::support::real::NS;
-use crate::support::real_controller::{LEASE, SimGardenEnv as RealEnv};
+use crate::support::real_controller::{LEASE, RealEnv};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::jiff::Timestamp;
@@ -25,11 +28,9 @@ use kube::api::{DynamicObject, ListParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
-use testenv::EventType;
-use testenv::Gvr;
+use testenv::gardenlet::Clusters;
 use testenv::process::Process;
 
 /// `--lease-duration-seconds` of [`RealEnv::spawn_controller`].
@@ -211,12 +212,72 @@ fn ready(list: &[DynamicObject]) -> usize {
         .count()
 }
 
+/// Every Shoot a watch of the project namespace saw, by name: the UIDs it had (one per
+/// creation) and whether it was ever seen deleted. The watch relists after each fault, so
+/// a Shoot created while it was cut is seen afterwards; one created and deleted while it was
+/// cut would be missed, but nothing deletes Shoots here.
+#[derive(Debug, Default, Clone)]
+struct ShootsSeen {
+    uids: BTreeMap<String, BTreeSet<String>>,
+    deleted: BTreeSet<String>,
+}
+
+fn record_shoots(
+    api: Api<DynamicObject>,
+) -> (
+    tokio::sync::watch::Receiver<ShootsSeen>,
+    tokio::task::JoinHandle<()>,
+) {
+    use futures::StreamExt;
+    let (tx, rx) = tokio::sync::watch::channel(ShootsSeen::default());
+    let task = tokio::spawn(async move {
+        let mut stream = watcher(api, watcher::Config::default())
+            .default_backoff()
+            .boxed();
+        while let Some(item) = stream.next().await {
+            let Ok(event) = item else { continue };
+            tx.send_modify(|seen| match event {
+                watcher::Event::Apply(s) | watcher::Event::InitApply(s) => {
+                    if let (Some(name), Some(uid)) = (s.metadata.name, s.metadata.uid) {
+                        seen.uids.entry(name).or_default().insert(uid);
+                    }
+                }
+                watcher::Event::Delete(s) => {
+                    seen.deleted.extend(s.metadata.name);
+                }
+                _ => {}
+            });
+        }
+    });
+    (rx, task)
+}
+
+/// Waits (at most [`PHASE_LIMIT`]) until `f` holds of the Shoots seen.
+async fn wait_shoots(
+    what: &str,
+    seen: &tokio::sync::watch::Receiver<ShootsSeen>,
+    f: impl FnMut(&ShootsSeen) -> bool,
+) {
+    let mut rx = seen.clone();
+    match tokio::time::timeout(PHASE_LIMIT, rx.wait_for(f)).await {
+        Ok(Ok(_)) => {}
+        _ => panic!(
+            "{what}: not within {PHASE_LIMIT:?}; seen {:?}",
+            seen.borrow().uids.keys()
+        ),
+    }
+}
+
 /// Names of the Shoots stored in the Gardener project namespace.
-fn shoots(env: &RealEnv) -> BTreeSet<String> {
-    env.garden
-        .list(&Gvr::shoots(), None)
-        .iter()
-        .filter_map(|s| s.pointer("/metadata/name")?.as_str().map(String::from))
+async fn shoots(env: &RealEnv) -> BTreeSet<String> {
+    env.shoots()
+        .await
+        .list(&ListParams::default())
+        .await
+        .expect("list Shoots")
+        .items
+        .into_iter()
+        .filter_map(|s| s.metadata.name)
         .collect()
 }
 
@@ -239,28 +300,16 @@ fn blocking<T>(f: impl FnOnce() -> T) -> T {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fifty_runtimes_are_provisioned_through_apiserver_and_etcd_restarts_and_a_killed_leader() {
     let started = Instant::now();
-    let env = RealEnv::start().await;
+    let env = RealEnv::start_with(Clusters::Pool(2)).await;
     let webhook = env.stack.webhook.as_ref().expect("webhook");
     let denied_before = webhook.count("/validate", "denied").await;
-    let journal = env.garden.journal();
+    let (seen, shoots_task) = record_shoots(env.shoots().await);
     let (lease_history, lease_task) = record_lease(env.stack.cp.admin().await);
     let secrets: Api<Secret> = Api::namespaced(env.stack.cp.admin().await, NS);
 
-    // Gardener moves only while `gardener_runs`: Shoot creation and the steps after it are
+    // Gardener moves only while the gardenlet runs: Shoot creation and the steps after it are
     // held apart, so that each fault hits the step it is meant for.
-    let gardener_runs = Arc::new(AtomicBool::new(false));
-    let stepper = {
-        let (sim, runs) = (env.sim.clone(), gardener_runs.clone());
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(Duration::from_millis(100));
-            loop {
-                tick.tick().await;
-                if runs.load(Ordering::Relaxed) {
-                    sim.step();
-                }
-            }
-        })
-    };
+    env.gardenlet.pause();
 
     // Two replicas; the first leads.
     let mut first = env.spawn_controller(RUST_LOG);
@@ -290,12 +339,8 @@ async fn fifty_runtimes_are_provisioned_through_apiserver_and_etcd_restarts_and_
     for n in &names[..30] {
         env.create_runtime(n).await;
     }
-    let t = Instant::now();
-    while shoots(&env).len() < 10 {
-        assert!(t.elapsed() < PHASE_LIMIT, "no 10 Shoots created");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    let shoots_at_kill = shoots(&env).len();
+    wait_shoots("10 Shoots created", &seen, |s| s.uids.len() >= 10).await;
+    let shoots_at_kill = seen.borrow().uids.len();
     let down = Instant::now();
     env.stack.cp.kill_apiserver().expect("kill kube-apiserver");
     let ready_in = blocking(|| env.stack.cp.start_apiserver()).expect("kube-apiserver again");
@@ -305,16 +350,13 @@ async fn fifty_runtimes_are_provisioned_through_apiserver_and_etcd_restarts_and_
         ready_in,
     );
     let wave1: BTreeSet<String> = names[..30].iter().cloned().collect();
-    wait_for(
-        "30 Shoots after kube-apiserver's restart",
-        &env,
-        &[&first, &second],
-        |_| shoots(&env).is_superset(&wave1),
-    )
+    wait_shoots("30 Shoots after kube-apiserver's restart", &seen, |s| {
+        wave1.iter().all(|n| s.uids.contains_key(n))
+    })
     .await;
 
     // ---- Gardener moves; etcd killed once the first kubeconfig Secret is written ----
-    gardener_runs.store(true, Ordering::Relaxed);
+    env.gardenlet.resume();
     let t = Instant::now();
     loop {
         if kubeconfig_secrets(&secrets)
@@ -336,16 +378,15 @@ async fn fifty_runtimes_are_provisioned_through_apiserver_and_etcd_restarts_and_
     );
 
     // ---- wave 2 (15), created after both restarts; the leader killed mid-provisioning ----
-    gardener_runs.store(false, Ordering::Relaxed);
+    env.gardenlet.pause();
     for n in &names[30..45] {
         env.create_runtime(n).await;
     }
     let wave2: Vec<&String> = names[30..45].iter().collect();
-    let t = Instant::now();
-    while wave2.iter().filter(|n| shoots(&env).contains(**n)).count() < 5 {
-        assert!(t.elapsed() < PHASE_LIMIT, "no 5 Shoots of wave 2 created");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    wait_shoots("5 Shoots of wave 2 created", &seen, |s| {
+        wave2.iter().filter(|n| s.uids.contains_key(**n)).count() >= 5
+    })
+    .await;
     let ready_at_kill = ready(&runtimes(&env.runtimes().await).await.unwrap_or_default());
     // The leader got through kube-apiserver's and etcd's restarts without exiting.
     assert!(
@@ -356,7 +397,7 @@ async fn fifty_runtimes_are_provisioned_through_apiserver_and_etcd_restarts_and_
     );
     let killed_at = SystemTime::now();
     let (first_out, first_err) = first.kill();
-    gardener_runs.store(true, Ordering::Relaxed);
+    env.gardenlet.resume();
     let standby_id = second
         .wait_output(PHASE_LIMIT, |out, _| acquired_identity(out))
         .await
@@ -382,28 +423,27 @@ async fn fifty_runtimes_are_provisioned_through_apiserver_and_etcd_restarts_and_
     })
     .await;
     let all_ready = started.elapsed();
-    stepper.abort();
 
     // ---- one Shoot and one kubeconfig Secret per Runtime, none orphaned or duplicated ----
     let expected: BTreeSet<String> = names.iter().cloned().collect();
-    assert_eq!(shoots(&env), expected, "one Shoot per Runtime, no other");
-    let mut created: BTreeMap<String, usize> = BTreeMap::new();
-    for c in journal.changes() {
-        if c.gvr != Gvr::shoots() {
-            continue;
-        }
-        assert!(
-            c.kind != EventType::Deleted,
-            "Shoot {} was deleted during provisioning",
-            c.name()
-        );
-        if c.kind == EventType::Added {
-            *created.entry(c.name().to_string()).or_default() += 1;
-        }
-    }
+    assert_eq!(
+        shoots(&env).await,
+        expected,
+        "one Shoot per Runtime, no other"
+    );
+    // The watch has seen all 50 (each stored Shoot is Ready's precondition).
+    wait_shoots("the watch saw all 50 Shoots", &seen, |s| s.uids.len() >= 50).await;
+    shoots_task.abort();
+    let seen = seen.borrow().clone();
     assert!(
-        created.values().all(|n| *n == 1) && created.len() == 50,
-        "each Shoot created exactly once: {created:?}"
+        seen.deleted.is_empty(),
+        "Shoots deleted during provisioning: {:?}",
+        seen.deleted
+    );
+    assert!(
+        seen.uids.values().all(|u| u.len() == 1) && seen.uids.len() == 50,
+        "each Shoot created exactly once: {:?}",
+        seen.uids
     );
     let expected_secrets: BTreeSet<String> =
         names.iter().map(|n| format!("kubeconfig-{n}")).collect();
