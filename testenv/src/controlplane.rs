@@ -238,6 +238,8 @@ pub struct ControlPlane {
     /// 0 until gardener-apiserver is started.
     gardener_pid: AtomicU32,
     started_in: Duration,
+    /// From kube-apiserver ready to Gardener's APIs available, at start-up.
+    gardener_ready_in: Duration,
     supervisor: Mutex<Option<Supervisor>>,
 }
 
@@ -494,16 +496,25 @@ impl ControlPlane {
             match Self::attempt(&binaries, options) {
                 Ok(cp) => {
                     let gardener = match cp.gardener_pid() {
-                        Some(pid) => format!(", gardener-apiserver pid {pid}"),
+                        Some(pid) => format!(
+                            ", gardener-apiserver pid {pid}, its APIs available {:.1} s after kube-apiserver",
+                            cp.gardener_ready_in.as_secs_f64()
+                        ),
                         None => String::new(),
                     };
+                    let rss: Vec<String> = cp
+                        .rss_by_process()
+                        .iter()
+                        .map(|(name, kib)| format!("{name} {}", kib / 1024))
+                        .collect();
                     eprintln!(
-                        "testenv control plane: ready in {:.1} s at {} (attempt {attempt}; etcd pid {}, kube-apiserver pid {}{gardener}; RSS {} MiB)",
+                        "testenv control plane: ready in {:.1} s at {} (attempt {attempt}; etcd pid {}, kube-apiserver pid {}{gardener}; RSS {} MiB: {})",
                         cp.started_in.as_secs_f64(),
                         cp.url,
                         cp.pids().0,
                         cp.pids().1,
-                        cp.rss_kib() / 1024
+                        cp.rss_kib() / 1024,
+                        rss.join(", ")
                     );
                     return Ok(cp);
                 }
@@ -697,6 +708,7 @@ impl ControlPlane {
             gardener_url,
             gardener_pid: AtomicU32::new(0),
             started_in: Duration::ZERO,
+            gardener_ready_in: Duration::ZERO,
             supervisor: Mutex::new(Some(Supervisor {
                 child,
                 stdin,
@@ -715,7 +727,7 @@ impl ControlPlane {
             )));
         }
         if cp.gardener_url.is_some() {
-            cp.start_gardener()?;
+            cp.gardener_ready_in = cp.start_gardener()?;
         }
         cp.started_in = t0.elapsed();
         Ok(cp)

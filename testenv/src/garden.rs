@@ -96,13 +96,15 @@ pub(crate) async fn register(cp: &ControlPlane, limit: Duration) -> Result<(), S
 
     let services: Api<k8s_openapi::api::core::v1::Service> =
         Api::namespaced(client.clone(), SERVICE.0);
-    // ExternalName: kube-apiserver dials `<externalName>:<APIService port>` itself; a Service
-    // with a cluster IP would need `--enable-aggregator-routing` and Endpoints.
+    // ExternalName: kube-apiserver dials `<externalName>:<APIService port>` itself (an IP is
+    // accepted as the name; gardener-apiserver listens on 127.0.0.1 only), as Gardener's
+    // envtest does with `localhost`; a Service with a cluster IP would need
+    // `--enable-aggregator-routing` and Endpoints.
     let service = json!({
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": {"name": SERVICE.1, "namespace": SERVICE.0},
-        "spec": {"type": "ExternalName", "externalName": "localhost"},
+        "spec": {"type": "ExternalName", "externalName": "127.0.0.1"},
     });
     services
         .patch(SERVICE.1, &apply, &Patch::Apply(&service))

@@ -29,6 +29,7 @@ mod real_kubectl;
 mod real_lifecycle;
 mod real_manifests;
 mod real_rollout;
+mod real_shoots;
 mod real_vap;
 mod reconciler_failures;
 mod reconciler_faults;

@@ -1,0 +1,178 @@
+//! kim's Shoots on a real gardener-apiserver (`testenv::garden`, Gardener v1.140.1, all default
+//! admission plugins): every Runtime of `samples/runtimes`, converted by kim's converter with
+//! the configuration of `docs/config.example.yaml`, is created with server-side dry-run and then
+//! for real, and must be admitted. Gardener's warnings (deprecated fields) are collected and
+//! printed: a Shoot whose DNS providers name their credentials by `secretName` draws its
+//! deprecation on each write (measured 2026-12-02: "you are setting the
+//! spec.dns.providers[0].secretName field. The field is deprecated and is forbidden to be set
+//! starting from Kubernetes 1.35. Use spec.dns.providers[0].credentialsRef instead."), one
+//! naming `credentialsRef` must draw none.
+//!
+//! One change to the samples: their `secretBindingName` "hyperscaler secret" is a placeholder
+//! that cannot name any object (a space), so each Runtime names the fixtures' binding of its
+//! provider, `hyperscaler-<provider type>`; that Gardener refuses the placeholder is asserted
+//! too.
+
+use kim::api::Runtime;
+use kim::testing::gardener::runtime_to_shoot;
+use serde_json::{Value, json};
+use testenv::controlplane::ControlPlane;
+use testenv::garden;
+
+use crate::support::reconciler::{config, samples_dir};
+
+/// The Gardener project of these Shoots: a project of their own, so that other tests on the
+/// same control plane may use the example's `kyma-dev`.
+const PROJECT: &str = "samples";
+
+fn shoot_resource() -> kube::api::ApiResource {
+    kube::api::ApiResource::erase::<kim::api::Shoot>(&())
+}
+
+/// Every `*.yaml` of `samples/runtimes` (file name, Runtime), in name order.
+fn samples() -> Vec<(String, Runtime)> {
+    let mut files: Vec<_> = std::fs::read_dir(samples_dir())
+        .expect("samples/runtimes")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+        .collect();
+    files.sort();
+    files
+        .into_iter()
+        .map(|p| {
+            let text = std::fs::read_to_string(&p).expect("sample readable");
+            let rt: Runtime =
+                serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+            (p.file_name().unwrap().to_string_lossy().into_owned(), rt)
+        })
+        .collect()
+}
+
+/// The structured-authentication ConfigMap a Shoot names (`kubeAPIServer.structuredAuthentication`),
+/// as the reconciler creates it before the Shoot: one JWT authenticator for the Runtime's main
+/// OIDC provider. `None` when the Shoot names none.
+fn structured_auth_config_map(shoot: &Value, rt: &Runtime) -> Option<Value> {
+    let name =
+        shoot["spec"]["kubernetes"]["kubeAPIServer"]["structuredAuthentication"]["configMapName"]
+            .as_str()?;
+    let oidc = rt
+        .spec
+        .shoot
+        .kubernetes
+        .as_ref()
+        .and_then(|k| k.kube_api_server.as_ref())
+        .and_then(|a| a.oidc_config.clone())
+        .unwrap_or_default();
+    let config = json!({
+        "apiVersion": "apiserver.config.k8s.io/v1beta1",
+        "kind": "AuthenticationConfiguration",
+        "jwt": [{
+            "issuer": {
+                "url": oidc.issuer_url.unwrap_or_else(|| "https://issuer.example.com".into()),
+                "audiences": [oidc.client_id.unwrap_or_else(|| "kim".into())],
+            },
+            "claimMappings": {"username": {"claim": "sub", "prefix": ""}},
+        }],
+    });
+    Some(json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name},
+        "data": {"config.yaml": serde_json::to_string(&config).unwrap()},
+    }))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_sample_runtime_becomes_a_shoot_gardener_admits() {
+    let cp = tokio::task::block_in_place(ControlPlane::shared_with_gardener);
+    let client = cp.admin().await;
+    garden::install_fixtures(&client, PROJECT)
+        .await
+        .expect("fixtures installed");
+    let namespace = format!("garden-{PROJECT}");
+    let mut config = config();
+    config.gardener.project = PROJECT.to_string();
+    let shoots = shoot_resource();
+
+    let mut refusals = Vec::new();
+    let mut report = Vec::new();
+    let all = samples();
+    assert!(all.len() >= 6, "{} samples", all.len());
+    for (file, mut rt) in all {
+        let provider = rt.spec.shoot.provider.type_.clone();
+        rt.spec.shoot.secret_binding_name = format!("hyperscaler-{provider}");
+        let shoot = runtime_to_shoot(&rt, &config).unwrap_or_else(|e| panic!("{file}: {e}"));
+        let shoot = serde_json::to_value(&shoot).unwrap();
+        let name = shoot["metadata"]["name"].as_str().unwrap().to_string();
+        if let Some(cm) = structured_auth_config_map(&shoot, &rt) {
+            let cms: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+                kube::Api::namespaced(client.clone(), &namespace);
+            cms.create(
+                &kube::api::PostParams::default(),
+                &serde_json::from_value(cm).unwrap(),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{file}: structured authentication ConfigMap: {e}"));
+        }
+        let uses_credentials_ref = shoot["spec"]["dns"]["providers"]
+            .as_array()
+            .is_some_and(|ps| ps.iter().all(|p| p.get("secretName").is_none()));
+
+        let mut warnings = Vec::new();
+        let mut admitted = true;
+        for dry_run in [true, false] {
+            let mode = if dry_run { "dry-run" } else { "create" };
+            match garden::create_with_warnings(&client, &shoots, Some(&namespace), &shoot, dry_run)
+                .await
+            {
+                Ok((_, w)) => warnings.extend(w.into_iter().map(|w| format!("{mode}: {w}"))),
+                Err(kube::Error::Api(s)) => {
+                    refusals.push(format!("{file} ({mode}): {} {}", s.code, s.message));
+                    admitted = false;
+                    break;
+                }
+                Err(e) => panic!("{file} ({mode}): {e}"),
+            }
+        }
+        // Gardener warns of `secretName` on every write of a Shoot that sets it (so the
+        // warnings are seen at all), and a Shoot naming `credentialsRef` draws none.
+        let deprecated = warnings.iter().filter(|w| w.contains("secretName")).count();
+        if admitted && !uses_credentials_ref {
+            assert_eq!(deprecated, 2, "{file}: {warnings:?}");
+        } else {
+            assert_eq!(deprecated, 0, "{file}: {warnings:?}");
+        }
+        report.push(format!(
+            "{file} -> Shoot {namespace}/{name}: {}; warnings: {warnings:#?}",
+            if admitted { "admitted" } else { "REFUSED" },
+        ));
+    }
+    eprintln!("{}", report.join("\n"));
+    assert!(
+        refusals.is_empty(),
+        "Gardener refused:\n{}",
+        refusals.join("\n")
+    );
+
+    // The samples' placeholder binding name is refused as such.
+    let (_, mut rt) = samples().into_iter().next().unwrap();
+    rt.spec.shoot.name = "placeholder".into();
+    let shoot = serde_json::to_value(runtime_to_shoot(&rt, &config).unwrap()).unwrap();
+    let refused =
+        garden::create_with_warnings(&client, &shoots, Some(&namespace), &shoot, true).await;
+    let Err(kube::Error::Api(s)) = refused else {
+        panic!(
+            "a binding named {:?} was admitted",
+            rt.spec.shoot.secret_binding_name
+        );
+    };
+    eprintln!(
+        "Gardener refuses \"hyperscaler secret\": {} {}",
+        s.code, s.message
+    );
+    assert!(
+        s.message.contains("hyperscaler secret"),
+        "the refusal names the binding: {}",
+        s.message
+    );
+}
