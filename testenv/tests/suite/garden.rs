@@ -1,7 +1,7 @@
 //! The real Gardener API (`testenv::garden`): gardener-apiserver aggregated behind the control
 //! plane's kube-apiserver, the fixtures a Shoot needs, Gardener's own admission of a
 //! hand-written Shoot and its refusal of one, gardener-apiserver SIGKILLed and started again,
-//! and a control plane on a given RSA CA.
+//! nothing left behind by a SIGKILLed supervisor, and a control plane on a given RSA CA.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -239,4 +239,47 @@ async fn an_rsa_ca_from_openssl_signs_a_control_plane() {
         .filter_map(|n| n.metadata.name)
         .collect();
     assert!(names.contains(&"kube-system".to_string()), "{names:?}");
+}
+
+/// The supervisor SIGKILLed (no clean-up of its own): gardener-apiserver goes with
+/// kube-apiserver and etcd (`setpriv --pdeathsig`), and the handle removes the directory.
+#[test]
+fn a_killed_supervisor_takes_gardener_apiserver_with_it() {
+    let cp = ControlPlane::start_with(Options {
+        gardener: true,
+        ca: None,
+    })
+    .expect("control plane with Gardener");
+    let (etcd, apiserver) = cp.pids();
+    let gardener = cp.gardener_pid().expect("gardener-apiserver started");
+    let dir = cp.dir().to_path_buf();
+    let supervisor = cp.supervisor_pid().expect("running");
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-KILL", &supervisor.to_string()])
+            .status()
+            .expect("kill")
+            .success()
+    );
+    // The kernel delivers the parent-death signal when the supervisor exits; the servers are
+    // not this process's children, so their end is seen in /proc (reaped by init).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let alive = |pid: u32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| s.rsplit(')').next().map(|r| r.trim_start().to_string()))
+            .is_some_and(|state| !state.starts_with('Z') && !state.starts_with('X'))
+    };
+    while [etcd, apiserver, gardener].into_iter().any(alive) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "servers outlived their supervisor: etcd {}, kube-apiserver {}, gardener-apiserver {}",
+            alive(etcd),
+            alive(apiserver),
+            alive(gardener)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    drop(cp);
+    assert!(!dir.exists(), "{} still exists", dir.display());
 }
