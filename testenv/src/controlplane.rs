@@ -1320,8 +1320,8 @@ mod kube_support {
             Ok(names)
         }
 
-        /// Installs a kustomize directory as envtest installs webhooks: `kubectl kustomize
-        /// <dir>` built, every webhook pointed at `webhook` ([`point_webhooks_at`]), objects of
+        /// Installs a kustomize directory as envtest installs webhooks: the output of
+        /// `kubectl kustomize DIR`, every webhook pointed at `webhook` ([`point_webhooks_at`]), objects of
         /// kinds this server does not serve named in [`Installed::skipped`], the rest applied
         /// with server-side apply as the admin (Namespaces and CRDs first), then each CRD
         /// waited for until `Established`.

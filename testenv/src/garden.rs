@@ -5,7 +5,7 @@
 //!
 //! [`crate::controlplane::ControlPlane::start_with`] with `Options { gardener: true, .. }`
 //! starts it under the control plane's supervisor (SIGKILL and start again:
-//! `kill_gardener` / `start_gardener`) and calls [`register`]: a Service
+//! `kill_gardener` / `start_gardener`) and registers it: a Service
 //! `kube-system/gardener-apiserver` of type ExternalName pointing at `127.0.0.1` and one
 //! `APIService` per group version ([`GROUP_VERSIONS`]) with the control plane's CA as
 //! `caBundle`; it returns once all are `Available` and every group version lists. Only the
