@@ -30,7 +30,17 @@ fn hand_written_shoot(name: &str, namespace: &str) -> Value {
             "region": "eu-central-1",
             "purpose": "evaluation",
             "credentialsBindingName": "hyperscaler-aws",
-            "kubernetes": {"version": "1.33.5"},
+            "kubernetes": {"version": "1.35.2"},
+            // The DNS provider's credentials by `credentialsRef` (`secretName` is forbidden
+            // from Kubernetes 1.35 on).
+            "dns": {
+                "domain": format!("{name}.dev.kyma.example.com"),
+                "providers": [{
+                    "type": "aws-route53",
+                    "primary": true,
+                    "credentialsRef": {"apiVersion": "v1", "kind": "Secret", "name": "route53-secret"},
+                }],
+            },
             "networking": {
                 "type": "calico",
                 "nodes": "10.250.0.0/16",
@@ -95,7 +105,7 @@ async fn gardener_admits_a_hand_written_shoot_and_refuses_a_machine_type_not_in_
         read.data["spec"]["provider"]["workers"][0]["machine"]["type"],
         "m6i.large"
     );
-    assert_eq!(read.data["spec"]["kubernetes"]["version"], "1.33.5");
+    assert_eq!(read.data["spec"]["kubernetes"]["version"], "1.35.2");
 
     let mut foreign = hand_written_shoot(&shoot_name("hand"), &ns);
     foreign["spec"]["provider"]["workers"][0]["machine"]["type"] = json!("m6i.huge");
