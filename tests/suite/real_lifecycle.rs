@@ -14,10 +14,7 @@
 //! - every sample of `samples/runtimes` is provisioned, updated and deleted, none ever
 //!   `Failed`, while a rogue client's illegal status writes (a user RBAC lets write but the
 //!   model does not; the controller's identity breaking the model) are denied with
-//!   kube-apiserver's 403 and the webhook's message.
-//!
-//! On testenv's in-memory Gardener ([`crate::support::real_controller::SimGardenEnv`], whose
-//! admission hook on Shoot creation makes a status write conflict deterministically):
+//!   kube-apiserver's 403 and the webhook's message;
 //! - the shipped RBAC is minimal: with any one verb of any rule of the two Roles removed, the
 //!   controller fails at a named step with kube-apiserver's 403 for that verb and resource;
 //! - the webhook's ServiceAccount is granted nothing (the webhook reads nothing from the API).
@@ -35,10 +32,8 @@ use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams, Pos
 use kube::runtime::conditions::is_deleted;
 use serde_json::{Value, json};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use testenv::gardenlet::{Clusters, Event as Did, Operation};
-use testenv::{AdmissionDecision, Gvr};
 
 const RT_GROUP: &str = "infrastructuremanager.kyma-project.io";
 /// How long a removal run's controller gets to stop after SIGTERM before it is killed.
@@ -321,9 +316,9 @@ enum Setup {
     Nothing,
     /// A new Runtime.
     Runtime,
-    /// A new Runtime whose Shoot creation, in the simulated Gardener, first changes the
-    /// Runtime (a label, as the admin): the controller's next status write conflicts (409)
-    /// and it reads the Runtime again.
+    /// A new Runtime whose Shoot creation, as gardener-apiserver admits it, first changes the
+    /// Runtime (a label, as the admin; [`RealEnv::label_runtime_on_shoot_creation`]): the
+    /// controller's next status write conflicts (409) and it reads the Runtime again.
     Conflict,
     /// A new Runtime and, before it, its kubeconfig Secret without a kubeconfig: the
     /// controller renews (replaces) it.
@@ -477,31 +472,6 @@ fn without(rules: &[PolicyRule], access: &Access<'_>) -> Vec<PolicyRule> {
     out
 }
 
-/// Installs, on the simulated Gardener, a hook that labels Runtime `name` (as the admin)
-/// while its Shoot is created, once.
-async fn change_runtime_during_shoot_creation(env: &SimGardenEnv, name: &str) {
-    let api = env.runtimes().await;
-    let once = Arc::new(AtomicBool::new(false));
-    let name = name.to_string();
-    env.garden.set_admission_async(move |req| {
-        let (api, once, name) = (api.clone(), once.clone(), name.clone());
-        async move {
-            let creates_shoot = req.gvr == Gvr::shoots()
-                && req.subresource.is_none()
-                && req.old_object.is_none()
-                && req.name == name;
-            if creates_shoot && !once.swap(true, Ordering::SeqCst) {
-                let label =
-                    json!({"metadata": {"labels": {"kim-test/changed": "during-shoot-creation"}}});
-                api.patch(&name, &PatchParams::default(), &Patch::Merge(&label))
-                    .await
-                    .unwrap_or_else(|e| panic!("labelling Runtime {name}: {e}"));
-            }
-            AdmissionDecision::Allow
-        }
-    });
-}
-
 /// The webhook's ServiceAccount is bound to nothing and may do nothing beyond what every
 /// authenticated user may (self-reviews): it needs nothing, the webhook reads nothing from
 /// the API (it ran with no credentials at all in these tests).
@@ -573,9 +543,8 @@ async fn webhook_serviceaccount_has_no_rights(env: &Kcp) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_verb_of_the_shipped_controller_rbac_is_needed() {
     let started = Instant::now();
-    let env = SimGardenEnv::start().await;
+    let env = RealEnv::start_with(Clusters::Pool(1)).await;
     webhook_serviceaccount_has_no_rights(&env).await;
-    let stepper = env.sim.run_every(Duration::from_millis(100));
     let originals = [
         (ROLE, env.role_rules(ROLE).await),
         (LEADER_ROLE, env.role_rules(LEADER_ROLE).await),
@@ -622,6 +591,7 @@ async fn every_verb_of_the_shipped_controller_rbac_is_needed() {
         let rules = without(&original(case.role), a);
         env.set_role_rules(case.role, &rules).await;
         env.wait_access(a, false).await;
+        let mut hook = None;
         match case.setup {
             Setup::NoLease => {
                 let leases: Api<Lease> = Api::namespaced(env.stack.cp.admin().await, LEASE.0);
@@ -631,7 +601,7 @@ async fn every_verb_of_the_shipped_controller_rbac_is_needed() {
                     Err(e) => panic!("deleting the Lease: {e}"),
                 }
             }
-            Setup::Conflict => change_runtime_during_shoot_creation(&env, &name).await,
+            Setup::Conflict => hook = Some(env.label_runtime_on_shoot_creation(&name).await),
             Setup::StaleSecret => {
                 let secrets: Api<Secret> = Api::namespaced(env.stack.cp.admin().await, NS);
                 let secret: Secret = serde_json::from_value(json!({
@@ -701,7 +671,9 @@ async fn every_verb_of_the_shipped_controller_rbac_is_needed() {
             .to_string();
         env.set_role_rules(case.role, &original(case.role)).await;
         env.wait_access(a, true).await;
-        env.garden.clear_admission();
+        if let Some(hook) = hook {
+            hook.remove().await;
+        }
         env.force_delete(&name).await;
         report.push(format!(
             "  Role {}/{} without {} {}/{} ({:?}, {:.1} s; {stopped}): {line}",
@@ -714,7 +686,6 @@ async fn every_verb_of_the_shipped_controller_rbac_is_needed() {
             t0.elapsed().as_secs_f64()
         ));
     }
-    stepper.abort();
     eprintln!(
         "shipped controller RBAC: each of {} verbs removed in turn, the controller got a 403 \
          for it; {:.1} s in all\n{}",

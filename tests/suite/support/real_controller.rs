@@ -1,20 +1,14 @@
-//! `kim controller` against a real control cluster: a [`Stack`] (kube-apiserver with kim's CRD,
-//! `manifests/base` and the real `kim webhook`), the controller process authenticated as its
-//! ServiceAccount `kim-system/kim-controller` with a TokenRequest token and nothing but the
-//! RBAC the manifests ship ([`Kcp`]), and one of two Gardeners:
-//!
-//! - [`RealEnv`]: the REAL Gardener API. The same kube-apiserver serves the control cluster and,
-//!   aggregated behind it, gardener-apiserver ([`testenv::garden`]) with the project
-//!   `kyma-dev`, its CloudProfiles, ControllerRegistrations and credentials installed; the
-//!   controller's `--gardener-kubeconfig` is the garden user [`GARDEN_USER`] (a client
-//!   certificate), whom a Role in `garden-kyma-dev` lets do what kim does there; a simulated
-//!   gardenlet ([`testenv::gardenlet`]) runs the Shoots and starts a REAL runtime cluster
-//!   (kube-apiserver and etcd) per Shoot, so kim's kubeconfig comes from the real
-//!   `shoots/adminkubeconfig` and kim binds the administrators in a real cluster.
-//! - [`SimGardenEnv`]: testenv's in-memory Gardener and runtime clusters with the simulated
-//!   Gardener of [`testenv::gardener`] (for the tests that still need its hooks: an admission
-//!   hook on Shoot creation, the journal of committed changes, a garden that stays up while the
-//!   control cluster's kube-apiserver is killed).
+//! `kim controller` against a real control cluster and the REAL Gardener API ([`RealEnv`]): a
+//! [`Stack`] (kube-apiserver with kim's CRD, `manifests/base` and the real `kim webhook`), the
+//! controller process authenticated as its ServiceAccount `kim-system/kim-controller` with a
+//! TokenRequest token and nothing but the RBAC the manifests ship ([`Kcp`]). The same
+//! kube-apiserver serves the control cluster and, aggregated behind it, gardener-apiserver
+//! ([`testenv::garden`]) with the project `kyma-dev`, its CloudProfiles,
+//! ControllerRegistrations and credentials installed; the controller's `--gardener-kubeconfig`
+//! is the garden user [`GARDEN_USER`] (a client certificate), whom a Role in `garden-kyma-dev`
+//! lets do what kim does there; a simulated gardenlet ([`testenv::gardenlet`]) runs the Shoots
+//! and starts REAL runtime clusters (kube-apiserver and etcd), so kim's kubeconfig comes from
+//! the real `shoots/adminkubeconfig` and kim binds the administrators in a real cluster.
 //!
 //! Waits watch the real server (`await_condition`) for a state that stays once reached
 //! (`Ready` until the test deletes the Runtime, a Runtime gone, an RBAC answer after a Role
@@ -22,6 +16,7 @@
 
 use crate::support::real::{NS, Stack, repo};
 use crate::support::reconciler::{CONTROLLER_USER, GARDEN_NS};
+use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
 };
@@ -30,15 +25,12 @@ use kube::Api;
 use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::runtime::wait::{Condition, await_condition};
 use serde_json::{Value, json};
-use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 use testenv::controlplane::{ClientCert, ControlPlane, Options};
-use testenv::gardener::{GardenerConfig, GardenerSim};
 use testenv::gardenlet::{Clusters, Gardenlet, GardenletConfig};
 use testenv::process::Process;
-use testenv::{Gvr, ServerConfig, ServerHandle, UserInfo};
 
 /// The controller's ServiceAccount (namespace, name), as `manifests/base` creates it.
 pub const CONTROLLER_SA: (&str, &str) = ("kim-system", "kim-controller");
@@ -59,7 +51,7 @@ pub const GARDEN_USER: &str = "kim-gardener";
 pub const GARDEN_ROLE: &str = "kim-gardener";
 
 /// The control cluster with kim installed, the controller's token and the files the controller
-/// processes read; shared by [`RealEnv`] and [`SimGardenEnv`] (both dereference to it).
+/// processes read ([`RealEnv`] dereferences to it).
 pub struct Kcp {
     pub stack: Stack,
     /// Kubeconfig files and the configuration of the controller processes.
@@ -399,117 +391,173 @@ impl RealEnv {
     }
 }
 
+impl RealEnv {
+    /// Labels Runtime `name` (as the admin) while gardener-apiserver admits the creation of its
+    /// Shoot, once: a ValidatingWebhookConfiguration for Shoot creation (gardener-apiserver
+    /// runs the admission webhooks of the garden's configurations too) points at a webhook
+    /// server of the test's own, which labels the Runtime before it allows. So the controller's
+    /// status write after creating the Shoot conflicts (409) and it reads the Runtime again.
+    /// Returns once the configuration takes effect (a dry-run Shoot creation reached it);
+    /// [`ShootCreationHook::remove`] deletes it.
+    pub async fn label_runtime_on_shoot_creation(&self, name: &str) -> ShootCreationHook {
+        use axum::extract::State;
+        use std::sync::atomic::{AtomicBool, Ordering};
+
+        #[derive(Clone)]
+        struct Hook {
+            runtimes: Api<DynamicObject>,
+            target: String,
+            done: Arc<AtomicBool>,
+            probed: Arc<AtomicBool>,
+        }
+        async fn review(
+            State(hook): State<Hook>,
+            axum::Json(review): axum::Json<Value>,
+        ) -> axum::Json<Value> {
+            let request = &review["request"];
+            if request["dryRun"] == true {
+                hook.probed.store(true, Ordering::SeqCst);
+            } else if request["name"] == hook.target.as_str()
+                && !hook.done.swap(true, Ordering::SeqCst)
+            {
+                let label =
+                    json!({"metadata": {"labels": {"kim-test/changed": "during-shoot-creation"}}});
+                hook.runtimes
+                    .patch(&hook.target, &PatchParams::default(), &Patch::Merge(&label))
+                    .await
+                    .unwrap_or_else(|e| panic!("labelling Runtime {}: {e}", hook.target));
+            }
+            axum::Json(json!({
+                "apiVersion": "admission.k8s.io/v1",
+                "kind": "AdmissionReview",
+                "response": {"uid": request["uid"], "allowed": true},
+            }))
+        }
+
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let certs = testenv::controlplane::WebhookCerts::generate();
+        let probed = Arc::new(AtomicBool::new(false));
+        let hook = Hook {
+            runtimes: self.runtimes().await,
+            target: name.to_string(),
+            done: Arc::default(),
+            probed: probed.clone(),
+        };
+        let app = axum::Router::new()
+            .route("/validate", axum::routing::post(review))
+            .with_state(hook);
+        let tls = axum_server::tls_rustls::RustlsConfig::from_pem_file(
+            certs.dir.path().join("tls.crt"),
+            certs.dir.path().join("tls.key"),
+        )
+        .await
+        .expect("the hook's serving certificate loads");
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = axum_server::tls_rustls::from_tcp_rustls(listener, tls).expect("listener");
+        let task = tokio::spawn(async move {
+            let _ = server.serve(app.into_make_service()).await;
+        });
+        let config_name = format!("kim-test-shoot-creation-{name}");
+        let configuration: ValidatingWebhookConfiguration = serde_json::from_value(json!({
+            "metadata": {"name": config_name},
+            "webhooks": [{
+                "name": "shoot-creation.kim-test.example.com",
+                "rules": [{"apiGroups": ["core.gardener.cloud"], "apiVersions": ["v1beta1"],
+                           "resources": ["shoots"], "operations": ["CREATE"]}],
+                "clientConfig": {
+                    "url": format!("https://{addr}/validate"),
+                    "caBundle": base64::Engine::encode(
+                        &base64::engine::general_purpose::STANDARD,
+                        &certs.ca_pem,
+                    ),
+                },
+                "sideEffects": "NoneOnDryRun",
+                "admissionReviewVersions": ["v1"],
+                // A configuration still cached after its removal calls a stopped server:
+                // ignored then.
+                "failurePolicy": "Ignore",
+                "timeoutSeconds": 10,
+            }],
+        }))
+        .unwrap();
+        let configurations: Api<ValidatingWebhookConfiguration> =
+            Api::all(self.stack.cp.admin().await);
+        configurations
+            .create(&PostParams::default(), &configuration)
+            .await
+            .expect("the Shoot-creation hook's configuration");
+        // A configuration takes effect a moment after it is stored (gardener-apiserver's
+        // informer): dry-run creations of a valid Shoot until one reaches the hook.
+        let mut runtime: kim::api::Runtime = serde_saphyr::from_str(
+            &std::fs::read_to_string(repo().join("samples/runtimes/aws-minimal.yaml"))
+                .expect("aws-minimal.yaml"),
+        )
+        .expect("the sample");
+        runtime.spec.shoot.name = "hook-probe".to_string();
+        runtime.spec.shoot.secret_binding_name = "hyperscaler-aws".to_string();
+        let probe = kim::testing::gardener::runtime_to_shoot(
+            &runtime,
+            &crate::support::reconciler::config(),
+        )
+        .expect("the probe Shoot");
+        let shoots: Api<kim::api::Shoot> = Api::namespaced(self.stack.cp.admin().await, GARDEN_NS);
+        let dry_run = PostParams {
+            dry_run: true,
+            ..PostParams::default()
+        };
+        let reached = crate::support::eventually(LIMIT, || {
+            let (shoots, probe, dry_run, probed) = (
+                shoots.clone(),
+                probe.clone(),
+                dry_run.clone(),
+                probed.clone(),
+            );
+            async move {
+                if let Err(e) = shoots.create(&dry_run, &probe).await {
+                    panic!("a dry-run creation of the probe Shoot: {e}");
+                }
+                probed.load(Ordering::SeqCst).then_some(())
+            }
+        })
+        .await;
+        assert!(
+            reached.is_some(),
+            "the Shoot-creation hook did not take effect within {LIMIT:?}"
+        );
+        ShootCreationHook {
+            configurations,
+            name: config_name,
+            task,
+        }
+    }
+}
+
+/// What [`RealEnv::label_runtime_on_shoot_creation`] installed.
+pub struct ShootCreationHook {
+    configurations: Api<ValidatingWebhookConfiguration>,
+    name: String,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl ShootCreationHook {
+    /// Deletes the configuration (Shoot creations no longer call the hook), then stops its
+    /// server.
+    pub async fn remove(self) {
+        self.configurations
+            .delete(&self.name, &DeleteParams::default())
+            .await
+            .unwrap_or_else(|e| panic!("deleting {}: {e}", self.name));
+        self.task.abort();
+    }
+}
+
 /// The converter configuration of [`RealEnv`]'s controllers: `docs/config.example.yaml`, as
 /// it is (the Gardener fixtures offer what it names).
 fn converter_config() -> String {
     std::fs::read_to_string(repo().join("docs/config.example.yaml"))
         .expect("docs/config.example.yaml")
-}
-
-/// The control cluster with testenv's in-memory Gardener and runtime clusters (module
-/// documentation).
-pub struct SimGardenEnv {
-    pub kcp: Kcp,
-    /// The Gardener cluster (Shoots, structured-authentication ConfigMaps).
-    pub garden: ServerHandle,
-    /// The simulated Gardener on it.
-    pub sim: GardenerSim,
-    /// The admin kubeconfig Gardener hands out, per Shoot name.
-    kubeconfigs: Arc<Mutex<HashMap<String, String>>>,
-    /// Runtime cluster per Shoot name.
-    pub clusters: Mutex<HashMap<String, ServerHandle>>,
-}
-
-impl std::ops::Deref for SimGardenEnv {
-    type Target = Kcp;
-    fn deref(&self) -> &Kcp {
-        &self.kcp
-    }
-}
-
-impl SimGardenEnv {
-    /// Starts the stack (`manifests/base`), the Gardener server with its simulator, and mints
-    /// the controller's token.
-    pub async fn start() -> SimGardenEnv {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        crate::support::logs::init();
-        let stack = Stack::start("base", &[]).await;
-        let garden = testenv::start(ServerConfig::default().name("garden"))
-            .await
-            .expect("garden server");
-        let sim = GardenerSim::new(&garden, GardenerConfig::default());
-        let kubeconfigs: Arc<Mutex<HashMap<String, String>>> = Arc::default();
-        {
-            let k = kubeconfigs.clone();
-            garden.set_admin_kubeconfig(move |req| {
-                k.lock()
-                    .unwrap()
-                    .get(&req.name)
-                    .cloned()
-                    .unwrap_or_default()
-            });
-        }
-        let kcp = Kcp::new(stack).await;
-        std::fs::write(
-            kcp.dir.path().join("garden.kubeconfig"),
-            garden.kubeconfig_yaml(None),
-        )
-        .unwrap();
-        SimGardenEnv {
-            kcp,
-            garden,
-            sim,
-            kubeconfigs,
-            clusters: Mutex::default(),
-        }
-    }
-
-    /// A runtime cluster for Shoot `shoot` (an in-memory server, admin token
-    /// `admin-token-<shoot>`), which Gardener's `adminkubeconfig` hands out for it.
-    pub async fn runtime_cluster(&self, shoot: &str) {
-        let token = format!("admin-token-{shoot}");
-        let server = testenv::start(
-            ServerConfig::default()
-                .name(shoot)
-                .user(&token, UserInfo::new("shoot-admin", &["system:masters"])),
-        )
-        .await
-        .expect("runtime cluster");
-        self.kubeconfigs
-            .lock()
-            .unwrap()
-            .insert(shoot.to_string(), server.kubeconfig_yaml(Some(&token)));
-        self.clusters
-            .lock()
-            .unwrap()
-            .insert(shoot.to_string(), server);
-    }
-
-    /// `kim controller` as deployed, with `docs/config.example.yaml`.
-    pub fn spawn_controller(&self, rust_log: &str) -> Process {
-        self.kcp
-            .spawn(&repo().join("docs/config.example.yaml"), rust_log)
-    }
-
-    /// Creates the sample `aws-minimal.yaml` as `name`, with Shoot name and runtime ID `name`
-    /// (as the admin, no status), and a runtime cluster for its Shoot.
-    pub async fn create_runtime(&self, name: &str) -> DynamicObject {
-        self.create_sample("aws-minimal.yaml", name).await
-    }
-
-    /// Creates `samples/runtimes/<file>` as `name`, with Shoot name and runtime ID `name` (as
-    /// the admin, no status), and a runtime cluster for its Shoot.
-    pub async fn create_sample(&self, file: &str, name: &str) -> DynamicObject {
-        self.runtime_cluster(name).await;
-        self.stack
-            .create_sample(file, name, |obj| name_sample(obj, name))
-            .await
-    }
-
-    /// The stored Shoot `name` in the Gardener project namespace, if any.
-    pub fn shoot(&self, name: &str) -> Option<Value> {
-        self.garden.get(&Gvr::shoots(), Some(GARDEN_NS), name)
-    }
 }
 
 /// One verb on one resource, as RBAC and the API server's 403 message name it.
