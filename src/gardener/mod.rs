@@ -14,9 +14,11 @@
 
 pub mod config;
 pub(crate) mod convert;
+mod duration;
 mod errors;
 mod provider;
 mod version;
+mod worker_rules;
 
 pub use config::{Config, ConfigError};
 pub(crate) use convert::{
