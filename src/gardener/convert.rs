@@ -477,8 +477,12 @@ fn convert(
         .filter(|v| !v.is_empty())
         .unwrap_or_else(|| config.kubernetes.default_version.clone());
     let kube_api_server = kube_api_server(runtime, config, &version, audit.as_ref());
-    let (extensions, dns, resources) =
+    let (mut extensions, dns, mut resources) =
         extensions_dns_and_resources(runtime, config, existing, audit.as_ref());
+    if let Some(existing) = existing {
+        extensions = merge_extensions(existing, extensions);
+        resources = merge_resources(existing, resources);
+    }
     let (secret_binding_name, credentials_binding_name) =
         binding_names(existing, &shoot_spec.secret_binding_name);
 
@@ -866,6 +870,53 @@ fn extensions_dns_and_resources(
         });
     }
     (extensions, dns, resources)
+}
+
+/// Update path (KIM's patch extenders): Gardener keeps `spec.extensions` as one atomic list,
+/// so the list applied starts from the Shoot's own — extensions kim does not manage
+/// (registry cache, API server ACL, …) stay — with each desired extension replacing the one
+/// of its type in place or appended. An NVIDIA OpenShell extension the Runtime no longer
+/// enables is disabled rather than dropped, as KIM does.
+fn merge_extensions(existing: &Shoot, desired: Vec<Extension>) -> Vec<Extension> {
+    let mut merged = existing.spec.extensions.clone().unwrap_or_default();
+    let nvidia_wanted = desired
+        .iter()
+        .any(|e| e.type_ == EXTENSION_NVIDIA_OPENSHELL);
+    for e in desired {
+        match merged.iter_mut().find(|m| m.type_ == e.type_) {
+            Some(slot) => *slot = e,
+            None => merged.push(e),
+        }
+    }
+    if !nvidia_wanted
+        && let Some(slot) = merged
+            .iter_mut()
+            .find(|m| m.type_ == EXTENSION_NVIDIA_OPENSHELL)
+    {
+        *slot = Extension {
+            type_: EXTENSION_NVIDIA_OPENSHELL.into(),
+            provider_config: None,
+            disabled: Some(true),
+        };
+    }
+    merged
+}
+
+/// Update path (KIM's resources and audit log extenders): `spec.resources` is an atomic
+/// list too; the Shoot's own entries stay, each desired one replaces the entry of its name or
+/// is appended.
+fn merge_resources(
+    existing: &Shoot,
+    desired: Option<Vec<NamedResourceReference>>,
+) -> Option<Vec<NamedResourceReference>> {
+    let mut merged = existing.spec.resources.clone().unwrap_or_default();
+    for r in desired.into_iter().flatten() {
+        match merged.iter_mut().find(|m| m.name == r.name) {
+            Some(slot) => *slot = r,
+            None => merged.push(r),
+        }
+    }
+    (!merged.is_empty()).then_some(merged)
 }
 
 /// The `shoot-cert-service` extension with shoot issuers enabled, which KIM adds to every

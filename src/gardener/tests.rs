@@ -1051,6 +1051,75 @@ fn update_keeps_worker_order_and_secret_binding() {
     assert_eq!(updated.spec.credentials_binding_name, None);
 }
 
+/// Gardener keeps `extensions` and `resources` as atomic lists: the update keeps what the
+/// Shoot has beyond kim's own entries (as KIM's patch converter), replaces kim's in place,
+/// and disables an NVIDIA OpenShell extension the Runtime no longer enables.
+#[test]
+fn update_keeps_foreign_extensions_and_resources() {
+    let mut rt = sample("aws-minimal.yaml");
+    rt.spec.shoot.enable_nvidia_openshell = Some(true);
+    let mut existing = shoot_of(&rt);
+    let mut extensions = existing.spec.extensions.take().unwrap();
+    extensions.insert(
+        0,
+        serde_json::from_value(json!({"type": "registry-cache", "providerConfig": {"a": 1}}))
+            .unwrap(),
+    );
+    extensions[2].provider_config = None; // cert-service changed by someone else
+    existing.spec.extensions = Some(extensions);
+    let mut resources = existing.spec.resources.take().unwrap();
+    resources.push(
+        serde_json::from_value(json!({"name": "registry-cache-secret", "resourceRef":
+            {"apiVersion": "v1", "kind": "Secret", "name": "rc"}}))
+        .unwrap(),
+    );
+    existing.spec.resources = Some(resources);
+    rt.spec.shoot.enable_nvidia_openshell = None;
+    let updated =
+        serde_json::to_value(runtime_to_shoot_for_update(&rt, &config(), &existing).unwrap())
+            .unwrap();
+    let types: Vec<&str> = at(&updated, "/spec/extensions")
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        types,
+        [
+            "registry-cache",
+            "shoot-networking-filter",
+            "shoot-cert-service",
+            "shoot-dns-service",
+            "shoot-oidc-service",
+            "shoot-auditlog-service",
+            "shoot-nvidia-openshell"
+        ]
+    );
+    assert_at(
+        &updated,
+        "/spec/extensions/0/providerConfig",
+        json!({"a": 1}),
+    );
+    assert_at(
+        &updated,
+        "/spec/extensions/2/providerConfig/shootIssuers",
+        json!({"enabled": true}),
+    );
+    assert_at(
+        &updated,
+        "/spec/extensions/6",
+        json!({"type": "shoot-nvidia-openshell", "disabled": true}),
+    );
+    let names: Vec<&str> = at(&updated, "/spec/resources")
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["auditlog-credentials", "registry-cache-secret"]);
+}
+
 // ---- lastOperation / lastErrors classification ------------------------------------------
 
 fn failed_with(codes: &[&str]) -> ShootProgress {
