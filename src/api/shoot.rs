@@ -119,9 +119,22 @@ pub struct ShootSpec {
     /// Name of the Gardener `ExposureClass` through which the API server is exposed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exposure_class_name: Option<String>,
+    /// Seed taints the Shoot tolerates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tolerations: Option<Vec<Toleration>>,
     /// Every other spec field, kept verbatim.
     #[serde(flatten)]
     pub extra: OpenObject,
+}
+
+/// A seed taint the Shoot tolerates (Gardener `Toleration`).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default)]
+pub struct Toleration {
+    /// Taint key.
+    pub key: String,
+    /// Taint value; any value when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
 }
 
 /// Reference to a (namespaced) CloudProfile (Gardener `CloudProfileReference`).
@@ -237,6 +250,12 @@ pub struct KubeApiServerConfig {
     /// Audit policy of the kube-apiserver.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub audit_config: Option<AuditConfig>,
+    /// Feature gates of the kube-apiserver.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub feature_gates: Option<BTreeMap<String, bool>>,
+    /// API groups/versions switched on or off (`--runtime-config`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime_config: Option<BTreeMap<String, bool>>,
     /// Every other field, kept verbatim.
     #[serde(flatten)]
     pub extra: OpenObject,

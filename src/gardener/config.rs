@@ -44,6 +44,10 @@ pub struct Config {
     /// Audit logging of the Shoots' API servers (optional; KIM requires it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub audit_log: Option<AuditLogConfig>,
+    /// Shoot region → the seed taints Shoots of that region tolerate (upstream
+    /// `tolerations`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tolerations: BTreeMap<String, Vec<crate::api::Toleration>>,
 }
 
 /// `workers:` — defaults written into every worker pool's `machineControllerManager`
@@ -150,6 +154,31 @@ pub struct KubernetesConfig {
     /// `720h` when absent (upstream `kubeApiServer.maxTokenExpiration`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_token_expiration: Option<String>,
+    /// Feature gates of every Shoot's kube-apiserver and kubelet (upstream
+    /// `kubeApiServer.featureGates`, `kubelet.featureGates`).
+    #[serde(default)]
+    pub feature_gates: FeatureGatesConfig,
+    /// `kubeAPIServer.runtimeConfig` of every Shoot (upstream `kubeApiServer.runtimeConfig`),
+    /// e.g. `{"resource.k8s.io/v1beta1": true}`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub runtime_config: BTreeMap<String, bool>,
+}
+
+/// `kubernetes.featureGates:` — feature gate name → enabled, per component; empty maps are
+/// not written.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FeatureGatesConfig {
+    /// `kubeAPIServer.featureGates`.
+    #[serde(
+        rename = "kubeAPIServer",
+        default,
+        skip_serializing_if = "BTreeMap::is_empty"
+    )]
+    pub kube_api_server: BTreeMap<String, bool>,
+    /// `kubelet.featureGates`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub kubelet: BTreeMap<String, bool>,
 }
 
 /// Shortest and longest service-account token lifetime KIM allows, in seconds (30 and 90
@@ -581,8 +610,30 @@ impl Config {
         }
     }
 
-    /// `kubernetes.maxTokenExpiration` and `workers`.
+    /// `kubernetes.maxTokenExpiration`, feature gate and runtime config keys, `workers`,
+    /// `tolerations`.
     fn validate_token_and_workers(&self, v: &mut Validator) {
+        let k = &self.kubernetes;
+        for (field, map) in [
+            (
+                "kubernetes.featureGates.kubeAPIServer",
+                &k.feature_gates.kube_api_server,
+            ),
+            ("kubernetes.featureGates.kubelet", &k.feature_gates.kubelet),
+            ("kubernetes.runtimeConfig", &k.runtime_config),
+        ] {
+            for key in map.keys() {
+                v.token(&format!("{field}[{key:?}]"), key);
+            }
+        }
+        for (region, tolerations) in &self.tolerations {
+            if region.is_empty() {
+                v.err("tolerations", "region keys must not be empty");
+            }
+            for (i, t) in tolerations.iter().enumerate() {
+                v.token(&format!("tolerations.{region}[{i}].key"), &t.key);
+            }
+        }
         if let Some(t) = &self.kubernetes.max_token_expiration {
             let (min, max) = TOKEN_EXPIRATION_BOUNDS;
             match super::duration::parse_go_duration(t) {

@@ -205,7 +205,7 @@ fn mcm_defaults() -> Value {
 fn api_server_with(oidc: Value) -> Value {
     let mut api = json!({
         "serviceAccountConfig": {"extendTokenExpiration": false, "maxTokenExpiration": "720h0m0s"},
-        "auditConfig": {"auditPolicy": {"configMapRef": {"name": "kyma-audit-policy"}}}
+        "auditConfig": {"auditPolicy": {"configMapRef": {"name": "audit-policy"}}}
     });
     for (k, v) in oidc.as_object().unwrap() {
         api[k] = v.clone();
@@ -1486,7 +1486,7 @@ fn kim_audit_log() {
         json!({"type": "shoot-auditlog-service", "providerConfig": {
             "apiVersion": "service.auditlog.extensions.gardener.cloud/v1alpha1",
             "kind": "AuditlogConfig", "type": "standard",
-            "tenantID": "3c6a5d45-a5e1-4bba-b7a2-6bd7e8b2a0c9",
+            "tenantID": "5e1f0000-0000-4000-8000-000000000004",
             "serviceURL": "https://auditlog.us20.example.com:8081",
             "secretReferenceName": "auditlog-credentials"}}),
     );
@@ -1494,12 +1494,12 @@ fn kim_audit_log() {
         &shoot,
         "/spec/resources",
         json!([{"name": "auditlog-credentials", "resourceRef":
-            {"apiVersion": "v1", "kind": "Secret", "name": "auditlog-credentials-azure-us20"}}]),
+            {"apiVersion": "v1", "kind": "Secret", "name": "auditlog-secret"}}]),
     );
     assert_at(
         &shoot,
         "/spec/kubernetes/kubeAPIServer/auditConfig",
-        json!({"auditPolicy": {"configMapRef": {"name": "kyma-audit-policy"}}}),
+        json!({"auditPolicy": {"configMapRef": {"name": "audit-policy"}}}),
     );
     rt.metadata.annotations = Some(
         [(
@@ -1548,5 +1548,56 @@ fn kim_audit_log_missing_tenant() {
     assert!(
         !types.contains(&&json!("shoot-auditlog-service")),
         "{types:?}"
+    );
+}
+
+/// KIM's tolerations per region, feature gates and runtime config, from the configuration;
+/// none configured writes none (an empty kubelet config, as KIM).
+#[test]
+fn kim_tolerations_feature_gates_and_runtime_config() {
+    let rt = sample("aws-minimal.yaml");
+    let shoot = convert(&rt);
+    assert!(shoot["spec"].get("tolerations").is_none());
+    let api = at(&shoot, "/spec/kubernetes/kubeAPIServer");
+    assert!(api.get("featureGates").is_none() && api.get("runtimeConfig").is_none());
+    let mut c = config();
+    c.tolerations.insert(
+        "eu-central-1".into(),
+        vec![crate::api::Toleration {
+            key: "ksa-assured-workload".into(),
+            value: None,
+        }],
+    );
+    c.kubernetes
+        .feature_gates
+        .kube_api_server
+        .insert("MutatingAdmissionPolicy".into(), true);
+    c.kubernetes
+        .feature_gates
+        .kubelet
+        .insert("KubeletPodResourcesDynamicResources".into(), false);
+    c.kubernetes
+        .runtime_config
+        .insert("admissionregistration.k8s.io/v1alpha1".into(), true);
+    let shoot = convert_with(&rt, &c);
+    assert_at(
+        &shoot,
+        "/spec/tolerations",
+        json!([{"key": "ksa-assured-workload"}]),
+    );
+    assert_at(
+        &shoot,
+        "/spec/kubernetes/kubeAPIServer/featureGates",
+        json!({"MutatingAdmissionPolicy": true}),
+    );
+    assert_at(
+        &shoot,
+        "/spec/kubernetes/kubeAPIServer/runtimeConfig",
+        json!({"admissionregistration.k8s.io/v1alpha1": true}),
+    );
+    assert_at(
+        &shoot,
+        "/spec/kubernetes/kubelet",
+        json!({"featureGates": {"KubeletPodResourcesDynamicResources": false}}),
     );
 }
