@@ -103,7 +103,16 @@ pub struct AuditLogConfig {
     /// Provider type (`aws`, `azure`, `gcp`, `openstack`) → Shoot region → tenant.
     #[serde(default)]
     pub tenants: BTreeMap<String, BTreeMap<String, AuditLogTenant>>,
+    /// KIM's tenant file (JSON, provider type → region → tenant; relative paths from the
+    /// configuration file's directory), read at start-up and added to `tenants`, so an
+    /// install can mount KIM's own file. A region in both is an error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenants_file: Option<PathBuf>,
 }
+
+/// Provider type → Shoot region → audit log tenant, the shape of `auditLog.tenants` and of
+/// KIM's tenant file.
+pub type AuditLogTenants = BTreeMap<String, BTreeMap<String, AuditLogTenant>>;
 
 /// One audit log tenant (upstream `AuditLogData`).
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -119,6 +128,14 @@ pub struct AuditLogTenant {
     /// Shoot as resource `auditlog-credentials`.
     #[serde(rename = "secretName")]
     pub secret_name: String,
+    /// Accepted for KIM's tenant files and unused: the read credentials of KIM's dedicated
+    /// audit logs.
+    #[serde(
+        rename = "readCredsSecretName",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub read_creds_secret_name: Option<String>,
 }
 
 fn default_true() -> bool {
@@ -442,11 +459,12 @@ impl Config {
     }
 
     fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
-        let config: Config = serde_saphyr::from_str(text).map_err(|e| ConfigError::Parse {
+        let mut config: Config = serde_saphyr::from_str(text).map_err(|e| ConfigError::Parse {
             path: path.to_path_buf(),
             message: e.to_string(),
         })?;
-        let errors = config.validate();
+        let mut errors = config.read_tenants_file(path)?;
+        errors.extend(config.validate());
         if errors.is_empty() {
             Ok(config)
         } else {
@@ -455,6 +473,48 @@ impl Config {
                 errors,
             })
         }
+    }
+
+    /// Adds the tenants of `auditLog.tenantsFile` (relative to the directory of
+    /// `config_path`) to `auditLog.tenants`; returns the regions listed in both.
+    ///
+    /// Errors: the file cannot be read ([`ConfigError::Read`]) or is not a tenant map
+    /// ([`ConfigError::Parse`], naming the file).
+    fn read_tenants_file(&mut self, config_path: &Path) -> Result<Vec<FieldError>, ConfigError> {
+        let Some(audit) = self.audit_log.as_mut() else {
+            return Ok(Vec::new());
+        };
+        let Some(file) = audit.tenants_file.clone() else {
+            return Ok(Vec::new());
+        };
+        let file = config_path
+            .parent()
+            .map_or_else(|| file.clone(), |dir| dir.join(&file));
+        let text = std::fs::read_to_string(&file).map_err(|source| ConfigError::Read {
+            path: file.clone(),
+            source,
+        })?;
+        let tenants: AuditLogTenants =
+            serde_saphyr::from_str(&text).map_err(|e| ConfigError::Parse {
+                path: file.clone(),
+                message: e.to_string(),
+            })?;
+        let mut errors = Vec::new();
+        for (provider, regions) in tenants {
+            let known = audit.tenants.entry(provider.clone()).or_default();
+            for (region, tenant) in regions {
+                match known.entry(region) {
+                    std::collections::btree_map::Entry::Occupied(e) => errors.push(FieldError {
+                        field: format!("auditLog.tenants.{provider}.{}", e.key()),
+                        message: format!("also in auditLog.tenantsFile {}", file.display()),
+                    }),
+                    std::collections::btree_map::Entry::Vacant(e) => {
+                        e.insert(tenant);
+                    }
+                }
+            }
+        }
+        Ok(errors)
     }
 
     /// Checks every value; returns all problems found (empty when valid).
@@ -1043,6 +1103,53 @@ auditLog:
             "s"
         );
         assert!(c.audit_log_tenant("aws", "us-east-1").is_none());
+    }
+
+    #[test]
+    fn kims_tenant_file_is_read_next_to_the_configuration() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("tenants.json"),
+            r#"{"aws": {"eu-central-1": {"tenantID": "t1", "serviceURL": "https://a.example.com:3001",
+                "secretName": "s1"}, "us-east-1": {"tenantID": "t2",
+                "serviceURL": "https://b.example.com", "secretName": "s2",
+                "readCredsSecretName": "r"}}}"#,
+        )
+        .unwrap();
+        let config = dir.path().join("config.yaml");
+        let with = |extra: &str| {
+            format!(
+                "{MINIMAL}auditLog:\n  policyConfigMapName: p\n  tenantsFile: tenants.json\n{extra}"
+            )
+        };
+        std::fs::write(&config, with("")).unwrap();
+        let c = Config::load(&config).unwrap();
+        assert_eq!(
+            c.audit_log_tenant("aws", "eu-central-1").unwrap().tenant_id,
+            "t1"
+        );
+        assert_eq!(
+            c.audit_log_tenant("aws", "us-east-1").unwrap().secret_name,
+            "s2"
+        );
+        std::fs::write(
+            &config,
+            with("  tenants: {aws: {us-east-1: {tenantID: x, serviceURL: \"https://x\", secretName: x}}}\n"),
+        )
+        .unwrap();
+        let err = Config::load(&config).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("auditLog.tenants.aws.us-east-1: also in auditLog.tenantsFile"),
+            "{err}"
+        );
+        std::fs::write(dir.path().join("tenants.json"), "[1, 2]").unwrap();
+        std::fs::write(&config, with("")).unwrap();
+        let err = Config::load(&config).unwrap_err();
+        assert!(
+            matches!(&err, ConfigError::Parse { path, .. } if path.ends_with("tenants.json")),
+            "{err}"
+        );
     }
 
     #[test]
