@@ -477,7 +477,15 @@ fn convert(
         .and_then(|k| k.version.clone())
         .filter(|v| !v.is_empty())
         .unwrap_or_else(|| config.kubernetes.default_version.clone());
-    let kube_api_server = kube_api_server(runtime, config, &version, audit.as_ref());
+    let already_structured = existing
+        .and_then(|e| e.spec.kubernetes.kube_api_server.as_ref())
+        .is_some_and(|a| a.structured_authentication.is_some());
+    let placement = if already_structured {
+        OidcPlacement::Structured
+    } else {
+        OidcPlacement::for_version(&version)
+    };
+    let kube_api_server = kube_api_server(runtime, config, placement, audit.as_ref());
     let (mut extensions, dns, mut resources) =
         extensions_dns_and_resources(runtime, config, existing, audit.as_ref());
     if let Some(existing) = existing {
@@ -710,15 +718,17 @@ fn check_workers(workers: &[(String, Worker)]) -> Result<(), ConversionError> {
     Ok(())
 }
 
-/// `spec.kubernetes.kubeAPIServer`: the OIDC providers placed as Kubernetes `version`
-/// allows ([`OidcPlacement`]), the configured feature gates and runtime config (KIM's
+/// `spec.kubernetes.kubeAPIServer`: the OIDC providers at `placement` (as the Kubernetes
+/// version allows, [`OidcPlacement`]; structured for a Shoot that already uses it, e.g. one
+/// KIM created below 1.30 — Gardener refuses `oidcConfig` beside it), the configured feature
+/// gates and runtime config (KIM's
 /// feature-gates and runtime-config extenders), the service-account token settings
 /// ([`service_account_config`]) and, with audit logging, the audit policy ConfigMap (as
 /// KIM's `auditlogs` extender: `auditConfig.auditPolicy.configMapRef.name`).
 fn kube_api_server(
     runtime: &Runtime,
     config: &Config,
-    version: &str,
+    placement: OidcPlacement,
     audit: Option<&AuditLog<'_>>,
 ) -> KubeApiServerConfig {
     let (main_oidc, additional_oidc) = oidc_providers(runtime, config);
@@ -739,7 +749,7 @@ fn kube_api_server(
     if main_oidc.is_none() && additional_oidc.is_empty() {
         return api;
     }
-    match OidcPlacement::for_version(version) {
+    match placement {
         OidcPlacement::Legacy => api.oidc_config = main_oidc,
         OidcPlacement::Structured => {
             api.structured_authentication = Some(StructuredAuthentication {

@@ -1120,6 +1120,29 @@ fn update_keeps_foreign_extensions_and_resources() {
     assert_eq!(names, ["auditlog-credentials", "registry-cache-secret"]);
 }
 
+/// A Shoot KIM created below Kubernetes 1.30 already uses structured authentication: the
+/// update keeps it (Gardener refuses `oidcConfig` beside it), and a new one gets the flags.
+#[test]
+fn update_keeps_structured_authentication_below_1_30() {
+    let rt = sample("aws.yaml"); // Kubernetes 1.28.7
+    let created = shoot_of(&rt);
+    let api = created.spec.kubernetes.kube_api_server.as_ref().unwrap();
+    assert!(api.oidc_config.is_some() && api.structured_authentication.is_none());
+    let mut existing = created.clone();
+    let api = existing.spec.kubernetes.kube_api_server.as_mut().unwrap();
+    api.oidc_config = None;
+    api.structured_authentication = Some(crate::api::StructuredAuthentication {
+        config_map_name: "structured-auth-config-aws-full".into(),
+    });
+    let updated = runtime_to_shoot_for_update(&rt, &config(), &existing).unwrap();
+    let api = updated.spec.kubernetes.kube_api_server.unwrap();
+    assert_eq!(api.oidc_config, None);
+    assert_eq!(
+        api.structured_authentication.unwrap().config_map_name,
+        "structured-auth-config-aws-full"
+    );
+}
+
 // ---- lastOperation / lastErrors classification ------------------------------------------
 
 fn failed_with(codes: &[&str]) -> ShootProgress {
