@@ -101,7 +101,8 @@ pub struct RuntimeSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image_registry_cache: Option<Vec<ImageRegistryCache>>,
     /// Whether the customer requires access to their audit-log data (upstream
-    /// `AuditLogAccessEnabled`). Carried, not interpreted: kim configures no audit log.
+    /// `AuditLogAccessEnabled`). Carried, not interpreted: kim configures the shared audit
+    /// log of the configured tenants, not KIM's dedicated ones.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub audit_log_access_enabled: Option<bool>,
 }

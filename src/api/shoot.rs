@@ -113,9 +113,28 @@ pub struct ShootSpec {
     /// Constraint on the seeds the Shoot may be scheduled to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed_selector: Option<SeedSelector>,
+    /// Access restrictions the Shoot's seed must support (e.g. `eu-access-only`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access_restrictions: Option<Vec<AccessRestrictionWithOptions>>,
+    /// Name of the Gardener `ExposureClass` through which the API server is exposed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exposure_class_name: Option<String>,
+    /// Seed taints the Shoot tolerates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tolerations: Option<Vec<Toleration>>,
     /// Every other spec field, kept verbatim.
     #[serde(flatten)]
     pub extra: OpenObject,
+}
+
+/// A seed taint the Shoot tolerates (Gardener `Toleration`).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default)]
+pub struct Toleration {
+    /// Taint key.
+    pub key: String,
+    /// Taint value; any value when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
 }
 
 /// Reference to a (namespaced) CloudProfile (Gardener `CloudProfileReference`).
@@ -225,6 +244,18 @@ pub struct KubeApiServerConfig {
     /// `AuthenticationConfiguration` under key `config.yaml` (Kubernetes ≥ 1.30).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub structured_authentication: Option<StructuredAuthentication>,
+    /// Service-account token settings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_account_config: Option<ServiceAccountConfig>,
+    /// Audit policy of the kube-apiserver.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audit_config: Option<AuditConfig>,
+    /// Feature gates of the kube-apiserver.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub feature_gates: Option<BTreeMap<String, bool>>,
+    /// API groups/versions switched on or off (`--runtime-config`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime_config: Option<BTreeMap<String, bool>>,
     /// Every other field, kept verbatim.
     #[serde(flatten)]
     pub extra: OpenObject,
@@ -236,6 +267,58 @@ pub struct KubeApiServerConfig {
 pub struct StructuredAuthentication {
     /// Name of the ConfigMap in the Shoot's namespace.
     pub config_map_name: String,
+}
+
+/// Service-account token settings of the kube-apiserver (Gardener `ServiceAccountConfig`).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct ServiceAccountConfig {
+    /// Whether projected tokens get extended lifetimes (legacy token compatibility).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extend_token_expiration: Option<bool>,
+    /// Longest lifetime a projected token may be issued for, as a Go duration
+    /// (e.g. `720h0m0s`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_token_expiration: Option<String>,
+    /// Every other field (issuer, signing key, …), kept verbatim.
+    #[serde(flatten)]
+    pub extra: OpenObject,
+}
+
+/// Audit settings of the kube-apiserver (Gardener `AuditConfig`).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditConfig {
+    /// The audit policy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audit_policy: Option<AuditPolicy>,
+}
+
+/// Audit policy reference (Gardener `AuditPolicy`).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditPolicy {
+    /// ConfigMap in the project namespace holding the policy under key `policy`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_map_ref: Option<ConfigMapName>,
+}
+
+/// A reference by name to an object in the Shoot's namespace (the `name` of a core
+/// `ObjectReference`, the only field Gardener reads there).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+pub struct ConfigMapName {
+    /// Object name.
+    pub name: String,
+}
+
+/// An access restriction with its options (Gardener `AccessRestrictionWithOptions`).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+pub struct AccessRestrictionWithOptions {
+    /// Restriction name, e.g. `eu-access-only`.
+    pub name: String,
+    /// Options of the restriction (`"true"`/`"false"` strings).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub options: Option<BTreeMap<String, String>>,
 }
 
 /// Maintenance settings (Gardener `Maintenance`).
@@ -299,9 +382,15 @@ pub struct DnsProvider {
     /// Whether this provider manages the Shoot's own domain.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub primary: Option<bool>,
-    /// Secret with the provider credentials (in the project namespace).
+    /// Deprecated: Secret with the provider credentials (in the project namespace);
+    /// Gardener forbids it from Kubernetes 1.35 on. Read only; `kim` writes
+    /// [`DnsProvider::credentials_ref`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret_name: Option<String>,
+    /// The provider credentials: a `v1` `Secret` or a
+    /// `security.gardener.cloud/v1alpha1` `WorkloadIdentity` in the project namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credentials_ref: Option<CrossVersionObjectReference>,
     /// Provider type (e.g. `aws-route53`).
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
     pub type_: Option<String>,

@@ -38,6 +38,108 @@ pub struct Config {
     /// Runtime sets `enforceSeedLocation`; a region not listed maps to itself.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub seed_regions: BTreeMap<String, String>,
+    /// machine-controller-manager defaults of every worker pool.
+    #[serde(default)]
+    pub workers: WorkersConfig,
+    /// Audit logging of the Shoots' API servers (optional; KIM requires it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audit_log: Option<AuditLogConfig>,
+    /// Shoot region → the seed taints Shoots of that region tolerate (upstream
+    /// `tolerations`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tolerations: BTreeMap<String, Vec<crate::api::Toleration>>,
+}
+
+/// `workers:` — defaults written into every worker pool's `machineControllerManager`
+/// settings where the Runtime sets none (upstream `provider.worker` config,
+/// `defaultMachineDrainTimeout` and `defaultMaxEvictRetries`).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WorkersConfig {
+    /// `machineDrainTimeout`, a Go duration of whole seconds (default `15m`).
+    #[serde(default = "default_machine_drain_timeout")]
+    pub machine_drain_timeout: String,
+    /// `maxEvictRetries` (default 2, at least 0).
+    #[serde(default = "default_max_evict_retries")]
+    pub max_evict_retries: i32,
+}
+
+/// KIM's default drain timeout of a worker pool's machines.
+pub(crate) const DEFAULT_MACHINE_DRAIN_TIMEOUT: &str = "15m";
+/// KIM's default eviction retries per pod while draining.
+pub(crate) const DEFAULT_MAX_EVICT_RETRIES: i32 = 2;
+
+fn default_machine_drain_timeout() -> String {
+    DEFAULT_MACHINE_DRAIN_TIMEOUT.to_string()
+}
+
+fn default_max_evict_retries() -> i32 {
+    DEFAULT_MAX_EVICT_RETRIES
+}
+
+impl Default for WorkersConfig {
+    fn default() -> Self {
+        WorkersConfig {
+            machine_drain_timeout: default_machine_drain_timeout(),
+            max_evict_retries: DEFAULT_MAX_EVICT_RETRIES,
+        }
+    }
+}
+
+/// `auditLog:` — the `shoot-auditlog-service` extension, its credentials and the audit
+/// policy (upstream `auditLogging` config with its tenant file: provider type → region →
+/// tenant).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AuditLogConfig {
+    /// When true (default, as KIM's `--audit-log-mandatory`), a Runtime whose provider and
+    /// region have no tenant fails (`AuditLogErr`); when false it gets a Shoot without
+    /// audit logging.
+    #[serde(default = "default_true")]
+    pub mandatory: bool,
+    /// ConfigMap in the project namespace with the audit policy
+    /// (`kubeAPIServer.auditConfig.auditPolicy.configMapRef.name`).
+    pub policy_config_map_name: String,
+    /// Provider type (`aws`, `azure`, `gcp`, `openstack`) → Shoot region → tenant.
+    #[serde(default)]
+    pub tenants: BTreeMap<String, BTreeMap<String, AuditLogTenant>>,
+    /// KIM's tenant file (JSON, provider type → region → tenant; relative paths from the
+    /// configuration file's directory), read at start-up and added to `tenants`, so an
+    /// install can mount KIM's own file. A region in both is an error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenants_file: Option<PathBuf>,
+}
+
+/// Provider type → Shoot region → audit log tenant, the shape of `auditLog.tenants` and of
+/// KIM's tenant file.
+pub type AuditLogTenants = BTreeMap<String, BTreeMap<String, AuditLogTenant>>;
+
+/// One audit log tenant (upstream `AuditLogData`).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct AuditLogTenant {
+    /// Tenant ID at the audit log service.
+    #[serde(rename = "tenantID")]
+    pub tenant_id: String,
+    /// URL of the audit log service.
+    #[serde(rename = "serviceURL")]
+    pub service_url: String,
+    /// Secret in the project namespace with the service credentials; referenced by the
+    /// Shoot as resource `auditlog-credentials`.
+    #[serde(rename = "secretName")]
+    pub secret_name: String,
+    /// Accepted for KIM's tenant files and unused: the read credentials of KIM's dedicated
+    /// audit logs.
+    #[serde(
+        rename = "readCredsSecretName",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub read_creds_secret_name: Option<String>,
+}
+
+fn default_true() -> bool {
+    true
 }
 
 /// `gardener:` — the Gardener project.
@@ -64,7 +166,41 @@ pub struct KubernetesConfig {
     /// `issuerURL` (upstream `defaultOperatorOidc`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default_oidc: Option<OidcDefaults>,
+    /// `kubeAPIServer.serviceAccountConfig.maxTokenExpiration` of every Shoot: a Go duration
+    /// of whole seconds between `720h` and `2160h` (30 to 90 days, upstream's bounds);
+    /// `720h` when absent (upstream `kubeApiServer.maxTokenExpiration`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_token_expiration: Option<String>,
+    /// Feature gates of every Shoot's kube-apiserver and kubelet (upstream
+    /// `kubeApiServer.featureGates`, `kubelet.featureGates`).
+    #[serde(default)]
+    pub feature_gates: FeatureGatesConfig,
+    /// `kubeAPIServer.runtimeConfig` of every Shoot (upstream `kubeApiServer.runtimeConfig`),
+    /// e.g. `{"resource.k8s.io/v1beta1": true}`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub runtime_config: BTreeMap<String, bool>,
 }
+
+/// `kubernetes.featureGates:` — feature gate name → enabled, per component; empty maps are
+/// not written.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FeatureGatesConfig {
+    /// `kubeAPIServer.featureGates`.
+    #[serde(
+        rename = "kubeAPIServer",
+        default,
+        skip_serializing_if = "BTreeMap::is_empty"
+    )]
+    pub kube_api_server: BTreeMap<String, bool>,
+    /// `kubelet.featureGates`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub kubelet: BTreeMap<String, bool>,
+}
+
+/// Shortest and longest service-account token lifetime KIM allows, in seconds (30 and 90
+/// days); the shortest is the default.
+pub(crate) const TOKEN_EXPIRATION_BOUNDS: (u64, u64) = (30 * 86_400, 90 * 86_400);
 
 /// `kubernetes.defaultOidc:` — a complete OIDC provider.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -174,12 +310,14 @@ pub struct VolumeConfig {
     pub size: String,
 }
 
-/// `maintenance:` — the Shoots' maintenance window.
+/// `maintenance:` — the maintenance window of production Shoots (others get Gardener's).
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct MaintenanceConfig {
-    /// Window for every region not in `byRegion`.
-    pub time_window: MaintenanceTimeWindow,
+    /// Window for every region not in `byRegion`; absent → those regions get Gardener's
+    /// (as KIM, whose window map has no default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_window: Option<MaintenanceTimeWindow>,
     /// Windows for particular Shoot regions (upstream: the region → window ConfigMap).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub by_region: BTreeMap<String, MaintenanceTimeWindow>,
@@ -321,11 +459,12 @@ impl Config {
     }
 
     fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
-        let config: Config = serde_saphyr::from_str(text).map_err(|e| ConfigError::Parse {
+        let mut config: Config = serde_saphyr::from_str(text).map_err(|e| ConfigError::Parse {
             path: path.to_path_buf(),
             message: e.to_string(),
         })?;
-        let errors = config.validate();
+        let mut errors = config.read_tenants_file(path)?;
+        errors.extend(config.validate());
         if errors.is_empty() {
             Ok(config)
         } else {
@@ -336,6 +475,48 @@ impl Config {
         }
     }
 
+    /// Adds the tenants of `auditLog.tenantsFile` (relative to the directory of
+    /// `config_path`) to `auditLog.tenants`; returns the regions listed in both.
+    ///
+    /// Errors: the file cannot be read ([`ConfigError::Read`]) or is not a tenant map
+    /// ([`ConfigError::Parse`], naming the file).
+    fn read_tenants_file(&mut self, config_path: &Path) -> Result<Vec<FieldError>, ConfigError> {
+        let Some(audit) = self.audit_log.as_mut() else {
+            return Ok(Vec::new());
+        };
+        let Some(file) = audit.tenants_file.clone() else {
+            return Ok(Vec::new());
+        };
+        let file = config_path
+            .parent()
+            .map_or_else(|| file.clone(), |dir| dir.join(&file));
+        let text = std::fs::read_to_string(&file).map_err(|source| ConfigError::Read {
+            path: file.clone(),
+            source,
+        })?;
+        let tenants: AuditLogTenants =
+            serde_saphyr::from_str(&text).map_err(|e| ConfigError::Parse {
+                path: file.clone(),
+                message: e.to_string(),
+            })?;
+        let mut errors = Vec::new();
+        for (provider, regions) in tenants {
+            let known = audit.tenants.entry(provider.clone()).or_default();
+            for (region, tenant) in regions {
+                match known.entry(region) {
+                    std::collections::btree_map::Entry::Occupied(e) => errors.push(FieldError {
+                        field: format!("auditLog.tenants.{provider}.{}", e.key()),
+                        message: format!("also in auditLog.tenantsFile {}", file.display()),
+                    }),
+                    std::collections::btree_map::Entry::Vacant(e) => {
+                        e.insert(tenant);
+                    }
+                }
+            }
+        }
+        Ok(errors)
+    }
+
     /// Checks every value; returns all problems found (empty when valid).
     pub(crate) fn validate(&self) -> Vec<FieldError> {
         let mut v = Validator::default();
@@ -343,6 +524,8 @@ impl Config {
         self.validate_providers(&mut v);
         self.validate_maintenance_and_dns(&mut v);
         self.validate_kubeconfig_and_seeds(&mut v);
+        self.validate_token_and_workers(&mut v);
+        self.validate_audit_log(&mut v);
         v.errors
     }
 
@@ -431,7 +614,9 @@ impl Config {
     /// `maintenance` windows and `dns`.
     fn validate_maintenance_and_dns(&self, v: &mut Validator) {
         if let Some(m) = &self.maintenance {
-            v.window("maintenance.timeWindow", &m.time_window);
+            if let Some(w) = &m.time_window {
+                v.window("maintenance.timeWindow", w);
+            }
             for (region, w) in &m.by_region {
                 if region.is_empty() {
                     v.err("maintenance.byRegion", "region keys must not be empty");
@@ -485,6 +670,100 @@ impl Config {
         }
     }
 
+    /// `kubernetes.maxTokenExpiration`, feature gate and runtime config keys, `workers`,
+    /// `tolerations`.
+    fn validate_token_and_workers(&self, v: &mut Validator) {
+        let k = &self.kubernetes;
+        for (field, map) in [
+            (
+                "kubernetes.featureGates.kubeAPIServer",
+                &k.feature_gates.kube_api_server,
+            ),
+            ("kubernetes.featureGates.kubelet", &k.feature_gates.kubelet),
+            ("kubernetes.runtimeConfig", &k.runtime_config),
+        ] {
+            for key in map.keys() {
+                v.token(&format!("{field}[{key:?}]"), key);
+            }
+        }
+        for (region, tolerations) in &self.tolerations {
+            if region.is_empty() {
+                v.err("tolerations", "region keys must not be empty");
+            }
+            for (i, t) in tolerations.iter().enumerate() {
+                v.token(&format!("tolerations.{region}[{i}].key"), &t.key);
+            }
+        }
+        if let Some(t) = &self.kubernetes.max_token_expiration {
+            let (min, max) = TOKEN_EXPIRATION_BOUNDS;
+            match super::duration::parse_go_duration(t) {
+                Some(secs) if (min..=max).contains(&secs) => {}
+                Some(_) => v.err(
+                    "kubernetes.maxTokenExpiration",
+                    format!("{t:?} must be between 720h and 2160h (30 to 90 days)"),
+                ),
+                None => v.err(
+                    "kubernetes.maxTokenExpiration",
+                    format!(
+                        "{t:?} is not a duration of whole hours/minutes/seconds (e.g. \"720h\")"
+                    ),
+                ),
+            }
+        }
+        let w = &self.workers;
+        if super::duration::parse_go_duration(&w.machine_drain_timeout).is_none() {
+            v.err(
+                "workers.machineDrainTimeout",
+                format!(
+                    "{:?} is not a duration of whole hours/minutes/seconds (e.g. \"15m\")",
+                    w.machine_drain_timeout
+                ),
+            );
+        }
+        if w.max_evict_retries < 0 {
+            v.err(
+                "workers.maxEvictRetries",
+                format!("must be at least 0, got {}", w.max_evict_retries),
+            );
+        }
+    }
+
+    /// `auditLog`: the policy ConfigMap name and every tenant.
+    fn validate_audit_log(&self, v: &mut Validator) {
+        let Some(a) = &self.audit_log else {
+            return;
+        };
+        v.token("auditLog.policyConfigMapName", &a.policy_config_map_name);
+        for (provider, regions) in &a.tenants {
+            if !super::provider::SUPPORTED_PROVIDERS.contains(&provider.as_str()) {
+                v.err(
+                    &format!("auditLog.tenants.{provider}"),
+                    "not a supported provider (aws, azure, gcp, openstack)",
+                );
+            }
+            for (region, t) in regions {
+                let p = format!("auditLog.tenants.{provider}.{region}");
+                if region.is_empty() {
+                    v.err(
+                        &format!("auditLog.tenants.{provider}"),
+                        "region keys must not be empty",
+                    );
+                }
+                v.token(&format!("{p}.tenantID"), &t.tenant_id);
+                v.token(&format!("{p}.secretName"), &t.secret_name);
+                let url_ok = t.service_url.parse::<http::Uri>().is_ok_and(|u| {
+                    matches!(u.scheme_str(), Some("http" | "https")) && u.host().is_some()
+                });
+                if !url_ok {
+                    v.err(
+                        &format!("{p}.serviceURL"),
+                        format!("{:?} is not an http(s) URL", t.service_url),
+                    );
+                }
+            }
+        }
+    }
+
     /// The Gardener project namespace, `garden-<project>`.
     pub(crate) fn namespace(&self) -> String {
         format!("garden-{}", self.gardener.project)
@@ -510,12 +789,30 @@ impl Config {
         }
     }
 
-    /// The maintenance window for Shoot `region` (`byRegion` entry, else the default), if a
-    /// maintenance window is configured.
+    /// The maintenance window for Shoot `region` (`byRegion` entry, else `timeWindow`), if
+    /// one is configured.
     pub(crate) fn maintenance_window(&self, region: &str) -> Option<&MaintenanceTimeWindow> {
-        self.maintenance
-            .as_ref()
-            .map(|m| m.by_region.get(region).unwrap_or(&m.time_window))
+        let m = self.maintenance.as_ref()?;
+        m.by_region.get(region).or(m.time_window.as_ref())
+    }
+
+    /// `maxTokenExpiration` in seconds: the configured value, else 30 days.
+    pub(crate) fn max_token_expiration_seconds(&self) -> u64 {
+        self.kubernetes
+            .max_token_expiration
+            .as_deref()
+            .and_then(super::duration::parse_go_duration)
+            .unwrap_or(TOKEN_EXPIRATION_BOUNDS.0)
+    }
+
+    /// The workers' `machineDrainTimeout` in seconds (validated at start-up).
+    pub(crate) fn machine_drain_timeout_seconds(&self) -> u64 {
+        super::duration::parse_go_duration(&self.workers.machine_drain_timeout).unwrap_or(15 * 60)
+    }
+
+    /// The audit log tenant of provider `provider` in Shoot region `region`, if configured.
+    pub(crate) fn audit_log_tenant(&self, provider: &str, region: &str) -> Option<&AuditLogTenant> {
+        self.audit_log.as_ref()?.tenants.get(provider)?.get(region)
     }
 
     /// The seed region label value for Shoot `region` (`seedRegions` entry, else the region).
@@ -751,6 +1048,106 @@ kubeconfig: {expirationSeconds: 60, rotationFraction: 1.5}
         assert!(
             err.to_string()
                 .contains("providers.aws.machineImage.version: must not be empty"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn kim_settings_default_and_are_validated_by_path() {
+        let c = from_yaml(MINIMAL).unwrap();
+        assert_eq!(c.max_token_expiration_seconds(), 30 * 86_400);
+        assert_eq!(c.machine_drain_timeout_seconds(), 15 * 60);
+        assert_eq!(c.workers.max_evict_retries, 2);
+        assert!(c.audit_log.is_none());
+        let text = format!(
+            "{MINIMAL}{}",
+            r#"
+workers: {machineDrainTimeout: 15 minutes, maxEvictRetries: -1}
+auditLog:
+  policyConfigMapName: ""
+  tenants:
+    alicloud: {}
+    aws:
+      eu-central-1: {tenantID: "", serviceURL: "ftp://x", secretName: s}
+"#
+        )
+        .replace(
+            "defaultVersion: \"1.31.4\"}",
+            "defaultVersion: \"1.31.4\", maxTokenExpiration: 24h}",
+        );
+        let err = from_yaml(&text).unwrap_err();
+        let ConfigError::Invalid { errors, .. } = &err else {
+            panic!("{err}")
+        };
+        let fields: Vec<&str> = errors.iter().map(|e| e.field.as_str()).collect();
+        for f in [
+            "kubernetes.maxTokenExpiration",
+            "workers.machineDrainTimeout",
+            "workers.maxEvictRetries",
+            "auditLog.policyConfigMapName",
+            "auditLog.tenants.alicloud",
+            "auditLog.tenants.aws.eu-central-1.tenantID",
+            "auditLog.tenants.aws.eu-central-1.serviceURL",
+        ] {
+            assert!(fields.contains(&f), "{f} not reported in: {err}");
+        }
+        let ok = format!(
+            "{MINIMAL}auditLog:\n  policyConfigMapName: p\n  tenants:\n    aws:\n      eu-central-1: {{tenantID: t, serviceURL: \"https://a.example.com:8081\", secretName: s}}\n"
+        );
+        let c = from_yaml(&ok).unwrap();
+        assert!(c.audit_log.as_ref().unwrap().mandatory);
+        assert_eq!(
+            c.audit_log_tenant("aws", "eu-central-1")
+                .unwrap()
+                .secret_name,
+            "s"
+        );
+        assert!(c.audit_log_tenant("aws", "us-east-1").is_none());
+    }
+
+    #[test]
+    fn kims_tenant_file_is_read_next_to_the_configuration() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("tenants.json"),
+            r#"{"aws": {"eu-central-1": {"tenantID": "t1", "serviceURL": "https://a.example.com:3001",
+                "secretName": "s1"}, "us-east-1": {"tenantID": "t2",
+                "serviceURL": "https://b.example.com", "secretName": "s2",
+                "readCredsSecretName": "r"}}}"#,
+        )
+        .unwrap();
+        let config = dir.path().join("config.yaml");
+        let with = |extra: &str| {
+            format!(
+                "{MINIMAL}auditLog:\n  policyConfigMapName: p\n  tenantsFile: tenants.json\n{extra}"
+            )
+        };
+        std::fs::write(&config, with("")).unwrap();
+        let c = Config::load(&config).unwrap();
+        assert_eq!(
+            c.audit_log_tenant("aws", "eu-central-1").unwrap().tenant_id,
+            "t1"
+        );
+        assert_eq!(
+            c.audit_log_tenant("aws", "us-east-1").unwrap().secret_name,
+            "s2"
+        );
+        std::fs::write(
+            &config,
+            with("  tenants: {aws: {us-east-1: {tenantID: x, serviceURL: \"https://x\", secretName: x}}}\n"),
+        )
+        .unwrap();
+        let err = Config::load(&config).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("auditLog.tenants.aws.us-east-1: also in auditLog.tenantsFile"),
+            "{err}"
+        );
+        std::fs::write(dir.path().join("tenants.json"), "[1, 2]").unwrap();
+        std::fs::write(&config, with("")).unwrap();
+        let err = Config::load(&config).unwrap_err();
+        assert!(
+            matches!(&err, ConfigError::Parse { path, .. } if path.ends_with("tenants.json")),
             "{err}"
         );
     }

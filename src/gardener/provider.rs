@@ -7,7 +7,7 @@
 //! | aws (`aws.provider.extensions.gardener.cloud/v1alpha1`) | `networks.vpc.cidr` = nodes; `networks.zones[]` = `{name, workers, public, internal}` cut by [`aws_zone_subnets`] | `{}` |
 //! | azure (`azure.provider.extensions.gardener.cloud/v1alpha1`) | `networks.vnet.cidr` = nodes; `networks.zones[]` = `{name: <int>, cidr, natGateway: {enabled: true, idleConnectionTimeoutMinutes: 4}}` cut by [`azure_zone_subnets`]; `zoned: true` | `{}` |
 //! | gcp (`gcp.provider.extensions.gardener.cloud/v1alpha1`) | `networks.workers` = nodes (and the deprecated `networks.worker`, as KIM sets both) | `zone` = the first zone |
-//! | openstack (`openstack.provider.extensions.gardener.cloud/v1alpha1`) | `floatingPoolName` (configured), `networks.workers` = nodes | `loadBalancerProvider` (configured) |
+//! | openstack (`openstack.provider.extensions.gardener.cloud/v1alpha1`) | `floatingPoolName` (configured), `networks.workers` = nodes (and the deprecated `networks.worker` empty, as KIM writes it) | `loadBalancerProvider` (configured) |
 //!
 //! Zones are the distinct zones of all workers in order of first appearance (main worker
 //! first). All CIDR math is IPv4 (upstream's bit arithmetic assumes 32-bit addresses).
@@ -73,19 +73,14 @@ pub(crate) enum SubnetError {
         /// The network it truncates to.
         network: Ipv4Net,
     },
-    /// The range is too small for the subnets of that many zones.
+    /// AWS needs a prefix between /16 and /24: a longer prefix cuts zone subnets below
+    /// AWS's smallest subnet (/28), a shorter one asks for a VPC above AWS's largest (/16).
     #[error(
-        "{cidr:?} is too small for {zones} zone(s) on {provider}: the prefix length must be at most /{max_prefix}"
+        "{cidr:?}: aws needs a prefix length between /16 and /24 (a longer prefix gives zone subnets below AWS's /28 minimum, a shorter one a VPC above AWS's /16 maximum)"
     )]
-    TooSmall {
+    AwsPrefix {
         /// The given CIDR.
         cidr: String,
-        /// The provider.
-        provider: &'static str,
-        /// Number of zones.
-        zones: usize,
-        /// Largest prefix length that works.
-        max_prefix: u8,
     },
     /// Azure needs a prefix between /16 and /24.
     #[error("{cidr:?}: azure needs a prefix length between /16 and /24")]
@@ -158,21 +153,17 @@ fn net(base: u64, prefix: u8) -> Ipv4Net {
 /// workers `10.250.0.0/19`, public `10.250.32.0/20`, internal `10.250.48.0/20`, the fourth
 /// `10.250.192.0/22`, `10.250.196.0/22`, `10.250.200.0/22`.
 ///
-/// Errors: unparsable or non-canonical CIDR, 0 or more than 8 zones, a duplicate zone, a range
-/// too small (`/28` at most for up to three zones, `/26` beyond).
+/// Errors: unparsable or non-canonical CIDR, 0 or more than 8 zones, a duplicate zone, a
+/// prefix outside /16–/24 (as KIM's `generateAWSZones`).
 pub(crate) fn aws_zone_subnets(
     nodes_cidr: &str,
     zones: &[String],
 ) -> Result<Vec<AwsZoneSubnets>, SubnetError> {
     let nodes = parse_ipv4_cidr(nodes_cidr)?;
     check_zones(zones)?;
-    let max_prefix = if zones.len() <= 3 { 28 } else { 26 };
-    if nodes.prefix_len() > max_prefix {
-        return Err(SubnetError::TooSmall {
+    if !(16..=24).contains(&nodes.prefix_len()) {
+        return Err(SubnetError::AwsPrefix {
             cidr: nodes_cidr.to_string(),
-            provider: "aws",
-            zones: zones.len(),
-            max_prefix,
         });
     }
     let worker_prefix = nodes.prefix_len() + 3;
@@ -344,7 +335,9 @@ pub(crate) fn gcp_control_plane_config(zones: &[String]) -> Result<OpenObject, S
     })))
 }
 
-/// OpenStack `InfrastructureConfig`: the floating pool and `networks.workers` = node CIDR.
+/// OpenStack `InfrastructureConfig`: the floating pool, `networks.workers` = node CIDR and
+/// the deprecated `networks.worker` empty, as KIM writes it (the extension's type has no
+/// `omitempty` on it).
 pub(crate) fn openstack_infrastructure_config(
     nodes_cidr: &str,
     floating_pool_name: &str,
@@ -354,7 +347,7 @@ pub(crate) fn openstack_infrastructure_config(
         "apiVersion": OPENSTACK_API_VERSION,
         "kind": "InfrastructureConfig",
         "floatingPoolName": floating_pool_name,
-        "networks": {"workers": nodes_cidr},
+        "networks": {"worker": "", "workers": nodes_cidr},
     })))
 }
 
@@ -460,7 +453,7 @@ mod tests {
 
     #[test]
     fn aws_subnets_stay_inside_and_do_not_overlap() {
-        for prefix in 8..=26u8 {
+        for prefix in 16..=24u8 {
             let cidr = format!("10.0.0.0/{prefix}");
             let names: Vec<String> = (0..8).map(|i| format!("z{i}")).collect();
             let nodes: Ipv4Net = cidr.parse().unwrap();
@@ -492,16 +485,22 @@ mod tests {
             aws_zone_subnets("10.250.1.0/16", &one),
             Err(SubnetError::NotCanonical { .. })
         ));
-        assert!(matches!(
-            aws_zone_subnets("10.250.0.0/29", &one),
-            Err(SubnetError::TooSmall { max_prefix: 28, .. })
-        ));
-        assert!(aws_zone_subnets("10.250.0.0/28", &one).is_ok());
-        let four = zones(&["a", "b", "c", "d"]);
-        assert!(matches!(
-            aws_zone_subnets("10.250.0.0/27", &four),
-            Err(SubnetError::TooSmall { max_prefix: 26, .. })
-        ));
+        for bad in [
+            "10.250.0.0/25",
+            "10.250.0.0/28",
+            "10.240.0.0/12",
+            "10.0.0.0/15",
+        ] {
+            assert!(
+                matches!(
+                    aws_zone_subnets(bad, &one),
+                    Err(SubnetError::AwsPrefix { .. })
+                ),
+                "{bad}"
+            );
+        }
+        assert!(aws_zone_subnets("10.250.0.0/24", &one).is_ok());
+        assert!(aws_zone_subnets("10.0.0.0/16", &one).is_ok());
         assert!(matches!(
             aws_zone_subnets("10.250.0.0/16", &[]),
             Err(SubnetError::ZoneCount { count: 0 })

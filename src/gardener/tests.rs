@@ -131,6 +131,35 @@ fn assert_common(shoot: &Value, rt: &Runtime) {
         "/spec/maintenance/autoUpdate",
         json!({"kubernetesVersion": true, "machineImageVersion": false}),
     );
+    assert_dns(shoot, name);
+    let extensions: Vec<&str> = at(shoot, "/spec/extensions")
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        extensions[..5],
+        [
+            "shoot-networking-filter",
+            "shoot-cert-service",
+            "shoot-dns-service",
+            "shoot-oidc-service",
+            "shoot-auditlog-service"
+        ]
+    );
+    assert_at(
+        shoot,
+        "/spec/extensions/3",
+        json!({"type": "shoot-oidc-service", "disabled": false}),
+    );
+    assert!(shoot.get("status").is_none());
+}
+
+/// DNS as KIM writes it: the provider's credentials as `credentialsRef` (never the
+/// `secretName` Gardener forbids from Kubernetes 1.35 on), no DNS Secret in `spec.resources`,
+/// and the extension naming the credentials `shoot-dns-service-<secret>`.
+fn assert_dns(shoot: &Value, name: &str) {
     let domain = format!("{name}.dev.kyma.example.com");
     assert_at(
         shoot,
@@ -138,18 +167,19 @@ fn assert_common(shoot: &Value, rt: &Runtime) {
         json!({
             "domain": domain,
             "providers": [{"domains": {"include": [domain]}, "primary": true,
-                           "secretName": "route53-secret", "type": "aws-route53"}]
+                           "type": "aws-route53",
+                           "credentialsRef": {"apiVersion": "v1", "kind": "Secret",
+                                              "name": "route53-secret"}}]
         }),
     );
-    assert_at(
-        shoot,
-        "/spec/resources",
-        json!([{"name": "route53-secret",
-                "resourceRef": {"apiVersion": "v1", "kind": "Secret", "name": "route53-secret"}}]),
+    let resources = at(shoot, "/spec/resources").as_array().unwrap();
+    assert!(
+        resources.iter().all(|r| r["name"] != "route53-secret"),
+        "{resources:?}"
     );
     assert_at(
         shoot,
-        "/spec/extensions/1",
+        "/spec/extensions/2",
         json!({
             "type": "shoot-dns-service",
             "providerConfig": {
@@ -157,12 +187,30 @@ fn assert_common(shoot: &Value, rt: &Runtime) {
                 "kind": "DNSConfig",
                 "dnsProviderReplication": {"enabled": true},
                 "providers": [{"domains": {"include": [domain]},
-                               "secretName": "route53-secret", "type": "aws-route53"}],
+                               "credentials": "shoot-dns-service-route53-secret",
+                               "type": "aws-route53"}],
                 "syncProvidersFromShootSpecDNS": true
             }
         }),
     );
-    assert!(shoot.get("status").is_none());
+}
+
+/// What KIM adds to every worker pool that sets no `machineControllerManager` settings.
+fn mcm_defaults() -> Value {
+    json!({"machineDrainTimeout": "15m0s", "maxEvictRetries": 2})
+}
+
+/// The kube-apiserver settings every Shoot of the example configuration gets besides OIDC:
+/// service-account tokens and the audit policy.
+fn api_server_with(oidc: Value) -> Value {
+    let mut api = json!({
+        "serviceAccountConfig": {"extendTokenExpiration": false, "maxTokenExpiration": "720h0m0s"},
+        "auditConfig": {"auditPolicy": {"configMapRef": {"name": "audit-policy"}}}
+    });
+    for (k, v) in oidc.as_object().unwrap() {
+        api[k] = v.clone();
+    }
+    api
 }
 
 fn filter_extension(disabled: bool, blackholing: bool) -> Value {
@@ -222,6 +270,7 @@ fn aws_minimal() {
             "machine": {"type": "m6i.large", "image": {"name": "gardenlinux", "version": "1443.9.0"}},
             "maxSurge": 3, "maxUnavailable": 0, "maximum": 20, "minimum": 3,
             "name": "worker-0",
+            "machineControllerManager": mcm_defaults(),
             "providerConfig": imdsv2(),
             "volume": {"type": "gp2", "size": "50Gi"},
             "zones": ["eu-central-1a", "eu-central-1b", "eu-central-1c"]
@@ -262,21 +311,23 @@ fn aws_minimal() {
         json!({"apiVersion": "aws.provider.extensions.gardener.cloud/v1alpha1",
                "kind": "ControlPlaneConfig"}),
     );
-    // No version in the Runtime: the configured default; 1.31 without additional OIDC
-    // providers keeps the legacy oidcConfig.
+    // No version in the Runtime: the configured default; from 1.30 on OIDC goes through
+    // structured authentication, as KIM's.
     assert_at(&shoot, "/spec/kubernetes/version", json!("1.31.4"));
     assert_at(
         &shoot,
         "/spec/kubernetes/kubeAPIServer",
-        json!({"oidcConfig": serde_json::from_str::<Value>(OIDC).unwrap()}),
+        api_server_with(json!({"structuredAuthentication":
+            {"configMapName": "structured-auth-config-aws-minimal"}})),
     );
+    assert_at(&shoot, "/spec/kubernetes/kubelet", json!({}));
     assert_at(
         &shoot,
         "/spec/controlPlane",
         json!({"highAvailability": {"failureTolerance": {"type": "node"}}}),
     );
     assert_at(&shoot, "/spec/extensions/0", filter_extension(true, false));
-    assert_eq!(at(&shoot, "/spec/extensions").as_array().unwrap().len(), 2);
+    assert_eq!(at(&shoot, "/spec/extensions").as_array().unwrap().len(), 5);
     assert_at(
         &shoot,
         "/spec/maintenance/timeWindow",
@@ -352,7 +403,7 @@ fn aws_full_seed_location_and_old_kubernetes() {
     assert_at(
         &shoot,
         "/spec/kubernetes/kubeAPIServer",
-        json!({"oidcConfig": serde_json::from_str::<Value>(OIDC).unwrap()}),
+        api_server_with(json!({"oidcConfig": serde_json::from_str::<Value>(OIDC).unwrap()})),
     );
     // Egress filter off, ingress on: the extension is disabled, without blackholing config.
     assert_at(&shoot, "/spec/extensions/0", filter_extension(true, false));
@@ -415,15 +466,13 @@ fn azure_fremium_one_zone() {
                         "image": {"name": "gardenlinux", "version": "1443.9.0"}},
             "maxSurge": 1, "maxUnavailable": 0, "maximum": 1, "minimum": 1,
             "name": "worker-0",
+            "machineControllerManager": mcm_defaults(),
             "volume": {"type": "Standard_LRS", "size": "50Gi"},
             "zones": ["1"]
         }]),
     );
-    assert_at(
-        &shoot,
-        "/spec/maintenance/timeWindow",
-        json!({"begin": "220000+0000", "end": "000000+0000"}),
-    );
+    // An evaluation Shoot: Gardener picks the maintenance window.
+    assert!(at(&shoot, "/spec/maintenance").get("timeWindow").is_none());
 }
 
 #[test]
@@ -510,7 +559,7 @@ fn gcp_edited_sample_with_defaults_and_structured_auth() {
         json!({"apiVersion": "gcp.provider.extensions.gardener.cloud/v1alpha1",
                "kind": "ControlPlaneConfig", "zone": "europe-west3-a"}),
     );
-    // Image and volume from the configuration; no IMDSv2 outside AWS.
+    // Image from the configuration (no volume default, as KIM); no IMDSv2 outside AWS.
     assert_at(
         &shoot,
         "/spec/provider/workers/0",
@@ -519,7 +568,7 @@ fn gcp_edited_sample_with_defaults_and_structured_auth() {
                         "image": {"name": "gardenlinux", "version": "1592.1.0"}},
             "maxSurge": 3, "maxUnavailable": 0, "maximum": 20, "minimum": 3,
             "name": "worker-0",
-            "volume": {"type": "pd-balanced", "size": "80Gi"},
+            "machineControllerManager": mcm_defaults(),
             "zones": ["europe-west3-a", "europe-west3-b"]
         }),
     );
@@ -528,7 +577,8 @@ fn gcp_edited_sample_with_defaults_and_structured_auth() {
     assert_at(
         &shoot,
         "/spec/kubernetes/kubeAPIServer",
-        json!({"structuredAuthentication": {"configMapName": "structured-auth-config-gcp-edit"}}),
+        api_server_with(json!({"structuredAuthentication":
+            {"configMapName": "structured-auth-config-gcp-edit"}})),
     );
     let StructuredAuthConfig {
         config_map_name,
@@ -562,8 +612,8 @@ fn additional_oidc_providers_use_structured_auth_from_1_30() {
     let shoot = convert(&rt);
     assert_at(
         &shoot,
-        "/spec/kubernetes/kubeAPIServer",
-        json!({"structuredAuthentication": {"configMapName": "structured-auth-config-aws-full"}}),
+        "/spec/kubernetes/kubeAPIServer/structuredAuthentication",
+        json!({"configMapName": "structured-auth-config-aws-full"}),
     );
     let auth = structured_authentication_config(&rt, &config()).unwrap();
     let doc: Value = serde_saphyr::from_str(&auth.content).unwrap();
@@ -577,7 +627,10 @@ fn additional_oidc_providers_use_structured_auth_from_1_30() {
 fn default_oidc_from_configuration() {
     let mut rt = sample("aws-minimal.yaml");
     rt.spec.shoot.kubernetes = None;
-    let shoot = convert(&rt);
+    // Below 1.30 (no structured authentication) the provider is visible in the Shoot.
+    let mut c = config();
+    c.kubernetes.default_version = "1.29.9".into();
+    let shoot = convert_with(&rt, &c);
     assert_at(
         &shoot,
         "/spec/kubernetes/kubeAPIServer/oidcConfig",
@@ -609,7 +662,7 @@ fn openstack_edited_sample() {
         json!({"apiVersion": "openstack.provider.extensions.gardener.cloud/v1alpha1",
                "kind": "InfrastructureConfig",
                "floatingPoolName": "FloatingIP-external-kyma-01",
-               "networks": {"workers": "10.250.0.0/16"}}),
+               "networks": {"worker": "", "workers": "10.250.0.0/16"}}),
     );
     assert_at(
         &shoot,
@@ -646,7 +699,7 @@ fn additional_workers_are_appended_and_zones_merged() {
         workers[1]["machine"]["image"],
         json!({"name": "gardenlinux", "version": "1592.1.0"})
     );
-    assert_eq!(workers[1]["volume"], json!({"type": "gp3", "size": "80Gi"}));
+    assert!(workers[1].get("volume").is_none(), "no volume default");
     // Four distinct zones: the fourth gets three /22 subnets after the first three zones.
     assert_at(
         &shoot,
@@ -662,7 +715,7 @@ fn nvidia_openshell_extension() {
     rt.spec.shoot.enable_nvidia_openshell = Some(true);
     assert_at(
         &convert(&rt),
-        "/spec/extensions/2",
+        "/spec/extensions/5",
         json!({"type": "shoot-nvidia-openshell", "disabled": false}),
     );
 }
@@ -739,7 +792,7 @@ fn bad_node_cidrs() {
     for (provider, nodes, fragment) in [
         ("aws", "10.250.0.0", "not an IPv4 CIDR"),
         ("aws", "10.250.0.0/33", "not an IPv4 CIDR"),
-        ("aws", "10.250.0.0/29", "too small"),
+        ("aws", "10.250.0.0/25", "between /16 and /24"),
         (
             "aws",
             "10.250.3.0/16",
@@ -755,6 +808,7 @@ fn bad_node_cidrs() {
             "aws-trial.yaml"
         });
         rt.spec.shoot.provider.type_ = provider.into();
+        rt.spec.shoot.region = tenant_region(provider).into();
         rt.spec.shoot.networking.nodes = nodes.into();
         let err = convert_err(&rt);
         assert!(
@@ -769,22 +823,14 @@ fn bad_node_cidrs() {
     }
 }
 
-#[test]
-fn four_zones_need_a_bigger_range_on_aws() {
-    let mut rt = sample("aws-trial.yaml");
-    rt.spec.shoot.networking.nodes = "10.250.0.0/27".into();
-    assert!(
-        runtime_to_shoot(&rt, &config()).is_ok(),
-        "one zone fits /27"
-    );
-    rt.spec.shoot.provider.workers[0].zones = Some(
-        ["a", "b", "c", "d"]
-            .iter()
-            .map(|z| format!("eu-central-1{z}"))
-            .collect(),
-    );
-    let msg = convert_err(&rt).to_string();
-    assert!(msg.contains("at most /26"), "{msg}");
+/// A region of `provider` with an audit log tenant in the example configuration.
+fn tenant_region(provider: &str) -> &'static str {
+    match provider {
+        "azure" => "eastus",
+        "gcp" => "europe-west3",
+        "openstack" => "eu-de-1",
+        _ => "eu-central-1",
+    }
 }
 
 #[test]
@@ -1005,6 +1051,98 @@ fn update_keeps_worker_order_and_secret_binding() {
     assert_eq!(updated.spec.credentials_binding_name, None);
 }
 
+/// Gardener keeps `extensions` and `resources` as atomic lists: the update keeps what the
+/// Shoot has beyond kim's own entries (as KIM's patch converter), replaces kim's in place,
+/// and disables an NVIDIA OpenShell extension the Runtime no longer enables.
+#[test]
+fn update_keeps_foreign_extensions_and_resources() {
+    let mut rt = sample("aws-minimal.yaml");
+    rt.spec.shoot.enable_nvidia_openshell = Some(true);
+    let mut existing = shoot_of(&rt);
+    let mut extensions = existing.spec.extensions.take().unwrap();
+    extensions.insert(
+        0,
+        serde_json::from_value(json!({"type": "registry-cache", "providerConfig": {"a": 1}}))
+            .unwrap(),
+    );
+    extensions[2].provider_config = None; // cert-service changed by someone else
+    existing.spec.extensions = Some(extensions);
+    let mut resources = existing.spec.resources.take().unwrap();
+    resources.push(
+        serde_json::from_value(json!({"name": "registry-cache-secret", "resourceRef":
+            {"apiVersion": "v1", "kind": "Secret", "name": "rc"}}))
+        .unwrap(),
+    );
+    existing.spec.resources = Some(resources);
+    rt.spec.shoot.enable_nvidia_openshell = None;
+    let updated =
+        serde_json::to_value(runtime_to_shoot_for_update(&rt, &config(), &existing).unwrap())
+            .unwrap();
+    let types: Vec<&str> = at(&updated, "/spec/extensions")
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        types,
+        [
+            "registry-cache",
+            "shoot-networking-filter",
+            "shoot-cert-service",
+            "shoot-dns-service",
+            "shoot-oidc-service",
+            "shoot-auditlog-service",
+            "shoot-nvidia-openshell"
+        ]
+    );
+    assert_at(
+        &updated,
+        "/spec/extensions/0/providerConfig",
+        json!({"a": 1}),
+    );
+    assert_at(
+        &updated,
+        "/spec/extensions/2/providerConfig/shootIssuers",
+        json!({"enabled": true}),
+    );
+    assert_at(
+        &updated,
+        "/spec/extensions/6",
+        json!({"type": "shoot-nvidia-openshell", "disabled": true}),
+    );
+    let names: Vec<&str> = at(&updated, "/spec/resources")
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["auditlog-credentials", "registry-cache-secret"]);
+}
+
+/// A Shoot KIM created below Kubernetes 1.30 already uses structured authentication: the
+/// update keeps it (Gardener refuses `oidcConfig` beside it), and a new one gets the flags.
+#[test]
+fn update_keeps_structured_authentication_below_1_30() {
+    let rt = sample("aws.yaml"); // Kubernetes 1.28.7
+    let created = shoot_of(&rt);
+    let api = created.spec.kubernetes.kube_api_server.as_ref().unwrap();
+    assert!(api.oidc_config.is_some() && api.structured_authentication.is_none());
+    let mut existing = created.clone();
+    let api = existing.spec.kubernetes.kube_api_server.as_mut().unwrap();
+    api.oidc_config = None;
+    api.structured_authentication = Some(crate::api::StructuredAuthentication {
+        config_map_name: "structured-auth-config-aws-full".into(),
+    });
+    let updated = runtime_to_shoot_for_update(&rt, &config(), &existing).unwrap();
+    let api = updated.spec.kubernetes.kube_api_server.unwrap();
+    assert_eq!(api.oidc_config, None);
+    assert_eq!(
+        api.structured_authentication.unwrap().config_map_name,
+        "structured-auth-config-aws-full"
+    );
+}
+
 // ---- lastOperation / lastErrors classification ------------------------------------------
 
 fn failed_with(codes: &[&str]) -> ShootProgress {
@@ -1054,4 +1192,435 @@ fn error_code_classification_table() {
         failed_with(&[]),
         ShootProgress::Failed { retryable: false, ref description, .. } if description == "op failed"
     ));
+}
+
+// ---- Shoots equal to KIM's (docs/reconciler.md) --------------------------------------------
+
+fn convert_with(rt: &Runtime, config: &Config) -> Value {
+    let shoot = runtime_to_shoot(rt, config).unwrap_or_else(|e| panic!("conversion: {e}"));
+    serde_json::to_value(&shoot).unwrap()
+}
+
+fn annotation(shoot: &Value, key: &str) -> Option<String> {
+    at(shoot, "/metadata/annotations")
+        .get(key)
+        .and_then(Value::as_str)
+        .map(str::to_string)
+}
+
+/// KIM adds `shoot-cert-service` with shoot issuers to every Shoot, without any input.
+#[test]
+fn kim_cert_service_extension_on_every_shoot() {
+    for file in ["aws-minimal.yaml", "azure-fremium.yaml"] {
+        assert_at(
+            &convert(&sample(file)),
+            "/spec/extensions/1",
+            json!({"type": "shoot-cert-service", "providerConfig": {
+                "apiVersion": "service.cert.extensions.gardener.cloud/v1alpha1",
+                "kind": "CertConfig", "shootIssuers": {"enabled": true}}}),
+        );
+    }
+}
+
+/// KIM's token extender: `extendTokenExpiration: false`, `maxTokenExpiration` the configured
+/// lifetime (30 days by default), in Go's duration format.
+#[test]
+fn kim_service_account_token_settings() {
+    let rt = sample("aws-minimal.yaml");
+    let expected = json!({"extendTokenExpiration": false, "maxTokenExpiration": "720h0m0s"});
+    assert_at(
+        &convert(&rt),
+        "/spec/kubernetes/kubeAPIServer/serviceAccountConfig",
+        expected.clone(),
+    );
+    let mut c = config();
+    c.kubernetes.max_token_expiration = None;
+    assert_at(
+        &convert_with(&rt, &c),
+        "/spec/kubernetes/kubeAPIServer/serviceAccountConfig",
+        expected,
+    );
+    c.kubernetes.max_token_expiration = Some("2160h".into());
+    assert_at(
+        &convert_with(&rt, &c),
+        "/spec/kubernetes/kubeAPIServer/serviceAccountConfig/maxTokenExpiration",
+        json!("2160h0m0s"),
+    );
+}
+
+/// KIM's three cleanup grace-period annotations, on every Shoot.
+#[test]
+fn kim_cleanup_grace_period_annotations() {
+    let shoot = convert(&sample("aws-trial.yaml"));
+    for (key, value) in [
+        (
+            "shoot.gardener.cloud/cleanup-extended-apis-finalize-grace-period-seconds",
+            "120",
+        ),
+        (
+            "shoot.gardener.cloud/cleanup-kubernetes-resources-finalize-grace-period-seconds",
+            "120",
+        ),
+        (
+            "shoot.gardener.cloud/cleanup-webhooks-finalize-grace-period-seconds",
+            "60",
+        ),
+    ] {
+        assert_eq!(annotation(&shoot, key).as_deref(), Some(value), "{key}");
+    }
+}
+
+/// Every pool gets KIM's drain timeout and evict retries where the Runtime sets none; a
+/// pool's own settings are kept.
+#[test]
+fn kim_machine_controller_manager_defaults_per_pool() {
+    let mut rt = sample("aws-minimal.yaml");
+    let mut own = rt.spec.shoot.provider.workers[0].clone();
+    own.name = "own".into();
+    own.machine_controller_manager = Some(crate::api::MachineControllerManagerSettings {
+        machine_drain_timeout: Some("30m0s".into()),
+        ..Default::default()
+    });
+    rt.spec.shoot.provider.additional_workers = Some(vec![own]);
+    let shoot = convert(&rt);
+    assert_at(
+        &shoot,
+        "/spec/provider/workers/0/machineControllerManager",
+        mcm_defaults(),
+    );
+    assert_at(
+        &shoot,
+        "/spec/provider/workers/1/machineControllerManager",
+        json!({"machineDrainTimeout": "30m0s", "maxEvictRetries": 2}),
+    );
+    let mut c = config();
+    c.workers.machine_drain_timeout = "1h".into();
+    c.workers.max_evict_retries = 5;
+    assert_at(
+        &convert_with(&rt, &c),
+        "/spec/provider/workers/0/machineControllerManager",
+        json!({"machineDrainTimeout": "1h0m0s", "maxEvictRetries": 5}),
+    );
+}
+
+/// DNS credentials through `credentialsRef`, never `secretName`, and no DNS Secret in
+/// `spec.resources` (KIM's DNS extenders).
+#[test]
+fn kim_dns_credentials_ref() {
+    let shoot = convert(&sample("aws-minimal.yaml"));
+    assert_dns(&shoot, "aws-minimal");
+    assert!(
+        at(&shoot, "/spec/dns/providers/0")
+            .get("secretName")
+            .is_none()
+    );
+    // Without `dns`: no spec.dns, and the extension as KIM's "Gardener internal" DNS.
+    let mut c = config();
+    c.dns = None;
+    let shoot = convert_with(&sample("aws-minimal.yaml"), &c);
+    assert!(shoot["spec"].get("dns").is_none());
+    assert_at(
+        &shoot,
+        "/spec/extensions/2",
+        json!({"type": "shoot-dns-service", "providerConfig": {
+            "apiVersion": "service.dns.extensions.gardener.cloud/v1alpha1", "kind": "DNSConfig",
+            "dnsProviderReplication": {"enabled": true}, "syncProvidersFromShootSpecDNS": true}}),
+    );
+}
+
+/// `eu-access-only` for the EU-only platform regions (KIM's list), nothing elsewhere.
+#[test]
+fn kim_eu_access_only_for_eu_platform_regions() {
+    let expected = json!([{"name": "eu-access-only", "options": {
+        "support.gardener.cloud/eu-access-for-cluster-addons": "true",
+        "support.gardener.cloud/eu-access-for-cluster-nodes": "true"}}]);
+    let mut rt = sample("aws-minimal.yaml");
+    for region in ["cf-eu11", "cf-ch20", "cf-eu01", "cf-eu02", "cf-eu31"] {
+        rt.spec.shoot.platform_region = region.into();
+        assert_at(&convert(&rt), "/spec/accessRestrictions", expected.clone());
+    }
+    for region in ["cf-eu10", "cf-eu20", "cf-us10", ""] {
+        rt.spec.shoot.platform_region = region.into();
+        assert!(
+            convert(&rt)["spec"].get("accessRestrictions").is_none(),
+            "{region}"
+        );
+    }
+}
+
+/// OpenStack Shoots are exposed through KIM's exposure class; other providers get none.
+#[test]
+fn kim_openstack_exposure_class() {
+    let mut rt = sample("aws-minimal.yaml");
+    assert!(convert(&rt)["spec"].get("exposureClassName").is_none());
+    rt.spec.shoot.provider.type_ = "openstack".into();
+    rt.spec.shoot.region = "eu-de-1".into();
+    rt.spec.shoot.provider.workers[0].zones = Some(vec!["eu-de-1a".into()]);
+    assert_at(
+        &convert(&rt),
+        "/spec/exposureClassName",
+        json!("converged-cloud-internet"),
+    );
+}
+
+/// gVisor gets `net-raw: "true"` unless the Runtime sets the flag (Istio needs it).
+#[test]
+fn kim_gvisor_net_raw_default() {
+    let gvisor = |provider_config: Option<Value>| {
+        let mut rt = sample("aws-minimal.yaml");
+        let mut runtime = json!({"type": "gvisor"});
+        if let Some(pc) = provider_config {
+            runtime["providerConfig"] = pc;
+        }
+        rt.spec.shoot.provider.workers[0].cri = Some(
+            serde_json::from_value(json!({"name": "containerd", "containerRuntimes": [runtime]}))
+                .unwrap(),
+        );
+        at(
+            &convert(&rt),
+            "/spec/provider/workers/0/cri/containerRuntimes/0/providerConfig",
+        )
+        .clone()
+    };
+    let api = "gvisor.runtime.extensions.config.gardener.cloud/v1alpha1";
+    assert_eq!(
+        gvisor(None),
+        json!({"apiVersion": api, "kind": "GVisorConfiguration",
+               "configFlags": {"net-raw": "true"}})
+    );
+    assert_eq!(
+        gvisor(Some(
+            json!({"apiVersion": api, "kind": "GVisorConfiguration",
+                           "configFlags": {"debug": "true"}})
+        )),
+        json!({"apiVersion": api, "kind": "GVisorConfiguration",
+               "configFlags": {"debug": "true", "net-raw": "true"}})
+    );
+    assert_eq!(
+        gvisor(Some(
+            json!({"apiVersion": api, "kind": "GVisorConfiguration",
+                           "configFlags": {"net-raw": "false"}})
+        )),
+        json!({"apiVersion": api, "kind": "GVisorConfiguration",
+               "configFlags": {"net-raw": "false"}})
+    );
+}
+
+fn with_max_pods(values: &[i64], pods: &str) -> Runtime {
+    let mut rt = sample("aws-minimal.yaml");
+    rt.spec.shoot.networking.pods = pods.into();
+    let mut pools: Vec<Worker> = values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            let mut w = rt.spec.shoot.provider.workers[0].clone();
+            w.name = format!("pool-{i}");
+            w.kubernetes =
+                Some(serde_json::from_value(json!({"kubelet": {"maxPods": v}})).unwrap());
+            w
+        })
+        .collect();
+    rt.spec.shoot.provider.workers = vec![pools.remove(0)];
+    rt.spec.shoot.provider.additional_workers = Some(pools);
+    rt
+}
+
+fn max_pods_of(shoot: &Value) -> Vec<Value> {
+    at(shoot, "/spec/provider/workers")
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["kubernetes"]["kubelet"]["maxPods"].clone())
+        .collect()
+}
+
+/// `maxPods` capped at 254 per pool (a /24 per node), then to what the pod range holds,
+/// lowering the last pools first (KIM's maxpods extender).
+#[test]
+fn kim_max_pods_caps() {
+    let shoot = convert(&with_max_pods(&[300, 110], "100.64.0.0/12"));
+    assert_eq!(max_pods_of(&shoot), [json!(254), json!(110)]);
+    // A /23 holds 510 pods: 200 + 200 + 200 → 200 + 200 + 110.
+    let shoot = convert(&with_max_pods(&[200, 200, 200], "100.64.0.0/23"));
+    assert_eq!(max_pods_of(&shoot), [json!(200), json!(200), json!(110)]);
+    // A /31 holds 2 pods: three pools of at least 1 cannot fit.
+    let err = convert_err(&with_max_pods(&[1, 1, 1], "100.64.0.0/31"));
+    assert!(
+        err.to_string().starts_with("spec.shoot.provider.workers: "),
+        "{err}"
+    );
+    let err = convert_err(&with_max_pods(&[110], "fd00::/64"));
+    assert!(
+        err.to_string().starts_with("spec.shoot.networking.pods: "),
+        "{err}"
+    );
+}
+
+/// Only production Shoots get the configured window; the others get Gardener's.
+#[test]
+fn kim_maintenance_window_only_for_production() {
+    let mut rt = sample("aws-minimal.yaml");
+    assert_at(
+        &convert(&rt),
+        "/spec/maintenance/timeWindow",
+        json!({"begin": "220000+0000", "end": "000000+0000"}),
+    );
+    for purpose in ["development", "evaluation", "testing"] {
+        rt.spec.shoot.purpose = purpose.into();
+        assert!(
+            at(&convert(&rt), "/spec/maintenance")
+                .get("timeWindow")
+                .is_none(),
+            "{purpose}"
+        );
+    }
+}
+
+/// AWS node ranges outside /16–/24 are refused before anything is written, naming the field.
+#[test]
+fn kim_aws_node_cidr_between_16_and_24() {
+    let mut rt = sample("aws-minimal.yaml");
+    for nodes in ["10.250.0.0/25", "10.240.0.0/12"] {
+        rt.spec.shoot.networking.nodes = nodes.into();
+        let err = convert_err(&rt);
+        assert!(
+            matches!(err, ConversionError::InvalidNodeCidr { .. }),
+            "{nodes}: {err:?}"
+        );
+        let msg = err.to_string();
+        assert!(
+            msg.starts_with("spec.shoot.networking.nodes: ") && msg.contains("/16 and /24"),
+            "{msg}"
+        );
+    }
+    rt.spec.shoot.networking.nodes = "10.250.0.0/24".into();
+    assert!(runtime_to_shoot(&rt, &config()).is_ok());
+}
+
+/// Audit logging as KIM's: the extension with the region's tenant, its credentials Secret
+/// as resource `auditlog-credentials`, the audit policy ConfigMap.
+#[test]
+fn kim_audit_log() {
+    let mut rt = sample("azure.yaml");
+    let shoot = convert(&rt);
+    assert_at(
+        &shoot,
+        "/spec/extensions/4",
+        json!({"type": "shoot-auditlog-service", "providerConfig": {
+            "apiVersion": "service.auditlog.extensions.gardener.cloud/v1alpha1",
+            "kind": "AuditlogConfig", "type": "standard",
+            "tenantID": "5e1f0000-0000-4000-8000-000000000004",
+            "serviceURL": "https://auditlog.us20.example.com:8081",
+            "secretReferenceName": "auditlog-credentials"}}),
+    );
+    assert_at(
+        &shoot,
+        "/spec/resources",
+        json!([{"name": "auditlog-credentials", "resourceRef":
+            {"apiVersion": "v1", "kind": "Secret", "name": "auditlog-secret"}}]),
+    );
+    assert_at(
+        &shoot,
+        "/spec/kubernetes/kubeAPIServer/auditConfig",
+        json!({"auditPolicy": {"configMapRef": {"name": "audit-policy"}}}),
+    );
+    rt.metadata.annotations = Some(
+        [(
+            "operator.kyma-project.io/experimental-audit-policy".to_string(),
+            "True".to_string(),
+        )]
+        .into(),
+    );
+    assert_at(
+        &convert(&rt),
+        "/spec/kubernetes/kubeAPIServer/auditConfig/auditPolicy/configMapRef/name",
+        json!("experimental-audit-policy"),
+    );
+}
+
+/// A region without a tenant fails as KIM's does while audit logging is mandatory (the
+/// reconciler writes `AuditLogErr`); otherwise the Shoot has no audit logging.
+#[test]
+fn kim_audit_log_missing_tenant() {
+    let mut rt = sample("aws-minimal.yaml");
+    rt.spec.shoot.region = "ap-south-1".into();
+    let err = convert_err(&rt);
+    assert_eq!(
+        err,
+        ConversionError::AuditLogTenantMissing {
+            provider: "aws".into(),
+            region: "ap-south-1".into()
+        }
+    );
+    assert!(err.to_string().starts_with("spec.shoot.region: "), "{err}");
+    let mut c = config();
+    c.audit_log.as_mut().unwrap().mandatory = false;
+    let shoot = convert_with(&rt, &c);
+    assert!(shoot["spec"].get("resources").is_none());
+    assert!(
+        at(&shoot, "/spec/kubernetes/kubeAPIServer")
+            .get("auditConfig")
+            .is_none()
+    );
+    let types: Vec<&Value> = at(&shoot, "/spec/extensions")
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| &e["type"])
+        .collect();
+    assert!(
+        !types.contains(&&json!("shoot-auditlog-service")),
+        "{types:?}"
+    );
+}
+
+/// KIM's tolerations per region, feature gates and runtime config, from the configuration;
+/// none configured writes none (an empty kubelet config, as KIM).
+#[test]
+fn kim_tolerations_feature_gates_and_runtime_config() {
+    let rt = sample("aws-minimal.yaml");
+    let shoot = convert(&rt);
+    assert!(shoot["spec"].get("tolerations").is_none());
+    let api = at(&shoot, "/spec/kubernetes/kubeAPIServer");
+    assert!(api.get("featureGates").is_none() && api.get("runtimeConfig").is_none());
+    let mut c = config();
+    c.tolerations.insert(
+        "eu-central-1".into(),
+        vec![crate::api::Toleration {
+            key: "ksa-assured-workload".into(),
+            value: None,
+        }],
+    );
+    c.kubernetes
+        .feature_gates
+        .kube_api_server
+        .insert("MutatingAdmissionPolicy".into(), true);
+    c.kubernetes
+        .feature_gates
+        .kubelet
+        .insert("KubeletPodResourcesDynamicResources".into(), false);
+    c.kubernetes
+        .runtime_config
+        .insert("admissionregistration.k8s.io/v1alpha1".into(), true);
+    let shoot = convert_with(&rt, &c);
+    assert_at(
+        &shoot,
+        "/spec/tolerations",
+        json!([{"key": "ksa-assured-workload"}]),
+    );
+    assert_at(
+        &shoot,
+        "/spec/kubernetes/kubeAPIServer/featureGates",
+        json!({"MutatingAdmissionPolicy": true}),
+    );
+    assert_at(
+        &shoot,
+        "/spec/kubernetes/kubeAPIServer/runtimeConfig",
+        json!({"admissionregistration.k8s.io/v1alpha1": true}),
+    );
+    assert_at(
+        &shoot,
+        "/spec/kubernetes/kubelet",
+        json!({"featureGates": {"KubeletPodResourcesDynamicResources": false}}),
+    );
 }

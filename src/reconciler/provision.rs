@@ -44,13 +44,36 @@ async fn gardener_failed<T>(pass: &mut Pass<'_>, what: String, e: kube::Error) -
 /// Writes `Failed`, `Provisioned=False/ConversionErr` with `message`; the Runtime waits for a
 /// change of its own.
 async fn conversion_failed(pass: &mut Pass<'_>, message: String) -> Result<Action, Error> {
+    failed_for_good(pass, CONVERSION_ERR, message).await
+}
+
+/// Writes `Failed`, `Provisioned=False/<reason>` with `message`; the Runtime waits for a
+/// change of its own.
+async fn failed_for_good(
+    pass: &mut Pass<'_>,
+    reason: &'static str,
+    message: String,
+) -> Result<Action, Error> {
     tracing::warn!(runtime = %pass.key(), error = %message, "Runtime cannot be converted into a Shoot");
     pass.set(Update::new(
         State::Failed,
-        vec![Cond::new(PROVISIONED, CondStatus::False, CONVERSION_ERR).with_message(message)],
+        vec![Cond::new(PROVISIONED, CondStatus::False, reason).with_message(message)],
     ))
     .await?;
     Ok(Action::await_change())
+}
+
+/// Writes the failure of a conversion error: `AuditLogErr` with KIM's message "Failed to
+/// configure audit logs" (and the missing tenant) when no audit log tenant is configured,
+/// `ConversionErr` otherwise.
+async fn conversion_error(pass: &mut Pass<'_>, e: &ConversionError) -> Result<Action, Error> {
+    match e {
+        ConversionError::AuditLogTenantMissing { .. } => {
+            let message = format!("Failed to configure audit logs: {e}");
+            failed_for_good(pass, AUDIT_LOG_ERR, message).await
+        }
+        _ => conversion_failed(pass, conversion_message(e)).await,
+    }
 }
 
 fn not_owned_message(rt: &Runtime, shoot: &Shoot) -> String {
@@ -118,11 +141,7 @@ async fn create(pass: &mut Pass<'_>) -> Result<Step<Shoot>, Error> {
     let ctx = pass.ctx;
     let desired = match runtime_to_shoot(&pass.rt, &ctx.settings.config) {
         Ok(s) => s,
-        Err(e) => {
-            return conversion_failed(pass, conversion_message(&e))
-                .await
-                .map(Step::Stop);
-        }
+        Err(e) => return conversion_error(pass, &e).await.map(Step::Stop),
     };
     ensure_auth_config(pass, &desired).await?;
     let name = desired.name_any();
@@ -169,11 +188,7 @@ async fn update(pass: &mut Pass<'_>, existing: Shoot) -> Result<Step<Shoot>, Err
     let ctx = pass.ctx;
     let mut desired = match runtime_to_shoot_for_update(&pass.rt, &ctx.settings.config, &existing) {
         Ok(s) => s,
-        Err(e) => {
-            return conversion_failed(pass, conversion_message(&e))
-                .await
-                .map(Step::Stop);
-        }
+        Err(e) => return conversion_error(pass, &e).await.map(Step::Stop),
     };
     desired.status = None;
     ensure_auth_config(pass, &desired).await?;

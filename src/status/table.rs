@@ -314,6 +314,9 @@ pub mod reasons {
     pub(crate) const CREATION_ERR: &str = "CreationErr";
     /// `Provisioned=False`: the Runtime cannot be converted into a Shoot.
     pub(crate) const CONVERSION_ERR: &str = "ConversionErr";
+    /// `Provisioned=False`: audit logging is mandatory and no tenant is configured for the
+    /// Runtime's provider and region.
+    pub(crate) const AUDIT_LOG_ERR: &str = "AuditLogErr";
     /// `Provisioned=False`: Gardener reports that the update failed for good.
     pub(crate) const PROCESSING_ERR: &str = "ProcessingErr";
     /// `KubeconfigReady=True`: kubeconfig Secret written or rotated.
@@ -410,10 +413,10 @@ pub const REASONS: &[ReasonRow] = &[
     ),
     row(
         types::PROVISIONED,
-        "AuditLogErr",
+        reasons::AUDIT_LOG_ERR,
         &[F],
         "Audit log configuration failed",
-        Compat,
+        Kim,
     ),
     row(
         types::PROVISIONED,

@@ -40,6 +40,32 @@ async fn provision(env: &Env, rt: &Runtime) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_region_without_audit_log_tenant_fails_with_audit_log_err_as_kim() {
+    let env = Env::start().await;
+    let mut rt = sample("aws-minimal.yaml");
+    rt.spec.shoot.region = "ap-south-1".into();
+    env.create(&rt).await;
+    env.wait_condition(
+        "aws-minimal",
+        "Failed",
+        "Provisioned",
+        "False",
+        "AuditLogErr",
+    )
+    .await;
+    let (_, _, message) = env.condition("aws-minimal", "Provisioned").unwrap();
+    assert!(
+        message.starts_with("Failed to configure audit logs: spec.shoot.region: ")
+            && message.contains("ap-south-1"),
+        "KIM's message, naming the region: {message}"
+    );
+    assert!(
+        env.garden.list(&Gvr::shoots(), None).is_empty(),
+        "no Shoot created"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn conversion_error_fails_without_a_shoot_and_recovers_when_fixed() {
     let env = Env::start().await;
     let rt = without_label(sample("aws-minimal.yaml"), "kyma-project.io/region");
