@@ -5,15 +5,15 @@
 //! cargo run -p testenv --example simulate -- --real-apiserver # etcd + kube-apiserver
 //! ```
 //!
-//! Starts a control cluster, a Gardener cluster driven by testenv's simulated Gardener and one
-//! in-memory runtime cluster per Shoot, runs the real `kim webhook` and `kim controller`
-//! binaries against them, creates the sample Runtimes of `samples/runtimes` (or the directory
+//! Starts a control cluster, a Gardener and runtime clusters (by mode, below), runs the real
+//! `kim webhook` and `kim controller` binaries against them, creates the sample Runtimes of `samples/runtimes` (or the directory
 //! given as argument), prints each Runtime's status as it changes, tries two illegal status
 //! writes (both denied), deletes the Runtimes and prints a summary. Nothing real is touched: no
 //! cluster, no Gardener, no cloud account; everything listens on 127.0.0.1 and is gone at exit.
 //!
-//! The control cluster, by mode:
-//! - **default**: testenv's in-memory API server. A CA and a serving certificate made with
+//! The clusters, by mode:
+//! - **default**: testenv's in-memory API servers: the control cluster, a Gardener cluster
+//!   driven by testenv's simulated Gardener, one runtime cluster per Shoot. A CA and a serving certificate made with
 //!   `certs/gen-certs.sh` (needs `bash` and `openssl`) for a temporary copy of `manifests/`;
 //!   every `runtimes/status` write goes through testenv's [`WebhookStage`], which calls the
 //!   webhooks over HTTPS as kube-apiserver would (the configurations of the static-ca
@@ -21,7 +21,12 @@
 //!   tokens; status changes are read from the server's journal of committed changes.
 //! - **`--real-apiserver`**: etcd + kube-apiserver from [`testenv::controlplane`] (built by
 //!   `scripts/install-control-plane.sh`; kubectl from `scripts/install-tools.sh` builds the
-//!   manifests). kim is installed as a user installs it: namespace `kcp-system`,
+//!   manifests), with the real Gardener API: gardener-apiserver aggregated behind the same
+//!   kube-apiserver ([`testenv::garden`], its fixtures: project `kyma-dev`, CloudProfiles,
+//!   credentials; the samples' binding becomes the fixtures' `hyperscaler-<provider>`), a
+//!   simulated gardenlet ([`testenv::gardenlet`]) and a pool of two real runtime clusters
+//!   (kube-apiserver + etcd) that kim reaches with the real `shoots/adminkubeconfig`; the
+//!   controller's `--gardener-kubeconfig` is the admin's. kim is installed as a user installs it: namespace `kcp-system`,
 //!   `manifests/crd.yaml`, then `manifests/base` (kubectl kustomize) with its webhook
 //!   configurations pointed at the `kim webhook` process, which serves a certificate for
 //!   127.0.0.1; kube-apiserver itself calls the webhooks. The controller authenticates as
@@ -57,8 +62,9 @@ use kube::api::{
 };
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::{Value, json};
-use testenv::controlplane::{ControlPlane, WebhookCerts};
+use testenv::controlplane::{ControlPlane, Options, WebhookCerts};
 use testenv::gardener::{GardenerConfig, GardenerSim};
+use testenv::gardenlet::{Clusters, Gardenlet, GardenletConfig};
 use testenv::webhook_stage::StageResult;
 use testenv::{
     AdmissionDecision, EventType, Gvr, ServerConfig, ServerHandle, UserInfo, WebhookConfigurations,
@@ -90,7 +96,8 @@ const DEADLINE: Duration = Duration::from_secs(180);
 enum Mode {
     /// testenv's in-memory API server, admission through a [`WebhookStage`].
     InMemory,
-    /// etcd + kube-apiserver ([`testenv::controlplane`]), kim's manifests installed.
+    /// etcd + kube-apiserver ([`testenv::controlplane`]) with gardener-apiserver, kim's
+    /// manifests installed, the simulated gardenlet and real runtime clusters.
     RealApiserver,
 }
 
@@ -319,12 +326,15 @@ async fn run(tmp: &Path) -> Res<()> {
         }
         Mode::RealApiserver => {
             println!(
-                " SIMULATION — kim on a real etcd + kube-apiserver (the control cluster), with a"
+                " SIMULATION — kim on a real etcd + kube-apiserver (the control cluster), with the"
             );
-            println!(" simulated Gardener and in-memory runtime clusters.");
+            println!(
+                " real Gardener API (gardener-apiserver), a simulated gardenlet and real runtime"
+            );
+            println!(" clusters (kube-apiserver + etcd).");
         }
     }
-    println!(" No real cluster, no real Gardener, no cloud account: everything runs on 127.0.0.1");
+    println!(" No real cloud account, no real Gardener landscape: everything runs on 127.0.0.1");
     println!(" and is gone when this program exits. The kim binaries are the real ones.");
     println!("==================================================================================");
     let root = repo_root();
@@ -335,25 +345,53 @@ async fn run(tmp: &Path) -> Res<()> {
 
     // The clusters.
     let mut control = Control::start(mode, &root, tmp).await?;
-    let runtimes = read_samples(&samples)?;
-    let garden = testenv::start(ServerConfig::default().name("garden")).await?;
-    let sim = GardenerSim::new(&garden, GardenerConfig::default());
-    let clusters = runtime_clusters(&garden, &runtimes).await?;
-    match &control.kind {
-        Kind::InMemory { kcp, .. } => println!(
-            "in-memory clusters: control {}, Gardener {}, {} runtime clusters",
-            kcp.url(),
-            garden.url(),
-            clusters.len()
-        ),
-        Kind::Real { cp, .. } => println!(
-            "control cluster: kube-apiserver {} (etcd {}, RBAC); in-memory: Gardener {}, {} runtime clusters",
-            cp.url(),
-            cp.etcd_url(),
-            garden.url(),
-            clusters.len()
-        ),
-    }
+    let mut runtimes = read_samples(&samples)?;
+    let garden = match &control.kind {
+        Kind::InMemory { kcp, .. } => {
+            let garden = testenv::start(ServerConfig::default().name("garden")).await?;
+            let sim = GardenerSim::new(&garden, GardenerConfig::default());
+            let clusters = runtime_clusters(&garden, &runtimes).await?;
+            println!(
+                "in-memory clusters: control {}, Gardener {}, {} runtime clusters",
+                kcp.url(),
+                garden.url(),
+                clusters.len()
+            );
+            Garden::InMemory {
+                garden,
+                sim,
+                _clusters: clusters,
+            }
+        }
+        Kind::Real { cp, .. } => {
+            let admin = cp.admin().await;
+            testenv::garden::install_fixtures(&admin, testenv::garden::DEFAULT_PROJECT).await?;
+            for rt in &mut runtimes {
+                let provider = rt["spec"]["shoot"]["provider"]["type"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                rt["spec"]["shoot"]["secretBindingName"] = json!(format!("hyperscaler-{provider}"));
+            }
+            let gardenlet = Gardenlet::start(
+                admin,
+                GardenletConfig::new(&format!("garden-{}", testenv::garden::DEFAULT_PROJECT))
+                    .clusters(Clusters::Pool(2)),
+            );
+            println!(
+                "control cluster: kube-apiserver {} (etcd {}, RBAC) serving the Gardener API \
+                 (gardener-apiserver, project {}); a simulated gardenlet starts real runtime \
+                 clusters (a pool of 2); the samples bind hyperscaler-<provider>",
+                cp.url(),
+                cp.etcd_url(),
+                testenv::garden::DEFAULT_PROJECT
+            );
+            Garden::Real {
+                kubeconfig: cp.kubeconfig(cp.admin_cert()),
+                _gardenlet: gardenlet,
+            }
+        }
+    };
 
     // kim webhook, and the control cluster's admission calling it.
     let mut args = testenv::process::kim_webhook_args(&control.cert_dir(), false);
@@ -377,7 +415,7 @@ async fn run(tmp: &Path) -> Res<()> {
     let kcp_kubeconfig = tmp.join("kcp.kubeconfig");
     let garden_kubeconfig = tmp.join("garden.kubeconfig");
     std::fs::write(&kcp_kubeconfig, control.controller_kubeconfig().await)?;
-    std::fs::write(&garden_kubeconfig, garden.kubeconfig_yaml(None))?;
+    std::fs::write(&garden_kubeconfig, garden.kubeconfig())?;
     let config = root.join("docs/config.example.yaml");
     let args = testenv::process::kim_controller_args(
         &kcp_kubeconfig,
@@ -398,7 +436,10 @@ async fn run(tmp: &Path) -> Res<()> {
 
     let before = webhook_counters(&metrics_addr).await?;
     let printer = control.print_changes(clock).await?;
-    let stepper = sim.run_every(Duration::from_millis(500));
+    let stepper = match &garden {
+        Garden::InMemory { sim, .. } => Some(sim.run_every(Duration::from_millis(500))),
+        Garden::Real { .. } => None,
+    };
 
     // ---- provisioning ----
     let api = control.runtimes.clone();
@@ -471,7 +512,9 @@ async fn run(tmp: &Path) -> Res<()> {
         Ok(true)
     })
     .await?;
-    stepper.abort();
+    if let Some(stepper) = stepper {
+        stepper.abort();
+    }
     printer.finish().await?;
 
     // ---- summary ----
@@ -546,6 +589,34 @@ async fn runtime_clusters(garden: &ServerHandle, runtimes: &[Value]) -> Res<Vec<
     }
     garden.set_admin_kubeconfig(move |req| kubeconfigs.get(&req.name).cloned().unwrap_or_default());
     Ok(clusters)
+}
+
+/// Gardener and the runtime clusters, by mode.
+enum Garden {
+    /// testenv's in-memory Gardener cluster, stepped by the simulated Gardener; in-memory
+    /// runtime clusters (kept until the end).
+    InMemory {
+        garden: ServerHandle,
+        sim: GardenerSim,
+        _clusters: Vec<ServerHandle>,
+    },
+    /// The Gardener API of the real control plane; the gardenlet (stopped, with its runtime
+    /// clusters, when dropped).
+    Real {
+        /// The admin's kubeconfig of the control plane, which serves the Gardener API.
+        kubeconfig: String,
+        _gardenlet: Gardenlet,
+    },
+}
+
+impl Garden {
+    /// The controller's `--gardener-kubeconfig`.
+    fn kubeconfig(&self) -> String {
+        match self {
+            Garden::InMemory { garden, .. } => garden.kubeconfig_yaml(None),
+            Garden::Real { kubeconfig, .. } => kubeconfig.clone(),
+        }
+    }
 }
 
 /// The control cluster: Runtimes live there, kim's controller and webhook serve it.
@@ -642,7 +713,13 @@ impl Control {
             .into());
         }
         // Blocks until /readyz answers; on a thread of its own so that signals are heard.
-        let cp = tokio::task::spawn_blocking(ControlPlane::start).await??;
+        let cp = tokio::task::spawn_blocking(|| {
+            ControlPlane::start_with(Options {
+                gardener: true,
+                ..Options::default()
+            })
+        })
+        .await??;
         let certs = WebhookCerts::generate();
         let admin = cp.admin().await;
         Ok(Control {

@@ -150,15 +150,18 @@ async fn simulate_runs_to_the_end_with_two_denied_writes() {
     assert_end_result(&stdout, 2.0);
 }
 
-/// `--real-apiserver` (needs kube-apiserver and etcd from `scripts/install-control-plane.sh`,
-/// kubectl from `scripts/install-tools.sh`): the same end, with the controller as its
-/// ServiceAccount under the shipped RBAC and the rogue client a certificate user whom RBAC
-/// lets write, so that kim's writer rule is what refuses it.
+/// `--real-apiserver` (needs kube-apiserver, etcd and gardener-apiserver from
+/// `scripts/install-control-plane.sh`, kubectl from `scripts/install-tools.sh`): the same end,
+/// with the controller as its ServiceAccount under the shipped RBAC, the real Gardener API with
+/// the simulated gardenlet and real runtime clusters, and the rogue client a certificate user
+/// whom RBAC lets write, so that kim's writer rule is what refuses it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn simulate_on_a_real_apiserver_runs_to_the_end_with_two_denied_writes() {
     let stdout = run_simulate(&["--real-apiserver"]).await;
     for phrase in [
         "kim on a real etcd + kube-apiserver",
+        "real Gardener API (gardener-apiserver), a simulated gardenlet and real runtime",
+        "serving the Gardener API (gardener-apiserver, project kyma-dev)",
         "installed: namespace kcp-system, manifests/crd.yaml, manifests/base",
         "admission in effect",
         "kim controller running (as system:serviceaccount:kim-system:kim-controller: a TokenRequest token",
