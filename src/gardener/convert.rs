@@ -586,6 +586,29 @@ pub(crate) fn check_names_shoot(runtime: &Runtime) -> Result<(), ConversionError
     })
 }
 
+/// Longest Shoot name plus project name Gardener admits (its Shoot validation: the two make
+/// up the cluster's technical ID and DNS labels).
+pub(crate) const MAX_PROJECT_AND_SHOOT_NAME: usize = 21;
+
+/// Gardener refuses a Shoot whose name and project name are together longer than
+/// [`MAX_PROJECT_AND_SHOOT_NAME`]; kim refuses such a Runtime before any write instead of
+/// retrying a creation Gardener never admits.
+///
+/// Errors: [`ConversionError::InvalidField`] for `spec.shoot.name`.
+fn check_name_length(shoot: &str, project: &str) -> Result<(), ConversionError> {
+    let length = shoot.chars().count() + project.chars().count();
+    if length <= MAX_PROJECT_AND_SHOOT_NAME {
+        return Ok(());
+    }
+    Err(ConversionError::InvalidField {
+        field: "spec.shoot.name".to_string(),
+        reason: format!(
+            "{shoot:?} and the Gardener project {project:?} are {length} characters together; \
+             Gardener admits at most {MAX_PROJECT_AND_SHOOT_NAME}"
+        ),
+    })
+}
+
 fn check_runtime<'c>(
     runtime: &'c Runtime,
     config: &'c Config,
@@ -607,6 +630,7 @@ fn check_runtime<'c>(
             provider: provider_type.to_string(),
         }
     })?;
+    check_name_length(&shoot_spec.name, &config.gardener.project)?;
     let main_count = shoot_spec.provider.workers.len();
     if main_count != 1 {
         return Err(ConversionError::MainWorkerCount { count: main_count });

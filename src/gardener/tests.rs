@@ -1497,6 +1497,28 @@ fn kim_aws_node_cidr_between_16_and_24() {
     assert!(runtime_to_shoot(&rt, &config()).is_ok());
 }
 
+/// A Shoot name that Gardener would refuse with the project's name (more than 21 characters
+/// together) is refused before any write, naming the field and both names.
+#[test]
+fn shoot_and_project_name_longer_than_gardener_admits_are_refused() {
+    let mut rt = sample("aws-minimal.yaml");
+    let project = config().gardener.project;
+    let fits = "a".repeat(21 - project.len());
+    rt.spec.shoot.name = fits.clone();
+    assert!(runtime_to_shoot(&rt, &config()).is_ok(), "{fits} fits");
+    rt.spec.shoot.name = format!("{fits}b");
+    let err = convert_err(&rt);
+    assert!(
+        matches!(&err, ConversionError::InvalidField { field, .. } if field == "spec.shoot.name"),
+        "{err:?}"
+    );
+    let msg = err.to_string();
+    assert!(
+        msg.contains(&project) && msg.contains("22 characters") && msg.contains("21"),
+        "{msg}"
+    );
+}
+
 /// Audit logging as KIM's: the extension with the region's tenant, its credentials Secret
 /// as resource `auditlog-credentials`, the audit policy ConfigMap.
 #[test]
