@@ -502,7 +502,21 @@ impl RealEnv {
             &crate::support::reconciler::config(),
         )
         .expect("the probe Shoot");
-        let shoots: Api<kim::api::Shoot> = Api::namespaced(self.stack.cp.admin().await, GARDEN_NS);
+        // Only a probe: without the structured-authentication ConfigMap it would name (and
+        // Gardener checks exists), since nothing creates that one for it.
+        let mut probe = serde_json::to_value(&probe).expect("the probe Shoot as JSON");
+        if let Some(api_server) = probe
+            .pointer_mut("/spec/kubernetes/kubeAPIServer")
+            .and_then(Value::as_object_mut)
+        {
+            api_server.remove("structuredAuthentication");
+        }
+        let probe: DynamicObject = serde_json::from_value(probe).expect("the probe Shoot");
+        let shoots: Api<DynamicObject> = Api::namespaced_with(
+            self.stack.cp.admin().await,
+            GARDEN_NS,
+            &testenv::gardenlet::shoot_resource(),
+        );
         let dry_run = PostParams {
             dry_run: true,
             ..PostParams::default()
