@@ -30,6 +30,7 @@ mod real_lifecycle;
 mod real_manifests;
 mod real_rollout;
 mod real_shoots;
+mod real_takeover;
 mod real_vap;
 mod reconciler_failures;
 mod reconciler_faults;
