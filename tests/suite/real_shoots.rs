@@ -12,6 +12,12 @@
 //! that cannot name any object (a space), so each Runtime names the fixtures' binding of its
 //! provider, `hyperscaler-<provider type>`; that Gardener refuses the placeholder is asserted
 //! too.
+//!
+//! Beyond the samples, one Runtime per provider (aws, azure, gcp, openstack) and feature
+//! (additional worker pools, a single zone, an additional OIDC provider through structured
+//! authentication, a zone-tolerant control plane, gVisor, dual-stack, the experimental audit
+//! policy) is converted and created the same way; each Shoot must carry its feature and be
+//! admitted.
 
 use kim::api::Runtime;
 use kim::testing::gardener::runtime_to_shoot;
@@ -230,4 +236,251 @@ async fn every_sample_runtime_becomes_a_shoot_gardener_admits() {
         "the refusal names the binding: {}",
         s.message
     );
+}
+
+/// The project of [`every_provider_and_feature_becomes_a_shoot_gardener_admits`].
+const FEATURES_PROJECT: &str = "features";
+
+/// A provider's Runtime values the fixtures' CloudProfile offers: (name prefix, provider
+/// type, region with an audit log tenant, machine type, volume type (none: OpenStack pools
+/// have no volume), the region's zones).
+type ProviderCase = (
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+    Option<&'static str>,
+    [&'static str; 3],
+);
+
+const PROVIDERS: &[ProviderCase] = &[
+    (
+        "aws",
+        "aws",
+        "eu-central-1",
+        "m6i.large",
+        Some("gp3"),
+        ["eu-central-1a", "eu-central-1b", "eu-central-1c"],
+    ),
+    (
+        "az",
+        "azure",
+        "westeurope",
+        "Standard_D2s_v5",
+        Some("StandardSSD_LRS"),
+        ["1", "2", "3"],
+    ),
+    (
+        "gcp",
+        "gcp",
+        "europe-west3",
+        "n2-standard-2",
+        Some("pd-balanced"),
+        ["europe-west3-a", "europe-west3-b", "europe-west3-c"],
+    ),
+    (
+        "os",
+        "openstack",
+        "eu-de-1",
+        "g_c2_m8",
+        None,
+        ["eu-de-1a", "eu-de-1b", "eu-de-1d"],
+    ),
+];
+
+/// A feature: (name suffix, the change of a provider's base Runtime).
+type Feature = (&'static str, fn(&mut Value, &ProviderCase));
+
+/// The features, each a change of a provider's base Runtime (a pool over three zones, HA
+/// control plane tolerating node failures, the default Kubernetes version): (name suffix,
+/// change).
+fn features() -> Vec<Feature> {
+    fn pool(p: &ProviderCase, name: &str, zones: &[&str]) -> Value {
+        let mut w = json!({
+            "name": name,
+            "machine": {"type": p.3},
+            "zones": zones,
+            "minimum": zones.len(), "maximum": 3 * zones.len(),
+            "maxSurge": zones.len(), "maxUnavailable": 0,
+        });
+        if let Some(volume) = p.4 {
+            w["volume"] = json!({"type": volume, "size": "50Gi"});
+        }
+        w
+    }
+    vec![
+        ("base", |_, _| {}),
+        ("workers", |rt, p| {
+            rt["spec"]["shoot"]["provider"]["additionalWorkers"] =
+                json!([pool(p, "extra", &p.5[..2]), pool(p, "extra2", &p.5[2..])]);
+        }),
+        ("zone1", |rt, p| {
+            rt["spec"]["shoot"]["provider"]["workers"] = json!([pool(p, "worker-0", &p.5[..1])]);
+        }),
+        ("oidc", |rt, _| {
+            let shoot = &mut rt["spec"]["shoot"];
+            shoot["kubernetes"]["version"] = json!("1.33.5");
+            shoot["kubernetes"]["kubeAPIServer"]["additionalOidcConfig"] = json!([{
+                "clientID": "second-client",
+                "issuerURL": "https://second.issuer.example.com",
+                "groupsClaim": "groups",
+                "usernameClaim": "email",
+                "usernamePrefix": "second:",
+                "signingAlgs": ["RS256"],
+            }]);
+        }),
+        ("ha", |rt, _| {
+            rt["spec"]["shoot"]["controlPlane"]["highAvailability"]["failureTolerance"]["type"] =
+                json!("zone");
+        }),
+        ("gvisor", |rt, _| {
+            rt["spec"]["shoot"]["provider"]["workers"][0]["cri"] =
+                json!({"name": "containerd", "containerRuntimes": [{"type": "gvisor"}]});
+        }),
+        ("dual", |rt, _| {
+            rt["spec"]["shoot"]["networking"]["dualStack"] = json!(true);
+        }),
+        ("audit", |rt, _| {
+            rt["metadata"]["annotations"]["operator.kyma-project.io/experimental-audit-policy"] =
+                json!("true");
+        }),
+    ]
+}
+
+/// Whether kim's `shoot` carries `feature` of [`features`] (dual-stack: kim writes none, see
+/// docs/reconciler.md, "Shoots equal to KIM's", so its Shoot is single-stack IPv4).
+fn carries(feature: &str, shoot: &Value) -> bool {
+    let spec = &shoot["spec"];
+    let workers = spec["provider"]["workers"].as_array().map_or(0, Vec::len);
+    match feature {
+        "base" => {
+            workers == 1
+                && spec["provider"]["workers"][0]["zones"]
+                    .as_array()
+                    .map_or(0, Vec::len)
+                    == 3
+        }
+        "workers" => workers == 3,
+        "zone1" => {
+            spec["provider"]["workers"][0]["zones"]
+                .as_array()
+                .map_or(0, Vec::len)
+                == 1
+        }
+        "oidc" => spec["kubernetes"]["kubeAPIServer"]["structuredAuthentication"]["configMapName"]
+            .is_string(),
+        "ha" => spec["controlPlane"]["highAvailability"]["failureTolerance"]["type"] == "zone",
+        "gvisor" => {
+            spec["provider"]["workers"][0]["cri"]["containerRuntimes"][0]["type"] == "gvisor"
+        }
+        "dual" => spec["networking"].get("ipFamilies").is_none(),
+        "audit" => {
+            spec["kubernetes"]["kubeAPIServer"]["auditConfig"]["auditPolicy"]["configMapRef"]["name"]
+                == "experimental-audit-policy"
+        }
+        _ => false,
+    }
+}
+
+/// The base Runtime of provider `p` named `name`: `aws-minimal.yaml` with the provider's
+/// type, region, machine, volume, zones and binding.
+fn provider_runtime(p: &ProviderCase, name: &str) -> Value {
+    let path = samples_dir().join("aws-minimal.yaml");
+    let text = std::fs::read_to_string(&path).expect("aws-minimal.yaml");
+    let mut rt: Value = serde_saphyr::from_str(&text).expect("the sample");
+    rt["metadata"]["name"] = json!(name);
+    rt["metadata"]["labels"]["kyma-project.io/runtime-id"] = json!(name);
+    rt["metadata"]["labels"]["kyma-project.io/shoot-name"] = json!(name);
+    let shoot = &mut rt["spec"]["shoot"];
+    shoot["name"] = json!(name);
+    shoot["region"] = json!(p.2);
+    shoot["secretBindingName"] = json!(format!("hyperscaler-{}", p.1));
+    shoot["provider"]["type"] = json!(p.1);
+    let worker = &mut shoot["provider"]["workers"][0];
+    worker["machine"]["type"] = json!(p.3);
+    worker["zones"] = json!(p.5);
+    match p.4 {
+        Some(volume) => worker["volume"]["type"] = json!(volume),
+        None => {
+            worker.as_object_mut().unwrap().remove("volume");
+        }
+    }
+    rt
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_provider_and_feature_becomes_a_shoot_gardener_admits() {
+    let cp = tokio::task::block_in_place(ControlPlane::shared_with_gardener);
+    let client = cp.admin().await;
+    garden::install_fixtures(&client, FEATURES_PROJECT)
+        .await
+        .expect("fixtures installed");
+    let namespace = format!("garden-{FEATURES_PROJECT}");
+    let mut config = config();
+    config.gardener.project = FEATURES_PROJECT.to_string();
+    let shoots = shoot_resource();
+
+    let mut refusals = Vec::new();
+    let mut report = Vec::new();
+    for p in PROVIDERS {
+        for (feature, change) in features() {
+            let name = format!("{}-{feature}", p.0);
+            let mut value = provider_runtime(p, &name);
+            change(&mut value, p);
+            let case = format!("{} × {feature}", p.1);
+            let rt: Runtime =
+                serde_json::from_value(value).unwrap_or_else(|e| panic!("{case}: {e}"));
+            let shoot = match runtime_to_shoot(&rt, &config) {
+                Ok(s) => serde_json::to_value(&s).unwrap(),
+                Err(e) => {
+                    refusals.push(format!("{case}: kim's converter: {e}"));
+                    report.push(format!("{case}: kim refused: {e}"));
+                    continue;
+                }
+            };
+            assert!(
+                carries(feature, &shoot),
+                "{case}: the Shoot does not carry the feature: {shoot:#}"
+            );
+            if let Some(cm) = structured_auth_config_map(&shoot, &rt) {
+                kube::Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(
+                    client.clone(),
+                    &namespace,
+                )
+                .create(
+                    &kube::api::PostParams::default(),
+                    &serde_json::from_value(cm).unwrap(),
+                )
+                .await
+                .unwrap_or_else(|e| panic!("{case}: structured authentication ConfigMap: {e}"));
+            }
+            let mut outcome = "admitted (dry-run and create)".to_string();
+            let mut warnings = Vec::new();
+            for dry_run in [true, false] {
+                let mode = if dry_run { "dry-run" } else { "create" };
+                match garden::create_with_warnings(
+                    &client,
+                    &shoots,
+                    Some(&namespace),
+                    &shoot,
+                    dry_run,
+                )
+                .await
+                {
+                    Ok((_, w)) => warnings.extend(w.into_iter().map(|w| format!("{mode}: {w}"))),
+                    Err(kube::Error::Api(s)) => {
+                        refusals.push(format!("{case} ({mode}): {} {}", s.code, s.message));
+                        outcome = format!("REFUSED ({mode})");
+                        break;
+                    }
+                    Err(e) => panic!("{case} ({mode}): {e}"),
+                }
+            }
+            report.push(format!(
+                "{case} -> Shoot {namespace}/{name}: {outcome}; warnings: {warnings:?}"
+            ));
+        }
+    }
+    eprintln!("{}", report.join("\n"));
+    assert!(refusals.is_empty(), "refused:\n{}", refusals.join("\n"));
 }
