@@ -1,6 +1,7 @@
 //! Taking over KIM's Shoots on the REAL Gardener API ([`RealEnv`]): Shoots stored as the Go
 //! Kyma Infrastructure Manager stores them, then kim's controller on their Runtimes, which must
-//! change nothing on them but the runtime-generation annotation both write.
+//! change nothing on them but the runtime-generation annotation both write. The controller runs
+//! on `docs/config.example.yaml` without its `seedRegions` ([`kim_equivalent_config`]).
 //!
 //! KIM's Shoots are `tests/fixtures/kim-takeover/<shoot>.json`: what KIM's own converter wrote
 //! for the Runtime of the sample (named as [`RealEnv::create_sample`] names it, generation 1)
@@ -16,7 +17,9 @@
 //! - `metadata.generation`, spec, labels, finalizers and status stay as they were;
 //! - the annotations differ only in runtime-generation, "1" → "2";
 //! - `managedFields` keep every entry (manager, operation, subresource, API version, fields):
-//!   kim owns exactly the fields KIM owned;
+//!   kim owns exactly the fields KIM owned, plus each pool's Gardener-defaulted
+//!   `updateStrategy`, which KIM's own update takes over the same way
+//!   ([`kims_own_update_strategy`]);
 //! - the watch of the Shoot saw exactly one MODIFIED event (kim's apply) and nothing else;
 //! - the gardenlet started no operation (no new generation to reconcile).
 
