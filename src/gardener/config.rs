@@ -996,6 +996,14 @@ providers:
     }
 
     #[test]
+    fn seed_regions_map_a_shoot_region_to_its_seed_label() {
+        let text = format!("{MINIMAL}seedRegions:\n  eastus: us-east\n");
+        let c = Config::parse(&text, Path::new("t.yaml")).unwrap();
+        assert_eq!(c.seed_region("eastus"), "us-east");
+        assert_eq!(c.seed_region("westeurope"), "westeurope");
+    }
+
+    #[test]
     fn unknown_field_is_a_parse_error_naming_it() {
         let text = MINIMAL.replace("cloudProfile: aws", "cloudProfile: aws\n    colour: red");
         let err = from_yaml(&text).unwrap_err();

@@ -230,7 +230,8 @@ fn example_config_loads() {
     }
     assert_eq!(c.kubeconfig.expiration_seconds, 86_400);
     assert_eq!(c.maintenance_window("eastus").unwrap().begin, "030000+0000");
-    assert_eq!(c.seed_region("eastus"), "us-east");
+    // KIM-equivalent: no seed region mapping, the seed selector names the Shoot's region.
+    assert_eq!(c.seed_region("eastus"), "eastus");
 }
 
 #[test]
@@ -491,7 +492,8 @@ fn azure_full_three_zones_region_window_and_seed_mapping() {
             ],
         ),
     );
-    // eastus has its own window and seed region in the example configuration.
+    // eastus has its own window in the example configuration, and the seed selector names
+    // the region itself, as KIM's.
     assert_at(
         &shoot,
         "/spec/maintenance/timeWindow",
@@ -500,7 +502,7 @@ fn azure_full_three_zones_region_window_and_seed_mapping() {
     assert_at(
         &shoot,
         "/spec/seedSelector",
-        json!({"matchLabels": {"seed.gardener.cloud/region": "us-east"}}),
+        json!({"matchLabels": {"seed.gardener.cloud/region": "eastus"}}),
     );
     assert_at(&shoot, "/spec/extensions/0", filter_extension(true, false));
 }

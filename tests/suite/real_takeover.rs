@@ -1,7 +1,7 @@
 //! Taking over KIM's Shoots on the REAL Gardener API ([`RealEnv`]): Shoots stored as the Go
 //! Kyma Infrastructure Manager stores them, then kim's controller on their Runtimes, which must
 //! change nothing on them but the runtime-generation annotation both write. The controller runs
-//! on `docs/config.example.yaml` without its `seedRegions` ([`kim_equivalent_config`]).
+//! on `docs/config.example.yaml`, the configuration of a KIM-equivalent install.
 //!
 //! KIM's Shoots are `tests/fixtures/kim-takeover/<shoot>.json`: what KIM's own converter wrote
 //! for the Runtime of the sample (named as [`RealEnv::create_sample`] names it, generation 1)
@@ -69,21 +69,6 @@ fn auth_config_map(name: &str, runtime: &DynamicObject) -> Value {
         "metadata": {"name": name, "namespace": crate::support::reconciler::GARDEN_NS},
         "data": {"config.yaml": serde_json::to_string(&config).unwrap()},
     })
-}
-
-/// `docs/config.example.yaml` without `seedRegions` (as JSON, which the YAML loader reads):
-/// KIM has no such mapping, its seed selector names the Shoot's region itself
-/// (`ExtendWithSeedSelector`), so with the example's `eastus: us-east` kim would rewrite the
-/// seed selector of KIM's Shoots of that region that enforce their seed location.
-fn kim_equivalent_config() -> String {
-    let path = crate::support::real::repo().join("docs/config.example.yaml");
-    let text = std::fs::read_to_string(&path).expect("docs/config.example.yaml");
-    let mut config: Value = serde_saphyr::from_str(&text).expect("the example parses");
-    config
-        .as_object_mut()
-        .expect("a mapping")
-        .remove("seedRegions");
-    serde_json::to_string(&config).unwrap()
 }
 
 /// The paths (`a.b.c`) where `a` and `b` differ, with both values.
@@ -250,7 +235,6 @@ async fn kim_takes_over_kims_shoots_without_changing_them() {
     }
 
     // ---- kim's controller, on KIM's configuration ----
-    std::fs::write(&env.config, kim_equivalent_config()).expect("the configuration");
     let controller = env.spawn_controller("info,kim=debug");
     let ready_at_2 = |o: Option<&DynamicObject>| {
         o.is_some_and(|o| {
