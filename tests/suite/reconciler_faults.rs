@@ -1836,7 +1836,7 @@ async fn event_creates_answered(code: u16) {
             .resource("events")
             .times(3),
     );
-    let rts = runtimes("event-retry", 1);
+    let rts = runtimes("evt-retry", 1);
     let name = name_of(&rts[0]);
     let _clusters = env.runtime_clusters(&rts).await;
     env.create(&rts[0]).await;
