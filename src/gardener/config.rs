@@ -425,6 +425,31 @@ pub enum ConfigError {
     },
 }
 
+/// Largest configuration or tenant file read: 1 MiB, the most a ConfigMap (where both are
+/// mounted) holds, so a wrong path such as `/dev/zero` is refused instead of filling memory.
+pub(crate) const FILE_LIMIT: u64 = 1 << 20;
+
+/// The text of `path`, at most [`FILE_LIMIT`] bytes.
+///
+/// Errors: [`ConfigError::Read`] when it cannot be read, is not UTF-8 or is larger.
+fn read_limited(path: &Path) -> Result<String, ConfigError> {
+    use std::io::Read as _;
+    let read = |source| ConfigError::Read {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(FILE_LIMIT + 1).read_to_string(&mut text))
+        .map_err(read)?;
+    if text.len() as u64 > FILE_LIMIT {
+        return Err(read(std::io::Error::other(
+            "larger than 1 MiB, a ConfigMap's limit",
+        )));
+    }
+    Ok(text)
+}
+
 fn join_errors(errors: &[FieldError]) -> String {
     errors
         .iter()
@@ -451,10 +476,7 @@ impl Config {
     /// unknown field), [`ConfigError::Invalid`] (values; every bad field listed).
     pub fn load(path: impl AsRef<Path>) -> Result<Config, ConfigError> {
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let text = read_limited(path)?;
         Self::parse(&text, path)
     }
 
@@ -490,10 +512,7 @@ impl Config {
         let file = config_path
             .parent()
             .map_or_else(|| file.clone(), |dir| dir.join(&file));
-        let text = std::fs::read_to_string(&file).map_err(|source| ConfigError::Read {
-            path: file.clone(),
-            source,
-        })?;
+        let text = read_limited(&file)?;
         let tenants: AuditLogTenants =
             serde_saphyr::from_str(&text).map_err(|e| ConfigError::Parse {
                 path: file.clone(),
@@ -993,6 +1012,19 @@ providers:
         assert_eq!(c.provider_defaults("aws").unwrap().cloud_profile, "aws");
         assert_eq!(c.maintenance_window("eu-central-1"), None);
         assert_eq!(c.seed_region("eu-central-1"), "eu-central-1");
+    }
+
+    #[test]
+    fn an_endless_or_oversized_file_is_refused_at_the_limit() {
+        let err = Config::load("/dev/zero").unwrap_err().to_string();
+        assert!(err.contains("/dev/zero") && err.contains("1 MiB"), "{err}");
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("config.yaml");
+        let text =
+            format!("{MINIMAL}auditLog:\n  policyConfigMapName: p\n  tenantsFile: /dev/zero\n");
+        std::fs::write(&config, text).unwrap();
+        let err = Config::load(&config).unwrap_err().to_string();
+        assert!(err.contains("/dev/zero") && err.contains("1 MiB"), "{err}");
     }
 
     #[test]
