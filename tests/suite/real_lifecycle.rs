@@ -868,14 +868,7 @@ async fn every_sample_is_provisioned_updated_and_deleted_while_a_rogue_client_is
         };
         assert_eq!(stored.metadata.generation, Some(2), "{name}");
     }
-    let ready_at_2 = |o: Option<&DynamicObject>| {
-        o.is_some_and(|o| {
-            o.data["status"]["state"] == "Ready"
-                && o.data["status"]["conditions"]
-                    .as_array()
-                    .is_some_and(|cs| cs.iter().all(|c| c["observedGeneration"] == 2))
-        })
-    };
+    let ready_at_2 = ready_at_generation(2);
     for name in &names {
         env.wait_runtime(name, "Ready at generation 2", ready_at_2, &controller)
             .await;

@@ -236,14 +236,7 @@ async fn kim_takes_over_kims_shoots_without_changing_them() {
 
     // ---- kim's controller, on KIM's configuration ----
     let controller = env.spawn_controller("info,kim=debug");
-    let ready_at_2 = |o: Option<&DynamicObject>| {
-        o.is_some_and(|o| {
-            o.data["status"]["state"] == "Ready"
-                && o.data["status"]["conditions"]
-                    .as_array()
-                    .is_some_and(|cs| cs.iter().all(|c| c["observedGeneration"] == 2))
-        })
-    };
+    let ready_at_2 = ready_at_generation(2);
     let mut report = Vec::new();
     let mut failures = Vec::new();
     for (name, stored, gardenlet_seen, mut rx, watch) in before {

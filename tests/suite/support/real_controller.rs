@@ -623,3 +623,16 @@ pub fn forbidden_line(out: &str, err: &str, phrase: &str) -> Option<String> {
             && (l.to_lowercase().contains("forbidden") || l.contains("(403)"))
     })
 }
+
+/// A Runtime `Ready` with every condition observed at `generation`: the controller has
+/// reconciled that generation of the spec to the end.
+pub fn ready_at_generation(generation: i64) -> impl Fn(Option<&DynamicObject>) -> bool + Copy {
+    move |o| {
+        o.is_some_and(|o| {
+            o.data["status"]["state"] == "Ready"
+                && o.data["status"]["conditions"]
+                    .as_array()
+                    .is_some_and(|cs| cs.iter().all(|c| c["observedGeneration"] == generation))
+        })
+    }
+}
