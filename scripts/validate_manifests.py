@@ -441,7 +441,7 @@ CONTROLLER_RULES = {
     CONTROLLER_NAMESPACE: {
         (RT_GROUP, "runtimes", None): {"get", "list", "watch", "patch"},
         (RT_GROUP, "runtimes/status", None): {"update"},
-        ("", "secrets", None): {"get", "create", "update", "delete"},
+        ("", "secrets", None): {"get", "list", "watch", "create", "update", "delete"},
         ("events.k8s.io", "events", None): {"create"},
     },
     LEASE_NAMESPACE: {

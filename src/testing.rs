@@ -10,6 +10,7 @@ pub mod gardener {
 pub mod reconciler {
     pub use crate::reconciler::admins::{SyncReport, binding_name, runtime_client, sync};
     pub use crate::reconciler::context::Ctx;
+    pub use crate::reconciler::controller::fill_caches;
     pub use crate::reconciler::deadline::RequestTimeoutLayer;
     pub use crate::reconciler::error::Error;
     pub use crate::reconciler::kubeconfig::SECRET_KEY;

@@ -6,10 +6,10 @@
 
 use super::context::Ctx;
 use super::error::{self, Error};
-use super::kubeconfig::{MANAGED_BY, SECRET_KEY};
+use super::kubeconfig::{MANAGED_BY, SECRET_KEY, Stored};
 use super::pass::Pass;
 use super::reasons::{ADMINISTRATORS_CONFIGURED, CONFIGURATION_ERROR};
-use super::status_update::{Cond, Update};
+use super::status_update::{Cond, Update, condition};
 use crate::status::table::types::CONFIGURED;
 use crate::status::{CondStatus, State};
 use k8s_openapi::api::core::v1::Secret;
@@ -164,8 +164,38 @@ pub async fn sync(client: Client, users: &[String]) -> Result<SyncReport, Error>
     Ok(report)
 }
 
-/// The runtime-cluster client built from the kubeconfig Secret (cached per runtime in a bounded
-/// cache, `super::runtime_clients`, by the Secret's resourceVersion and a hash of the kubeconfig, so a
+/// The runtime-cluster client of the Runtime `key` from its kubeconfig Secret as step 5 left
+/// it: the cached client of that Secret version, else one built from the Secret written in this
+/// pass or read now (one GET). A Secret without a usable kubeconfig is marked for renewal.
+///
+/// Errors: the Secret cannot be read or holds no usable kubeconfig.
+async fn client_for(ctx: &Ctx, key: &str, stored: &Stored) -> Result<Client, Error> {
+    let fingerprint = super::runtime_clients::fingerprint(&stored.meta);
+    if let Some(c) = ctx.cached_client(key, &fingerprint) {
+        return Ok(c);
+    }
+    let read;
+    let secret = match &stored.secret {
+        Some(s) => s,
+        None => {
+            let name = stored.meta.name.clone().unwrap_or_default();
+            read = ctx
+                .secrets
+                .get(&name)
+                .await
+                .map_err(|e| Error::api(format!("reading Secret {name}"), e))?;
+            &read
+        }
+    };
+    let client = runtime_client(ctx, key, secret).await;
+    if matches!(client, Err(Error::RuntimeCluster(_))) {
+        ctx.kubeconfig_unusable(key);
+    }
+    client
+}
+
+/// The runtime-cluster client built from the kubeconfig Secret `secret` (cached per runtime in
+/// a bounded cache, `super::runtime_clients`, by the Secret's uid and resourceVersion, so a
 /// changed kubeconfig gets a new client). Error messages never contain the kubeconfig.
 ///
 /// Errors: the Secret holds no usable kubeconfig.
@@ -176,13 +206,9 @@ pub async fn runtime_client(ctx: &Ctx, key: &str, secret: &Secret) -> Result<Cli
         .as_ref()
         .and_then(|d| d.get(SECRET_KEY))
         .map(|b| b.0.as_slice())
+        .filter(|b| !b.is_empty())
         .ok_or_else(|| Error::RuntimeCluster(format!("Secret {name} has no key {SECRET_KEY:?}")))?;
-    let rv = secret
-        .metadata
-        .resource_version
-        .as_deref()
-        .unwrap_or_default();
-    let fingerprint = super::runtime_clients::fingerprint(rv, bytes);
+    let fingerprint = super::runtime_clients::fingerprint(&secret.metadata);
     if let Some(c) = ctx.cached_client(key, &fingerprint) {
         return Ok(c);
     }
@@ -209,21 +235,31 @@ pub async fn runtime_client(ctx: &Ctx, key: &str, secret: &Secret) -> Result<Cli
 }
 
 /// Step 6: bind the administrators, then `Ready`, `Configured=True/AdministratorsConfigured`,
-/// `provisioningCompleted: true`.
+/// `provisioningCompleted: true`. The runtime cluster is not asked when its bindings are in sync
+/// for the Runtime's generation ([`Ctx::admins_in_sync`]): a reconcile of a `Ready` Runtime
+/// sends nothing to its cluster until the next resync.
 ///
 /// Errors: the runtime cluster cannot be reached or the bindings cannot be applied (after
-/// writing `Pending`, `Configured=False/ConfigurationError`, unless [`Pass::reports`] holds a
+/// setting `Pending`, `Configured=False/ConfigurationError`, unless [`Pass::reports`] holds a
 /// transient error of a `Ready` Runtime back).
-pub(crate) async fn run(pass: &mut Pass<'_>, secret: &Secret) -> Result<(), Error> {
+pub(crate) async fn run(pass: &mut Pass<'_>, stored: &Stored) -> Result<(), Error> {
     let ctx = pass.ctx;
     let key = pass.key();
+    let generation = pass.rt.metadata.generation;
+    let configured = condition(pass.rt.status.as_ref(), CONFIGURED).is_some_and(|c| {
+        c.status == CondStatus::True.as_str() && c.observed_generation == generation
+    });
+    if ctx.admins_in_sync(&key, generation, configured) {
+        pass.set(ready());
+        return Ok(());
+    }
     let mut users: Vec<String> = Vec::new();
     for u in &pass.rt.spec.security.administrators {
         if !u.is_empty() && !users.contains(u) {
             users.push(u.clone());
         }
     }
-    let result = match runtime_client(ctx, &key, secret).await {
+    let result = match client_for(ctx, &key, stored).await {
         Ok(client) => sync(client, &users).await,
         Err(e) => Err(e),
     };
@@ -232,25 +268,29 @@ pub(crate) async fn run(pass: &mut Pass<'_>, secret: &Secret) -> Result<(), Erro
             if !report.created.is_empty() || !report.deleted.is_empty() {
                 tracing::info!(runtime = %key, created = ?report.created, deleted = ?report.deleted, "administrators' bindings updated");
             }
-            pass.set(
-                Update::new(
-                    State::Ready,
-                    vec![Cond::new(
-                        CONFIGURED,
-                        CondStatus::True,
-                        ADMINISTRATORS_CONFIGURED,
-                    )],
-                )
-                .completed(),
-            )
-            .await
+            ctx.admins_synced(&key, generation);
+            pass.set(ready());
+            Ok(())
         }
         Err(e) => {
             let condition = Cond::new(CONFIGURED, CondStatus::False, CONFIGURATION_ERROR)
                 .with_message(e.to_string());
-            pass.fail(e, State::Pending, condition).await
+            pass.fail(e, State::Pending, condition)
         }
     }
+}
+
+/// `Ready`, `Configured=True/AdministratorsConfigured`, `provisioningCompleted: true`.
+fn ready() -> Update {
+    Update::new(
+        State::Ready,
+        vec![Cond::new(
+            CONFIGURED,
+            CondStatus::True,
+            ADMINISTRATORS_CONFIGURED,
+        )],
+    )
+    .completed()
 }
 
 #[cfg(test)]

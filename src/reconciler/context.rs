@@ -1,8 +1,10 @@
 //! What every reconcile shares: the [`Settings`] a controller runs with and the shared state
-//! built from them ([`Ctx`]: API handles, the Event publisher, and the per-Runtime memory —
-//! error backoffs, pending Gardener retries, the clock of transient errors, the runtime-cluster
-//! clients), keyed by the Runtime's `namespace/name`.
+//! built from them ([`Ctx`]: API handles, the watch caches, the Event publisher, and the
+//! per-Runtime memory — error backoffs, pending Gardener retries, the clock of transient errors,
+//! the runtime-cluster clients, the last administrators' sync), keyed by the Runtime's
+//! `namespace/name`.
 
+use super::caches::Cached;
 use super::events::Publisher;
 use super::leader::LeaderElection;
 use super::metrics::Metrics;
@@ -12,9 +14,11 @@ use crate::gardener::Config;
 use crate::status::Policy;
 use backon::{BackoffBuilder, ExponentialBackoff, ExponentialBuilder};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::api::PartialObjectMeta;
 use kube::runtime::events::Reporter;
+use kube::runtime::reflector::{self, store::Writer};
 use kube::{Api, Client, ResourceExt};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -109,6 +113,10 @@ pub struct Ctx {
     pub(crate) shoots: Api<Shoot>,
     /// ConfigMaps in `garden-<project>` (structured authentication).
     pub(crate) garden_config_maps: Api<ConfigMap>,
+    /// The watch caches the reconciles read from ([`super::caches`]).
+    pub(crate) caches: Caches,
+    /// The writers of [`Ctx::caches`], taken by the controller that runs the watches.
+    writers: Mutex<Option<Writers>>,
     /// Event publisher (no cache of published Events; see [`super::events`]).
     pub(crate) recorder: Publisher,
     backoffs: Mutex<HashMap<String, ExponentialBackoff>>,
@@ -119,6 +127,40 @@ pub struct Ctx {
     /// Runtime key → when its first transient error since its last successful reconcile was
     /// held back from the status.
     transient: Mutex<HashMap<String, Instant>>,
+    /// Runtime key → (`metadata.generation`, when) of its last administrators' sync, or of the
+    /// first reconcile that found them configured for that generation (see
+    /// [`Ctx::admins_in_sync`]).
+    admins: Mutex<HashMap<String, (Option<i64>, Instant)>>,
+    /// Runtime keys whose stored kubeconfig was found unusable: renewed by the next pass.
+    renew: Mutex<HashSet<String>>,
+}
+
+/// The watch caches of one controller: the Runtimes of its namespace, the Shoots of the
+/// Gardener project namespace (without `spec`) and the kubeconfig Secrets (metadata only,
+/// label `operator.kyma-project.io/managed-by: infrastructure-manager`).
+pub(crate) struct Caches {
+    pub(crate) runtimes: Cached<Runtime>,
+    pub(crate) shoots: Cached<Shoot>,
+    pub(crate) secrets: Cached<PartialObjectMeta<Secret>>,
+}
+
+impl Caches {
+    /// Whether every cache has been filled by its first list, waiting at most `limit`.
+    pub(crate) async fn ready(&self, limit: Duration) -> bool {
+        let all = async {
+            let _ = self.runtimes.store().wait_until_ready().await;
+            let _ = self.shoots.store().wait_until_ready().await;
+            let _ = self.secrets.store().wait_until_ready().await;
+        };
+        tokio::time::timeout(limit, all).await.is_ok()
+    }
+}
+
+/// The writers of [`Caches`], for the watches that fill them.
+pub(crate) struct Writers {
+    pub(crate) runtimes: Writer<Runtime>,
+    pub(crate) shoots: Writer<Shoot>,
+    pub(crate) secrets: Writer<PartialObjectMeta<Secret>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -136,7 +178,20 @@ impl Ctx {
                 instance: std::env::var("POD_NAME").ok(),
             },
         );
+        let (runtimes, runtime_writer) = reflector::store();
+        let (shoots, shoot_writer) = reflector::store();
+        let (secrets, secret_writer) = reflector::store();
         Ctx {
+            caches: Caches {
+                runtimes: Cached::new(runtimes, &settings.namespace),
+                shoots: Cached::new(shoots, &gardener_ns),
+                secrets: Cached::new(secrets, &settings.namespace),
+            },
+            writers: Mutex::new(Some(Writers {
+                runtimes: runtime_writer,
+                shoots: shoot_writer,
+                secrets: secret_writer,
+            })),
             runtimes: Api::namespaced(settings.kcp.clone(), &settings.namespace),
             secrets: Api::namespaced(settings.kcp.clone(), &settings.namespace),
             shoots: Api::namespaced(settings.garden.clone(), &gardener_ns),
@@ -147,7 +202,53 @@ impl Ctx {
             clients: ClientCache::new(settings.runtime_client_cache),
             settings,
             transient: Mutex::new(HashMap::new()),
+            admins: Mutex::new(HashMap::new()),
+            renew: Mutex::new(HashSet::new()),
         }
+    }
+
+    /// The writers of the caches; `None` once taken (one controller per `Ctx`).
+    pub(crate) fn take_writers(&self) -> Option<Writers> {
+        lock(&self.writers).take()
+    }
+
+    /// Whether the administrators of `key` need no sync in this pass: they were synced for
+    /// `generation` less than 90 % of the resync period ago — or, the first time a Runtime is
+    /// seen with `Configured=True` for its generation (`configured`; a controller that just
+    /// started), its status is trusted and the sync waits for the resync, so a cold start
+    /// sends nothing to 10 000 runtime clusters. Drift in a runtime cluster (a binding deleted
+    /// there) is repaired at the next resync.
+    pub(crate) fn admins_in_sync(
+        &self,
+        key: &str,
+        generation: Option<i64>,
+        configured: bool,
+    ) -> bool {
+        let window = self.settings.resync.mul_f64(0.9);
+        let mut map = lock(&self.admins);
+        match map.get(key) {
+            Some((g, at)) => *g == generation && at.elapsed() < window,
+            None if configured => {
+                map.insert(key.to_string(), (generation, Instant::now()));
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Records a successful administrators' sync of `key` for `generation`.
+    pub(crate) fn admins_synced(&self, key: &str, generation: Option<i64>) {
+        lock(&self.admins).insert(key.to_string(), (generation, Instant::now()));
+    }
+
+    /// Marks the stored kubeconfig of `key` unusable (renewed by the next pass).
+    pub(crate) fn kubeconfig_unusable(&self, key: &str) {
+        lock(&self.renew).insert(key.to_string());
+    }
+
+    /// Whether the stored kubeconfig of `key` was marked unusable; clears the mark.
+    pub(crate) fn take_unusable(&self, key: &str) -> bool {
+        lock(&self.renew).remove(key)
     }
 
     /// The metrics.
@@ -234,6 +335,8 @@ impl Ctx {
         lock(&self.retries).remove(key);
         self.clients.remove(key);
         lock(&self.transient).remove(key);
+        lock(&self.admins).remove(key);
+        lock(&self.renew).remove(key);
         self.metrics().forget(key);
     }
 }

@@ -1,14 +1,20 @@
-//! The kube-runtime Controller: what it watches, how Shoot events map back to Runtimes, and
-//! running it ([`run_with`]), under leader election when configured.
+//! The kube-runtime Controller: what it watches (the Runtimes, the Shoots of the project
+//! namespace, the kubeconfig Secrets; each watch fills a cache the reconciles read,
+//! [`super::caches`]), how Shoot and Secret events map back to Runtimes, and running it
+//! ([`run_with`]), under leader election when configured.
 
-use super::context::{Ctx, Settings};
+use super::context::{Ctx, Settings, Writers};
+use super::kubeconfig::{LABEL_MANAGED_BY, MANAGED_BY};
 use super::leader;
 use super::reconcile;
-use crate::api::{Runtime, Shoot};
-use futures::{FutureExt, StreamExt};
+use crate::api::{LABEL_RUNTIME_ID, Runtime, Shoot};
+use futures::{FutureExt, Stream, StreamExt};
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::PartialObjectMeta;
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Resource, ResourceExt};
 use std::future::Future;
 use std::sync::Arc;
 use tokio::sync::watch;
@@ -30,6 +36,82 @@ pub(crate) fn runtime_for_shoot(
         .map(|rt| ObjectRef::from_obj(rt.as_ref()))
 }
 
+/// The Runtime whose kubeconfig Secret `secret` is (by its runtime-id label).
+fn runtime_for_secret(
+    store: &Store<Runtime>,
+    secret: &PartialObjectMeta<Secret>,
+) -> Option<ObjectRef<Runtime>> {
+    let rid = secret.labels().get(LABEL_RUNTIME_ID)?;
+    store
+        .find(|rt| rt.runtime_id() == Some(rid.as_str()))
+        .map(|rt| ObjectRef::from_obj(rt.as_ref()))
+}
+
+/// Drops what no reconcile reads before an object is cached: `managedFields` (often the
+/// largest part of a small object's metadata).
+fn strip_managed_fields<K: Resource>(object: &mut K) {
+    object.meta_mut().managed_fields = None;
+}
+
+/// The watch configuration of every cache: the first list from kube-apiserver's watch cache
+/// (`resourceVersion=0`) instead of a quorum read of etcd; pages are not used with it.
+fn watch_config() -> watcher::Config {
+    watcher::Config::default().any_semantic()
+}
+
+/// The three watches of a controller, each filling its cache ([`Writers`]): Runtimes (the
+/// trigger of their own reconciles), Shoots without `spec`, kubeconfig Secrets as metadata.
+#[allow(clippy::type_complexity)]
+pub(crate) fn watches(
+    ctx: &Ctx,
+    writers: Writers,
+) -> (
+    impl Stream<Item = Result<Runtime, watcher::Error>> + Send + 'static,
+    impl Stream<Item = Result<Shoot, watcher::Error>> + Send + 'static,
+    impl Stream<Item = Result<PartialObjectMeta<Secret>, watcher::Error>> + Send + 'static,
+) {
+    let runtimes = watcher(ctx.runtimes.clone(), watch_config())
+        .default_backoff()
+        .modify(strip_managed_fields)
+        .reflect(writers.runtimes)
+        .applied_objects();
+    let shoots = watcher(ctx.shoots.clone(), watch_config())
+        .default_backoff()
+        .modify(|shoot: &mut Shoot| {
+            strip_managed_fields(shoot);
+            // Only the update reads the spec, and it reads the Shoot anew (`provision.rs`).
+            shoot.spec = Default::default();
+        })
+        .reflect(writers.shoots)
+        .touched_objects();
+    let selector = format!("{LABEL_MANAGED_BY}={MANAGED_BY}");
+    // An Api of `PartialObjectMeta` watches metadata only: no kubeconfig crosses the wire.
+    let secrets_meta: kube::Api<PartialObjectMeta<Secret>> =
+        kube::Api::namespaced(ctx.settings.kcp.clone(), &ctx.settings.namespace);
+    let secrets = watcher(secrets_meta, watch_config().labels(&selector))
+        .default_backoff()
+        .modify(strip_managed_fields)
+        .reflect(writers.secrets)
+        .touched_objects();
+    (runtimes, shoots, secrets)
+}
+
+/// Runs the watches of `ctx`'s caches without a Controller, for tests that call the reconcile
+/// function directly, until the returned task is aborted.
+///
+/// Panics: the caches are already being filled (their writers were taken).
+pub fn fill_caches(ctx: &Ctx) -> tokio::task::JoinHandle<()> {
+    let writers = ctx.take_writers().expect("the caches are filled once");
+    let (runtimes, shoots, secrets) = watches(ctx, writers);
+    tokio::spawn(async move {
+        futures::join!(
+            runtimes.for_each(|_| async {}),
+            shoots.for_each(|_| async {}),
+            secrets.for_each(|_| async {})
+        );
+    })
+}
+
 /// Runs the reconciler until `shutdown` completes: the Controller at once, or, with
 /// [`Settings::leader_election`], whenever this replica holds the Lease.
 ///
@@ -46,48 +128,52 @@ pub async fn run_with(
         shutdown.await;
         stop_tx.send_replace(true);
     });
-    let ctx = Arc::new(Ctx::new(settings));
-    ctx.metrics().set_ready(true);
-    let result = match ctx.settings.leader_election.clone() {
+    let metrics = settings.metrics.clone();
+    metrics.set_ready(true);
+    // A new `Ctx` per term of leadership: its caches are filled by that term's watches.
+    let result = match settings.leader_election.clone() {
         None => {
-            ctx.metrics().set_leader(true);
-            run_controller(ctx.clone(), stop_rx).await;
-            ctx.metrics().set_leader(false);
+            metrics.set_leader(true);
+            run_controller(Arc::new(Ctx::new(settings)), stop_rx).await;
+            metrics.set_leader(false);
             Ok(())
         }
         Some(le) => {
-            leader::run_elected(
-                &le,
-                ctx.settings.kcp.clone(),
-                ctx.metrics(),
-                stop_rx,
-                |stop| run_controller(ctx.clone(), stop),
-            )
+            let kcp = settings.kcp.clone();
+            leader::run_elected(&le, kcp, &metrics, stop_rx, |stop| {
+                run_controller(Arc::new(Ctx::new(settings.clone())), stop)
+            })
             .await
         }
     };
     signal.abort();
-    ctx.metrics().set_ready(false);
+    metrics.set_ready(false);
     result
 }
 
 /// Runs one kube-runtime Controller until `stop` turns `true` (in-flight reconciles finish).
 async fn run_controller(ctx: Arc<Ctx>, mut stop: watch::Receiver<bool>) {
+    let Some(writers) = ctx.take_writers() else {
+        tracing::error!("the controller's caches are already being filled; not starting");
+        return;
+    };
     let (tx, rx) = futures::channel::oneshot::channel::<()>();
     let mut stopped = stop.clone();
     let stopper = tokio::spawn(async move {
         let _ = stop.wait_for(|s| *s).await;
         let _ = tx.send(());
     });
-    let controller = Controller::new(ctx.runtimes.clone(), watcher::Config::default());
-    let store = controller.store();
-    let listed = controller.store();
-    let controller = controller
-        .watches(
-            ctx.shoots.clone(),
-            watcher::Config::default(),
-            move |shoot: Shoot| runtime_for_shoot(&store, &shoot),
-        )
+    let (runtimes, shoots, secrets) = watches(&ctx, writers);
+    let store = ctx.caches.runtimes.store().clone();
+    let by_secret = store.clone();
+    let listed = store.clone();
+    let controller = Controller::for_stream(runtimes, store.clone())
+        .watches_stream(shoots, move |shoot: Shoot| {
+            runtime_for_shoot(&store, &shoot)
+        })
+        .watches_stream(secrets, move |secret: PartialObjectMeta<Secret>| {
+            runtime_for_secret(&by_secret, &secret)
+        })
         .with_config(controller::Config::default().concurrency(ctx.settings.concurrency))
         .graceful_shutdown_on(async move {
             let _ = rx.await;

@@ -13,7 +13,7 @@ use super::error::{self, Error};
 use super::kubeconfig::secret_name;
 use super::pass::Pass;
 use super::reasons::{GARDENER_ERR, GARDENER_SHOOT_DELETED};
-use super::shoots::{get_shoot, last_operation, owned_by, request_retry, timed};
+use super::shoots::{cached_shoot, last_operation, owned_by, request_retry, timed, wrote_shoot};
 use super::status_update::{Cond, Update};
 use crate::api::{ANNOTATION_CONFIRM_DELETION, LABEL_RUNTIME_ID, Shoot};
 use crate::gardener::convert::{
@@ -29,11 +29,10 @@ use serde_json::json;
 
 /// Writes `Terminating`, `Deprovisioned=False/GardenerErr` and returns the error (deletion
 /// reports every error, see [`Pass::reports`]).
-async fn gardener_failed<T>(pass: &mut Pass<'_>, what: String, e: kube::Error) -> Result<T, Error> {
+fn gardener_failed<T>(pass: &mut Pass<'_>, what: String, e: kube::Error) -> Result<T, Error> {
     let message = format!("{what}: {}", error::describe(&e));
     let condition = Cond::new(DEPROVISIONED, CondStatus::False, GARDENER_ERR).with_message(message);
     pass.fail(Error::api(what, e), State::Terminating, condition)
-        .await
 }
 
 fn confirmed(shoot: &Shoot) -> bool {
@@ -68,37 +67,27 @@ async fn owned_shoot(pass: &mut Pass<'_>) -> Result<Option<Shoot>, Error> {
     let ctx = pass.ctx;
     if !pass.rt.spec.names_no_shoot() {
         let name = pass.rt.spec.shoot.name.clone();
-        return match get_shoot(ctx, &name).await {
-            Ok(s) => Ok(s.filter(|s| owned_by(s, &pass.rt))),
-            Err(e) => gardener_failed(pass, format!("reading Shoot {name}"), e).await,
-        };
+        return Ok(cached_shoot(ctx, &name).filter(|s| owned_by(s, &pass.rt)));
     }
     let Some(rid) = pass.rt.runtime_id().map(str::to_string) else {
         // No runtime ID: no Shoot was ever created for it (see `owned_by`).
         return Ok(None);
     };
-    let listed = timed(ctx, "list", ctx.shoots.list(&ListParams::default())).await;
-    let candidates: Vec<Shoot> = match listed {
-        Ok(list) => list
-            .items
-            .into_iter()
-            .filter(|s| owned_by(s, &pass.rt))
-            .collect(),
-        Err(e) => {
-            let what = format!("listing Shoots in {}", ctx.settings.config.namespace());
-            return gardener_failed(pass, what, e).await;
-        }
-    };
+    let candidates: Vec<Shoot> = ctx
+        .caches
+        .shoots
+        .store()
+        .state()
+        .into_iter()
+        .filter_map(|s| cached_shoot(ctx, &s.name_any()))
+        .filter(|s| owned_by(s, &pass.rt))
+        .collect();
     if candidates.is_empty() {
         return Ok(None);
     }
-    let runtimes = ctx
-        .runtimes
-        .list(&ListParams::default())
-        .await
-        .map_err(|e| Error::api(format!("listing Runtimes in {}", ctx.settings.namespace), e))?;
+    let runtimes = ctx.caches.runtimes.store().state();
     let named_by_another = |shoot: &Shoot| {
-        runtimes.items.iter().any(|other| {
+        runtimes.iter().any(|other| {
             other.name_any() != pass.rt.name_any()
                 && other.spec.shoot.name == shoot.name_any()
                 && other.runtime_id() == Some(rid.as_str())
@@ -138,7 +127,7 @@ async fn request_deletion(pass: &mut Pass<'_>, shoot: &Shoot) -> Result<Action, 
             && !error::is_not_found(&e)
         {
             let what = format!("confirming the deletion of Shoot {name}");
-            return gardener_failed(pass, what, e).await;
+            return gardener_failed(pass, what, e);
         }
     }
     match timed(
@@ -148,9 +137,14 @@ async fn request_deletion(pass: &mut Pass<'_>, shoot: &Shoot) -> Result<Action, 
     )
     .await
     {
-        Ok(_) => tracing::info!(runtime = %pass.key(), shoot = %name, "Shoot deletion requested"),
+        Ok(answer) => {
+            if let Some(deleting) = answer.left() {
+                wrote_shoot(ctx, &name, Some(shoot), &deleting);
+            }
+            tracing::info!(runtime = %pass.key(), shoot = %name, "Shoot deletion requested")
+        }
         Err(e) if error::is_not_found(&e) => return release(pass).await,
-        Err(e) => return gardener_failed(pass, format!("deleting Shoot {name}"), e).await,
+        Err(e) => return gardener_failed(pass, format!("deleting Shoot {name}"), e),
     }
     pass.set(Update::new(
         State::Terminating,
@@ -159,8 +153,7 @@ async fn request_deletion(pass: &mut Pass<'_>, shoot: &Shoot) -> Result<Action, 
             CondStatus::Unknown,
             GARDENER_SHOOT_DELETED,
         )],
-    ))
-    .await?;
+    ));
     Ok(Action::requeue(ctx.settings.resync))
 }
 
@@ -188,8 +181,7 @@ async fn follow_deletion(pass: &mut Pass<'_>, shoot: &Shoot) -> Result<Action, E
                     ],
                 )
                 .with_shoot(op, errors),
-            )
-            .await?;
+            );
             return request_retry(ctx, &key, shoot, &description, &codes).await;
         }
         ShootProgress::Failed {
@@ -209,8 +201,7 @@ async fn follow_deletion(pass: &mut Pass<'_>, shoot: &Shoot) -> Result<Action, E
             (State::Terminating, condition)
         }
     };
-    pass.set(Update::new(state, vec![condition]).with_shoot(op, errors))
-        .await?;
+    pass.set(Update::new(state, vec![condition]).with_shoot(op, errors));
     Ok(Action::requeue(ctx.settings.resync))
 }
 
@@ -269,10 +260,7 @@ async fn delete_orphaned_auth_configs(pass: &Pass<'_>, rid: &str) -> Result<(), 
         let Some(shoot) = name.strip_prefix(STRUCTURED_AUTH_CONFIG_MAP_PREFIX) else {
             continue;
         };
-        let exists = get_shoot(ctx, shoot)
-            .await
-            .map_err(|e| Error::api(format!("reading Shoot {shoot}"), e))?
-            .is_some();
+        let exists = cached_shoot(ctx, shoot).is_some();
         if !exists {
             delete_config_map(pass, &name).await?;
         }

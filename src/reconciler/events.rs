@@ -1,21 +1,22 @@
-//! The reconciler's Events: one `events.k8s.io/v1` Event per condition change of a Runtime,
-//! created with a plain [`Api::create`] and never remembered.
+//! The reconciler's Events: `events.k8s.io/v1` Events about a Runtime for the transitions a user
+//! acts on (it became `Ready`, `Failed` or `Terminating`; a condition turned `False`: see
+//! `Pass::publish_events`), created with a plain [`Api::create`] and never remembered.
 //!
-//! Why not kube-runtime's [`Recorder`](kube::runtime::events::Recorder): in kube-runtime
-//! 5.0.0 (`src/events.rs`) it keeps every Event it published in a map for 6 minutes
-//! (`CACHE_TTL`, counted from the Event's `eventTime` or its series' `lastObservedTime`),
-//! keyed by type, action, reason, reporter, regarding object (uid included) and related
-//! object, so that a repeat of a key within that time is PATCHed into the first Event as a
-//! series instead of being created. Every publish first scans the whole map under a write
-//! lock to drop expired entries. The crate has no setting to bound or switch off that map. A
-//! controller provisioning 10 000 Runtimes (about 5 condition changes each within minutes)
-//! holds tens of thousands of Events and does O(n) work per Event.
+//! Why so few: progress is in the status (and in `kubectl get runtimes`); an Event per condition
+//! change cost five POSTs per provisioned Runtime, more than all its status writes. A provisioning
+//! now publishes one Event (`Ready`), a failure one `Warning` per failed condition.
 //!
-//! kim publishes an Event only when a condition's status or reason changes, so repeats are
-//! rare and series aggregation is not needed: [`Publisher`] creates each Event with the same
-//! fields the `Recorder` sets for a new one (see [`Publisher::event`]) and keeps nothing.
-//! An Event's note is a condition message, which never carries secret material (see the
-//! module docs of [`super`]).
+//! Why not kube-runtime's [`Recorder`](kube::runtime::events::Recorder) and its series: in
+//! kube-runtime 5.0.0 (`src/events.rs`) it keeps every Event it published in a map for 6 minutes
+//! (`CACHE_TTL`, counted from the Event's `eventTime` or its series' `lastObservedTime`), keyed by
+//! type, action, reason, reporter, regarding object (uid included) and related object, so that a
+//! repeat of a key within that time is PATCHed into the first Event as a series instead of being
+//! created. Every publish first scans the whole map under a write lock to drop expired entries,
+//! and the crate has no setting to bound or switch off that map. kim's Events are transitions,
+//! which do not repeat within minutes: a series would hold memory for Events that never recur.
+//! [`Publisher`] creates each Event with the same fields the `Recorder` sets for a new one (see
+//! [`Publisher::event`]) and keeps nothing. An Event's note is a condition message, which never
+//! carries secret material (see the module docs of [`super`]).
 //!
 //! An Event whose create fails transiently (a connection refused or cut, 429, 5xx: a
 //! kube-apiserver or etcd restarting; a 403 for a few seconds, see [`FORBIDDEN_ATTEMPTS`]) is

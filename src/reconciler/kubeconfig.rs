@@ -4,7 +4,10 @@
 //! renewed once it is older than `expirationSeconds × rotationFraction` (annotation
 //! `operator.kyma-project.io/last-sync`).
 //!
-//! The kubeconfig itself is never logged and never put into a condition message or error.
+//! The Secret is read from the controller's cache of kubeconfig Secrets, as metadata
+//! ([`super::caches`]): whether and when to renew is in its annotations, and the kubeconfig
+//! itself is read only when a runtime-cluster client has to be built ([`Stored`]). The
+//! kubeconfig is never logged and never put into a condition message or error.
 
 use super::error::{self, Error};
 use super::pass::Pass;
@@ -18,7 +21,7 @@ use chrono::{DateTime, Utc};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
-use kube::api::{ObjectMeta, PostParams};
+use kube::api::{ObjectMeta, PartialObjectMeta, PostParams};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -44,8 +47,17 @@ pub(crate) fn secret_name(runtime_id: &str) -> String {
     format!("{SECRET_PREFIX}{runtime_id}")
 }
 
+/// The kubeconfig Secret of a Runtime as step 5 leaves it: its metadata, and the whole
+/// Secret when this pass wrote it (so step 6 needs no read of it).
+pub(crate) struct Stored {
+    /// The Secret's metadata (name, uid, resourceVersion, annotations).
+    pub(crate) meta: ObjectMeta,
+    /// The Secret with its kubeconfig, when written in this pass.
+    pub(crate) secret: Option<Secret>,
+}
+
 /// When the Secret's kubeconfig was last written, from [`ANNOTATION_LAST_SYNC`].
-pub(crate) fn last_sync(secret: &Secret) -> Option<DateTime<Utc>> {
+pub(crate) fn last_sync(secret: &impl ResourceExt) -> Option<DateTime<Utc>> {
     secret
         .annotations()
         .get(ANNOTATION_LAST_SYNC)
@@ -55,7 +67,7 @@ pub(crate) fn last_sync(secret: &Secret) -> Option<DateTime<Utc>> {
 
 /// When the kubeconfig in `secret` expires: [`ANNOTATION_EXPIRATION`], or, for a Secret written
 /// without it, its last sync plus `lifetime` (the configured `expirationSeconds`).
-pub(crate) fn expires_at(secret: &Secret, lifetime: Duration) -> Option<DateTime<Utc>> {
+pub(crate) fn expires_at(secret: &impl ResourceExt, lifetime: Duration) -> Option<DateTime<Utc>> {
     let annotated = secret
         .annotations()
         .get(ANNOTATION_EXPIRATION)
@@ -67,22 +79,18 @@ pub(crate) fn expires_at(secret: &Secret, lifetime: Duration) -> Option<DateTime
     })
 }
 
-/// How long until `secret` must be renewed (zero: now): missing kubeconfig or sync time, or
-/// older than `rotate_after`.
+/// How long until `secret` must be renewed (zero: now): missing Secret or sync time, or
+/// older than `rotate_after`. (A Secret whose kubeconfig turns out unusable when it is read is
+/// renewed by the next pass, `Ctx::kubeconfig_unusable`.)
 pub(crate) fn renew_in(
-    secret: Option<&Secret>,
+    secret: Option<&impl ResourceExt>,
     now: DateTime<Utc>,
     rotate_after: Duration,
 ) -> Duration {
     let Some(secret) = secret else {
         return Duration::ZERO;
     };
-    let has_config = secret
-        .data
-        .as_ref()
-        .and_then(|d| d.get(SECRET_KEY))
-        .is_some_and(|v| !v.0.is_empty());
-    let Some(synced) = last_sync(secret).filter(|_| has_config) else {
+    let Some(synced) = last_sync(secret) else {
         return Duration::ZERO;
     };
     let age = (now - synced).to_std().unwrap_or(Duration::ZERO);
@@ -96,9 +104,9 @@ fn failed(message: String) -> Cond {
 
 /// Ensures a fresh kubeconfig Secret; returns it and how long until it must be renewed.
 ///
-/// Errors: reading or writing the Secret or requesting the kubeconfig failed (after writing
+/// Errors: writing the Secret or requesting the kubeconfig failed (after setting
 /// `KubeconfigReady=False/KubernetesErr`, unless [`Pass::reports`] holds the error back).
-pub(crate) async fn run(pass: &mut Pass<'_>, shoot: &Shoot) -> Result<(Secret, Duration), Error> {
+pub(crate) async fn run(pass: &mut Pass<'_>, shoot: &Shoot) -> Result<(Stored, Duration), Error> {
     let ctx = pass.ctx;
     let Some(rid) = pass.rt.runtime_id().map(str::to_string) else {
         return Err(Error::Other(format!(
@@ -107,25 +115,30 @@ pub(crate) async fn run(pass: &mut Pass<'_>, shoot: &Shoot) -> Result<(Secret, D
         )));
     };
     let name = secret_name(&rid);
-    let existing = match ctx.secrets.get_opt(&name).await {
-        Ok(s) => s,
-        Err(e) => {
-            let message = format!("reading Secret {name}: {}", error::describe(&e));
-            let error = Error::api(format!("reading Secret {name}"), e);
-            return pass.fail(error, State::Pending, failed(message)).await;
-        }
-    };
+    let existing: Option<PartialObjectMeta<Secret>> =
+        ctx.caches.secrets.get(&name).map(|s| s.as_ref().clone());
     let rotate_after = ctx.settings.config.kubeconfig_rotation_after();
     let now = Utc::now();
-    let secret = if renew_in(existing.as_ref(), now, rotate_after).is_zero() {
-        match renew(pass, shoot, &rid, existing, now).await {
-            Ok(s) => s,
+    let unusable = ctx.take_unusable(&pass.key());
+    let stored = if unusable || renew_in(existing.as_ref(), now, rotate_after).is_zero() {
+        match renew(pass, shoot, &rid, existing.as_ref(), now).await {
+            Ok(s) => Stored {
+                meta: s.metadata.clone(),
+                secret: Some(s),
+            },
             Err((error, message)) => {
-                return pass.fail(error, State::Pending, failed(message)).await;
+                return pass.fail(error, State::Pending, failed(message));
             }
         }
     } else {
-        existing.expect("renew_in is zero without a Secret")
+        let meta = existing
+            .expect("renew_in is zero without a Secret")
+            .metadata;
+        Stored { meta, secret: None }
+    };
+    let secret = PartialObjectMeta::<Secret> {
+        metadata: stored.meta.clone(),
+        ..Default::default()
     };
     let lifetime = Duration::from_secs(
         u64::try_from(ctx.settings.config.kubeconfig.expiration_seconds).unwrap_or(0),
@@ -134,26 +147,26 @@ pub(crate) async fn run(pass: &mut Pass<'_>, shoot: &Shoot) -> Result<(Secret, D
         ctx.metrics()
             .set_kubeconfig_expiry(&pass.key(), at.timestamp());
     }
-    pass.set_deferrable(Update::new(
+    pass.set(Update::new(
         pass.progress_state(),
         vec![Cond::new(
             KUBECONFIG_READY,
             CondStatus::True,
             KUBECONFIG_CREATED,
         )],
-    ))
-    .await?;
+    ));
     let renew = renew_in(Some(&secret), Utc::now(), rotate_after).max(Duration::from_secs(1));
-    Ok((secret, renew))
+    Ok((stored, renew))
 }
 
 /// Requests a kubeconfig and writes the Secret (create, or replace at the resourceVersion
-/// read). Errors carry a message for the condition that holds no secret material.
+/// read, keeping its other labels and annotations). Errors carry a message for the condition
+/// that holds no secret material.
 async fn renew(
     pass: &Pass<'_>,
     shoot: &Shoot,
     rid: &str,
-    existing: Option<Secret>,
+    existing: Option<&PartialObjectMeta<Secret>>,
     now: DateTime<Utc>,
 ) -> Result<Secret, (Error, String)> {
     let ctx = pass.ctx;
@@ -214,10 +227,7 @@ async fn renew(
                 .filter_map(|(k, v)| Some((k, v?)))
                 .collect(),
             ),
-            ..existing
-                .as_ref()
-                .map(|s| s.metadata.clone())
-                .unwrap_or_default()
+            ..existing.map(|s| s.metadata.clone()).unwrap_or_default()
         },
         data: Some(BTreeMap::from([(
             SECRET_KEY.to_string(),
@@ -240,5 +250,17 @@ async fn renew(
         (Error::api(what, e), message)
     })?;
     tracing::info!(runtime = %pass.key(), secret = %name, "kubeconfig Secret written");
+    let meta = PartialObjectMeta::<Secret> {
+        metadata: ObjectMeta {
+            managed_fields: None,
+            ..written.metadata.clone()
+        },
+        ..Default::default()
+    };
+    let before = existing.map(|e| PartialObjectMeta::<Secret> {
+        metadata: e.metadata.clone(),
+        ..Default::default()
+    });
+    ctx.caches.secrets.wrote(&name, before.as_ref(), meta);
     Ok(written)
 }

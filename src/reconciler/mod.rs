@@ -24,8 +24,9 @@
 #![deny(missing_docs)]
 
 pub(crate) mod admins;
+mod caches;
 pub(crate) mod context;
-mod controller;
+pub(crate) mod controller;
 pub mod deadline;
 mod delete;
 pub(crate) mod error;

@@ -1,15 +1,21 @@
 //! One pass over one Runtime ([`Pass`]): the Runtime as last read or written, the finalizer,
-//! and the one place its status is written ([`Pass::set`]); and what a step tells the pass
-//! ([`Step`]).
+//! the status its steps set ([`Pass::set`]) and the one place that status is written
+//! ([`Pass::flush`], once per pass); and what a step tells the pass ([`Step`]).
+//!
+//! One write per pass: the steps of a pass set conditions one after the other (accepted, Shoot
+//! created; or Shoot done, kubeconfig stored, administrators bound), and each used to be a write
+//! of its own, with an Event each. What a reader acts on is the status a pass ends with, so the
+//! steps' updates are merged and written once when the pass ends (succeeded, waiting or failed),
+//! checked against the model as one transition. A provisioning is then three or four writes:
+//! Shoot created, Gardener's operation running, `Ready` (docs/reconciler.md, "Status writes").
 
 use super::context::{self, Ctx};
 use super::error::{self, Error};
 use super::status_update::{Cond, Update, changed, check, next_status, shoot_changed};
 use crate::api::{Runtime, RuntimeStatus};
 use crate::status::{CondStatus, State, table::FINALIZER};
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use k8s_openapi::api::core::v1::ObjectReference;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType};
@@ -32,9 +38,8 @@ pub(crate) struct Pass<'a> {
     pub(crate) ctx: &'a Ctx,
     /// The Runtime as last read or written.
     pub(crate) rt: Runtime,
-    /// Conditions of deferred updates (see [`Pass::set_deferrable`]), applied with the next
-    /// write.
-    carry: Vec<Cond>,
+    /// The status the steps of this pass have set so far, not yet written (`None`: none set).
+    next: Option<RuntimeStatus>,
 }
 
 impl<'a> Pass<'a> {
@@ -43,7 +48,7 @@ impl<'a> Pass<'a> {
         Pass {
             ctx,
             rt,
-            carry: Vec::new(),
+            next: None,
         }
     }
 
@@ -52,12 +57,13 @@ impl<'a> Pass<'a> {
         context::key(&self.rt)
     }
 
-    /// The Runtime's current status, if any.
+    /// The Runtime's status as the steps of this pass have set it so far (its stored status
+    /// when they set nothing yet), if any.
     pub(crate) fn status(&self) -> Option<&RuntimeStatus> {
-        self.rt.status.as_ref()
+        self.next.as_ref().or(self.rt.status.as_ref())
     }
 
-    /// The state to write with a step that succeeded: `Ready` stays `Ready` (a resync or an
+    /// The state to set with a step that succeeded: `Ready` stays `Ready` (a resync or an
     /// update that changes nothing must not flap it), anything else is `Pending` until step 6.
     pub(crate) fn progress_state(&self) -> State {
         match self.status().and_then(|s| s.state) {
@@ -66,16 +72,16 @@ impl<'a> Pass<'a> {
         }
     }
 
-    /// Whether the Runtime's `status.provisioningCompleted` is `true` (unset is `false`).
+    /// Whether the Runtime's stored `status.provisioningCompleted` is `true` (unset is `false`).
     pub(crate) fn provisioning_completed(&self) -> bool {
-        provisioning_completed(self.status())
+        provisioning_completed(self.rt.status.as_ref())
     }
 
-    /// Whether the Runtime is `Ready` for its current generation: state `Ready` and every
-    /// condition observed at `metadata.generation` (no update under way).
+    /// Whether the Runtime is stored `Ready` for its current generation: state `Ready` and
+    /// every condition observed at `metadata.generation` (no update under way).
     pub(crate) fn ready_for_generation(&self) -> bool {
         let generation = self.rt.metadata.generation;
-        self.status().is_some_and(|s| {
+        self.rt.status.as_ref().is_some_and(|s| {
             s.state == Some(State::Ready)
                 && s.conditions
                     .iter()
@@ -107,19 +113,20 @@ impl<'a> Pass<'a> {
         false
     }
 
-    /// Ends a step that failed with `error`: writes `state` with the step's `False` `condition`
+    /// Ends a step that failed with `error`: sets `state` with the step's `False` `condition`
     /// (whose message says what failed), unless [`Pass::reports`] holds `error` back, and returns
-    /// `error`, so the Runtime is retried with its backoff.
+    /// `error`, so the Runtime is retried with its backoff (the status is written when the pass
+    /// ends, [`Pass::flush`]).
     ///
-    /// Errors: always; `error`, or the status write's error when that write fails.
-    pub(crate) async fn fail<T>(
+    /// Errors: always; `error`.
+    pub(crate) fn fail<T>(
         &mut self,
         error: Error,
         state: State,
         condition: Cond,
     ) -> Result<T, Error> {
         if self.reports(&error) {
-            self.set(Update::new(state, vec![condition])).await?;
+            self.set(Update::new(state, vec![condition]));
         }
         Err(error)
     }
@@ -149,10 +156,12 @@ impl<'a> Pass<'a> {
         self.patch_finalizers(ops, "adding the finalizer").await
     }
 
-    /// Removes the finalizer (same guard as [`Pass::ensure_finalizer`]).
+    /// Removes the finalizer (same guard as [`Pass::ensure_finalizer`]). A status set in this
+    /// pass is dropped: the Runtime goes, nobody reads it.
     ///
     /// Errors: the patch fails; a 404 (already gone) is success.
     pub(crate) async fn remove_finalizer(&mut self) -> Result<(), Error> {
+        self.next = None;
         let finalizers = self.rt.finalizers().to_vec();
         let Some(i) = finalizers.iter().position(|f| f == FINALIZER) else {
             return Ok(());
@@ -178,7 +187,14 @@ impl<'a> Pass<'a> {
             .await
         {
             Ok(patched) => {
-                self.rt = patched;
+                let name = self.rt.name_any();
+                self.rt = self
+                    .ctx
+                    .caches
+                    .runtimes
+                    .wrote(&name, Some(&self.rt), patched)
+                    .as_ref()
+                    .clone();
                 Ok(())
             }
             // The guard's `test` failed (kube-apiserver answers a JSON patch that does not
@@ -204,101 +220,47 @@ impl<'a> Pass<'a> {
         }
     }
 
-    /// Writes the status `update` leads to, if it changes anything.
-    ///
-    /// Nothing is sent when the next status equals the current one, or when it differs only
-    /// in the progress of the Shoot's running operation ([`shoot_changed`]). Otherwise the
-    /// next status is checked against the policy as the controller's user (a denial is a bug:
-    /// logged, counted, not sent), written through the `status` subresource with the
-    /// resourceVersion read, and an Event is published for every condition whose status or
-    /// reason changed (`Warning` for `False`).
-    ///
-    /// Errors: [`Error::StatusDenied`]; the write fails (a 409 means the Runtime changed since
-    /// it was read: retried by requeue).
-    pub(crate) async fn set(&mut self, update: Update) -> Result<(), Error> {
-        self.write(update, false).await
+    /// Sets the status `update` leads to (the conditions it names, with
+    /// `meta.SetStatusCondition` semantics, [`next_status`]); it is written when the pass ends
+    /// ([`Pass::flush`]), merged with what the other steps of the pass set.
+    pub(crate) fn set(&mut self, update: Update) {
+        let mut base = self.rt.clone();
+        base.status = self.status().cloned();
+        self.next = Some(next_status(
+            &self.ctx.settings.policy,
+            &base,
+            &update,
+            Utc::now(),
+        ));
     }
 
-    /// As [`Pass::set`], except that an update changing nothing but conditions'
-    /// `observedGeneration` is not written on its own: it rides along with the next write of
-    /// this pass (an update that changed nothing in the Shoot then costs one write, not one per
-    /// step).
+    /// Writes the status the steps of this pass set, if it changes anything.
     ///
-    /// Errors: as [`Pass::set`].
-    pub(crate) async fn set_deferrable(&mut self, update: Update) -> Result<(), Error> {
-        self.write(update, true).await
-    }
-
-    async fn write(&mut self, mut update: Update, deferrable: bool) -> Result<(), Error> {
-        update.conditions = self.with_carried(std::mem::take(&mut update.conditions));
-        let mut reread = false;
-        let written = loop {
-            let Some(next) = self.next_to_write(&update, deferrable, Utc::now())? else {
-                return Ok(());
-            };
-            match self.send(next).await {
-                Ok(written) => break written,
-                Err(e) if error::is_conflict(&e) && !reread => {
-                    reread = true;
-                    self.reread_after_conflict(e).await?;
-                }
-                Err(e) => {
-                    return Err(Error::api(
-                        format!("writing the status of Runtime {}", self.key()),
-                        e,
-                    ));
-                }
-            }
+    /// Nothing is sent when it equals the stored status, or differs from it only in the
+    /// progress of the Shoot's running operation ([`shoot_changed`]). Otherwise it is checked
+    /// against the policy as the controller's user (a denial is a bug: logged, counted, not
+    /// sent), written through the `status` subresource with the resourceVersion of the latest
+    /// copy (the controller's own last write when the watch has not delivered it yet,
+    /// [`super::caches`]), and an Event is published for each transition users act on
+    /// ([`Pass::publish_events`]).
+    ///
+    /// Errors: [`Error::StatusDenied`]; [`Error::Stale`], another writer changed the status
+    /// since it was read (the pass starts over from the fresh copy); the write fails.
+    pub(crate) async fn flush(&mut self) -> Result<(), Error> {
+        let Some(next) = self.next.take() else {
+            return Ok(());
         };
-        self.record(written);
-        Ok(())
-    }
-
-    /// `conditions` with the conditions carried from deferred updates in front, except those of
-    /// a type `conditions` sets anew.
-    fn with_carried(&mut self, mut conditions: Vec<Cond>) -> Vec<Cond> {
-        let mut carried = std::mem::take(&mut self.carry);
-        carried.retain(|c| {
-            !conditions
-                .iter()
-                .any(|u| u.condition_type == c.condition_type)
-        });
-        carried.append(&mut conditions);
-        carried
-    }
-
-    /// The status to send for `update` at `now`, or `None` when there is nothing to send: it
-    /// changes nothing, only the progress of the Shoot's running operation, or (`deferrable`)
-    /// only conditions' `observedGeneration` — then its conditions are carried to the next
-    /// write.
-    ///
-    /// Errors: [`Error::StatusDenied`], the status model denies the next status.
-    fn next_to_write(
-        &mut self,
-        update: &Update,
-        deferrable: bool,
-        now: DateTime<Utc>,
-    ) -> Result<Option<RuntimeStatus>, Error> {
-        let policy = &self.ctx.settings.policy;
-        let next = next_status(policy, &self.rt, update, now);
-        if !changed(&self.rt, &next) {
-            return Ok(None);
+        if !self.worth_writing(&next) {
+            return Ok(());
         }
-        if update.shoot.is_some() {
-            let without = Update {
-                shoot: None,
-                ..update.clone()
-            };
-            let base = next_status(policy, &self.rt, &without, now);
-            if !changed(&self.rt, &base) && !shoot_changed(self.status(), &next) {
-                return Ok(None);
-            }
-        }
-        if deferrable && only_generations_differ(self.status(), &next) {
-            self.carry = update.conditions.clone();
-            return Ok(None);
-        }
-        if let Err(violations) = check(policy, &self.rt, &next, &self.ctx.settings.user, now) {
+        let now = Utc::now();
+        if let Err(violations) = check(
+            &self.ctx.settings.policy,
+            &self.rt,
+            &next,
+            &self.ctx.settings.user,
+            now,
+        ) {
             self.ctx.metrics().status_denied();
             let message = violations.denial_message();
             tracing::error!(runtime = %self.key(), denial = %message, "status write denied by the status model; not sent (reconciler bug)");
@@ -316,13 +278,53 @@ impl<'a> Pass<'a> {
             });
             return Err(Error::StatusDenied(violations));
         }
-        Ok(Some(next))
+        let mut reread = false;
+        let written = loop {
+            match self.send(next.clone()).await {
+                Ok(written) => break written,
+                Err(e) if error::is_conflict(&e) && !reread => {
+                    reread = true;
+                    self.reread_after_conflict(e).await?;
+                }
+                Err(e) => {
+                    return Err(Error::api(
+                        format!("writing the status of Runtime {}", self.key()),
+                        e,
+                    ));
+                }
+            }
+        };
+        self.record(written);
+        Ok(())
     }
 
-    /// Sends `status` through the `status` subresource, with the resourceVersion read.
+    /// Whether `next` differs from the stored status in more than the progress of the Shoot's
+    /// running operation (its description, progress and `lastUpdateTime` change on every
+    /// Gardener step and would cost a write each).
+    fn worth_writing(&self, next: &RuntimeStatus) -> bool {
+        if !changed(&self.rt, next) {
+            return false;
+        }
+        let stored = self.rt.status.as_ref();
+        if shoot_changed(stored, next) {
+            return true;
+        }
+        let mut without = next.clone();
+        without.shoot_last_operation = stored.and_then(|s| s.shoot_last_operation.clone());
+        without.shoot_last_errors = stored
+            .map(|s| s.shoot_last_errors.clone())
+            .unwrap_or_default();
+        changed(&self.rt, &without)
+    }
+
+    /// Sends `status` through the `status` subresource, with the resourceVersion of the
+    /// latest copy.
     async fn send(&self, status: RuntimeStatus) -> Result<Runtime, kube::Error> {
         let mut object = self.rt.clone();
         object.status = Some(status);
+        // Spec and metadata other than the resourceVersion are ignored by the subresource;
+        // leaving out managedFields keeps the request small.
+        object.metadata.managed_fields = None;
         self.ctx
             .runtimes
             .replace_status(&self.rt.name_any(), &PostParams::default(), &object)
@@ -386,43 +388,30 @@ impl<'a> Pass<'a> {
         self.ctx
             .metrics()
             .observe_provisioning_completed(&self.key(), completed);
-        let conditions = |rt: &Runtime| {
-            rt.status
-                .as_ref()
-                .map(|s| s.conditions.clone())
-                .unwrap_or_default()
-        };
-        let old_conditions = conditions(&self.rt);
-        let new_conditions = conditions(&written);
-        self.rt = written;
-        self.publish_events(&old_conditions, &new_conditions);
+        let old = self.rt.status.clone();
+        let name = self.rt.name_any();
+        let mut written = written;
+        written.metadata.managed_fields = None;
+        self.rt = self
+            .ctx
+            .caches
+            .runtimes
+            .wrote(&name, Some(&self.rt), written)
+            .as_ref()
+            .clone();
+        self.publish_events(old.as_ref(), self.rt.status.as_ref());
     }
 
-    /// Publishes one Event per condition whose status or reason changed, in the background
-    /// (an Event that cannot be written is logged, never fails the reconcile).
-    fn publish_events(&self, old: &[Condition], new: &[Condition]) {
+    /// Publishes an Event for each transition from `old` to `new` a user acts on, in the
+    /// background (an Event that cannot be written is logged, never fails the reconcile):
+    /// the Runtime entering `Ready`, `Failed` or `Terminating` (`Normal`; `Warning` for
+    /// `Failed`; reason the state, note the conditions), and a condition turning `False` or
+    /// changing its reason while `False` (`Warning`, the condition's reason and message).
+    /// Progress (`Pending`, a condition `Unknown` or `True`) is in the status and needs no
+    /// Event: a provisioning publishes one, not one per step (docs/reconciler.md, "Events").
+    fn publish_events(&self, old: Option<&RuntimeStatus>, new: Option<&RuntimeStatus>) {
         let reference = self.rt.object_ref(&());
-        for c in new {
-            let before = old.iter().find(|o| o.type_ == c.type_);
-            if before.is_some_and(|b| b.status == c.status && b.reason == c.reason) {
-                continue;
-            }
-            let type_ = if c.status == CondStatus::False.as_str() {
-                EventType::Warning
-            } else {
-                EventType::Normal
-            };
-            let mut note: String = c.message.chars().take(1000).collect();
-            if note.is_empty() {
-                note = format!("{} is {}", c.type_, c.status);
-            }
-            let event = Event {
-                type_,
-                reason: c.reason.clone(),
-                note: Some(note),
-                action: c.type_.clone(),
-                secondary: None,
-            };
+        for event in events_for(old, new) {
             self.publish_to(event, reference.clone());
         }
     }
@@ -453,16 +442,54 @@ fn provisioning_completed(status: Option<&RuntimeStatus>) -> bool {
     status.and_then(|s| s.provisioning_completed) == Some(true)
 }
 
-/// Whether `next` differs from `current` in conditions' `observedGeneration` only.
-fn only_generations_differ(current: Option<&RuntimeStatus>, next: &RuntimeStatus) -> bool {
-    let strip = |s: &RuntimeStatus| {
-        let mut s = s.clone();
-        for c in &mut s.conditions {
-            c.observed_generation = None;
-        }
-        s
+/// The Events of the transition from `old` to `new` (see [`Pass::publish_events`]).
+fn events_for(old: Option<&RuntimeStatus>, new: Option<&RuntimeStatus>) -> Vec<Event> {
+    let mut events = Vec::new();
+    let Some(new) = new else {
+        return events;
     };
-    current.is_some_and(|c| strip(c) == strip(next))
+    let state = new.state;
+    if state != old.and_then(|s| s.state)
+        && let Some(state @ (State::Ready | State::Failed | State::Terminating)) = state
+    {
+        events.push(Event {
+            type_: if state == State::Failed {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: state.as_str().to_string(),
+            note: Some(format!(
+                "Runtime is {}: {}",
+                state.as_str(),
+                summary(Some(new))
+            )),
+            action: "Reconcile".to_string(),
+            secondary: None,
+        });
+    }
+    let old_conditions = old.map(|s| s.conditions.as_slice()).unwrap_or_default();
+    for c in &new.conditions {
+        if c.status != CondStatus::False.as_str() {
+            continue;
+        }
+        let before = old_conditions.iter().find(|o| o.type_ == c.type_);
+        if before.is_some_and(|b| b.status == c.status && b.reason == c.reason) {
+            continue;
+        }
+        let mut note: String = c.message.chars().take(1000).collect();
+        if note.is_empty() {
+            note = format!("{} is {}", c.type_, c.status);
+        }
+        events.push(Event {
+            type_: EventType::Warning,
+            reason: c.reason.clone(),
+            note: Some(note),
+            action: c.type_.clone(),
+            secondary: None,
+        });
+    }
+    events
 }
 
 /// `Type=Status/Reason, …` of a status, for logs.
@@ -476,4 +503,91 @@ fn summary(status: Option<&RuntimeStatus>) -> String {
                 .join(", ")
         })
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+
+    fn status(state: State, conditions: &[(&str, CondStatus, &str)]) -> RuntimeStatus {
+        RuntimeStatus {
+            state: Some(state),
+            conditions: conditions
+                .iter()
+                .map(|(t, s, r)| Condition {
+                    type_: t.to_string(),
+                    status: s.as_str().to_string(),
+                    reason: r.to_string(),
+                    message: format!("{t} {r}"),
+                    ..Condition::default()
+                })
+                .collect(),
+            ..RuntimeStatus::default()
+        }
+    }
+
+    fn described(events: Vec<Event>) -> Vec<String> {
+        events
+            .into_iter()
+            .map(|e| format!("{:?} {} {}", e.type_, e.reason, e.action))
+            .collect()
+    }
+
+    /// A provisioning publishes one Event (the Runtime became `Ready`); progress publishes
+    /// none; a failure one `Warning` for its `False` condition and one for `Failed`; a failure
+    /// that stays (same reason) none again; deletion one when it starts.
+    #[test]
+    fn events_are_published_for_the_transitions_users_act_on() {
+        use CondStatus::{False, True, Unknown};
+        let pending = status(State::Pending, &[("Provisioned", Unknown, "Pending")]);
+        assert!(
+            events_for(None, Some(&pending)).is_empty(),
+            "accepted: progress"
+        );
+        let running = status(State::Pending, &[("Provisioned", Unknown, "Processing")]);
+        assert!(events_for(Some(&pending), Some(&running)).is_empty());
+        let ready = status(
+            State::Ready,
+            &[
+                ("Provisioned", True, "ShootCreationCompleted"),
+                ("KubeconfigReady", True, "KubeconfigCreated"),
+                ("Configured", True, "AdministratorsConfigured"),
+            ],
+        );
+        assert_eq!(
+            described(events_for(Some(&running), Some(&ready))),
+            ["Normal Ready Reconcile"]
+        );
+        assert!(events_for(Some(&ready), Some(&ready)).is_empty());
+
+        let broken = status(
+            State::Pending,
+            &[
+                ("Provisioned", True, "ShootCreationCompleted"),
+                ("Configured", False, "ConfigurationError"),
+            ],
+        );
+        assert_eq!(
+            described(events_for(Some(&ready), Some(&broken))),
+            ["Warning ConfigurationError Configured"]
+        );
+        let failed = status(State::Failed, &[("Provisioned", False, "CreationErr")]);
+        assert_eq!(
+            described(events_for(Some(&running), Some(&failed))),
+            [
+                "Warning Failed Reconcile",
+                "Warning CreationErr Provisioned"
+            ]
+        );
+        assert!(events_for(Some(&failed), Some(&failed)).is_empty());
+        let terminating = status(
+            State::Terminating,
+            &[("Deprovisioned", Unknown, "GardenerShootDeleted")],
+        );
+        assert_eq!(
+            described(events_for(Some(&ready), Some(&terminating))),
+            ["Normal Terminating Reconcile"]
+        );
+    }
 }

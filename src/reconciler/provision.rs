@@ -10,7 +10,10 @@
 use super::error::{self, Error};
 use super::pass::{Pass, Step};
 use super::reasons::*;
-use super::shoots::{FIELD_MANAGER, get_shoot, last_operation, owned_by, request_retry, timed};
+use super::shoots::{
+    FIELD_MANAGER, cached_shoot, get_shoot, last_operation, owned_by, request_retry, timed,
+    wrote_shoot,
+};
 use super::status_update::{Cond, Update, condition};
 use crate::api::{Runtime, Shoot};
 use crate::gardener::{
@@ -34,22 +37,21 @@ fn updating(pass: &Pass<'_>) -> bool {
 
 /// Writes `Pending`, `Provisioned=False/GardenerErr` with the error (unless
 /// [`Pass::reports`] holds it back), and returns the error (retried with backoff).
-async fn gardener_failed<T>(pass: &mut Pass<'_>, what: String, e: kube::Error) -> Result<T, Error> {
+fn gardener_failed<T>(pass: &mut Pass<'_>, what: String, e: kube::Error) -> Result<T, Error> {
     let message = format!("{what}: {}", error::describe(&e));
     let condition = Cond::new(PROVISIONED, CondStatus::False, GARDENER_ERR).with_message(message);
     pass.fail(Error::api(what, e), State::Pending, condition)
-        .await
 }
 
 /// Writes `Failed`, `Provisioned=False/ConversionErr` with `message`; the Runtime waits for a
 /// change of its own.
-async fn conversion_failed(pass: &mut Pass<'_>, message: String) -> Result<Action, Error> {
-    failed_for_good(pass, CONVERSION_ERR, message).await
+fn conversion_failed(pass: &mut Pass<'_>, message: String) -> Result<Action, Error> {
+    failed_for_good(pass, CONVERSION_ERR, message)
 }
 
 /// Writes `Failed`, `Provisioned=False/<reason>` with `message`; the Runtime waits for a
 /// change of its own.
-async fn failed_for_good(
+fn failed_for_good(
     pass: &mut Pass<'_>,
     reason: &'static str,
     message: String,
@@ -58,21 +60,20 @@ async fn failed_for_good(
     pass.set(Update::new(
         State::Failed,
         vec![Cond::new(PROVISIONED, CondStatus::False, reason).with_message(message)],
-    ))
-    .await?;
+    ));
     Ok(Action::await_change())
 }
 
 /// Writes the failure of a conversion error: `AuditLogErr` with KIM's message "Failed to
 /// configure audit logs" (and the missing tenant) when no audit log tenant is configured,
 /// `ConversionErr` otherwise.
-async fn conversion_error(pass: &mut Pass<'_>, e: &ConversionError) -> Result<Action, Error> {
+fn conversion_error(pass: &mut Pass<'_>, e: &ConversionError) -> Result<Action, Error> {
     match e {
         ConversionError::AuditLogTenantMissing { .. } => {
             let message = format!("Failed to configure audit logs: {e}");
-            failed_for_good(pass, AUDIT_LOG_ERR, message).await
+            failed_for_good(pass, AUDIT_LOG_ERR, message)
         }
-        _ => conversion_failed(pass, conversion_message(e)).await,
+        _ => conversion_failed(pass, conversion_message(e)),
     }
 }
 
@@ -98,31 +99,29 @@ pub(crate) async fn run(pass: &mut Pass<'_>) -> Result<Step<Shoot>, Error> {
         pass.set(Update::new(
             State::Pending,
             vec![Cond::new(PROVISIONED, CondStatus::Unknown, INITIALISED)],
-        ))
-        .await?;
+        ));
     }
     // A Runtime without spec (the CRD does not require one) names no Shoot to look up.
     if let Err(e) = check_names_shoot(&pass.rt) {
-        return conversion_failed(pass, conversion_message(&e))
-            .await
-            .map(Step::Stop);
+        return conversion_failed(pass, conversion_message(&e)).map(Step::Stop);
     }
     let name = pass.rt.spec.shoot.name.clone();
-    let existing = match get_shoot(ctx, &name).await {
-        Ok(s) => s,
-        Err(e) => return gardener_failed(pass, format!("reading Shoot {name}"), e).await,
-    };
-    let step = match existing {
+    let step = match cached_shoot(ctx, &name) {
         None => create(pass).await?,
         Some(shoot) if !owned_by(&shoot, &pass.rt) => {
             let message = not_owned_message(&pass.rt, &shoot);
-            return conversion_failed(pass, message).await.map(Step::Stop);
+            return conversion_failed(pass, message).map(Step::Stop);
         }
         Some(shoot)
             if pass.rt.metadata.generation.unwrap_or(0)
                 > shoot.runtime_generation().unwrap_or(0) =>
         {
-            update(pass, shoot).await?
+            // The cache holds no spec; the update converts against the Shoot as it is.
+            match get_shoot(ctx, &name).await {
+                Ok(Some(full)) => update(pass, full).await?,
+                Ok(None) => create(pass).await?,
+                Err(e) => return gardener_failed(pass, format!("reading Shoot {name}"), e),
+            }
         }
         Some(shoot) => Step::Continue(shoot),
     };
@@ -141,7 +140,7 @@ async fn create(pass: &mut Pass<'_>) -> Result<Step<Shoot>, Error> {
     let ctx = pass.ctx;
     let desired = match runtime_to_shoot(&pass.rt, &ctx.settings.config) {
         Ok(s) => s,
-        Err(e) => return conversion_error(pass, &e).await.map(Step::Stop),
+        Err(e) => return conversion_error(pass, &e).map(Step::Stop),
     };
     ensure_auth_config(pass, &desired).await?;
     let name = desired.name_any();
@@ -153,12 +152,12 @@ async fn create(pass: &mut Pass<'_>) -> Result<Step<Shoot>, Error> {
     .await
     {
         Ok(created) => {
+            wrote_shoot(ctx, &name, None, &created);
             tracing::info!(runtime = %pass.key(), shoot = %name, "Shoot created");
             pass.set(Update::new(
                 State::Pending,
                 vec![Cond::new(PROVISIONED, CondStatus::Unknown, PENDING)],
-            ))
-            .await?;
+            ));
             Ok(Step::Continue(created))
         }
         Err(e) if error::is_conflict(&e) => {
@@ -167,13 +166,13 @@ async fn create(pass: &mut Pass<'_>) -> Result<Step<Shoot>, Error> {
                 Ok(Some(s)) if owned_by(&s, &pass.rt) => Ok(Step::Continue(s)),
                 Ok(Some(s)) => {
                     let message = not_owned_message(&pass.rt, &s);
-                    conversion_failed(pass, message).await.map(Step::Stop)
+                    conversion_failed(pass, message).map(Step::Stop)
                 }
                 Ok(None) => Err(Error::api(format!("creating Shoot {name}"), e)),
-                Err(e) => gardener_failed(pass, format!("reading Shoot {name}"), e).await,
+                Err(e) => gardener_failed(pass, format!("reading Shoot {name}"), e),
             }
         }
-        Err(e) => gardener_failed(pass, format!("creating Shoot {name}"), e).await,
+        Err(e) => gardener_failed(pass, format!("creating Shoot {name}"), e),
     }
 }
 
@@ -188,7 +187,7 @@ async fn update(pass: &mut Pass<'_>, existing: Shoot) -> Result<Step<Shoot>, Err
     let ctx = pass.ctx;
     let mut desired = match runtime_to_shoot_for_update(&pass.rt, &ctx.settings.config, &existing) {
         Ok(s) => s,
-        Err(e) => return conversion_error(pass, &e).await.map(Step::Stop),
+        Err(e) => return conversion_error(pass, &e).map(Step::Stop),
     };
     desired.status = None;
     ensure_auth_config(pass, &desired).await?;
@@ -202,8 +201,9 @@ async fn update(pass: &mut Pass<'_>, existing: Shoot) -> Result<Step<Shoot>, Err
     .await
     {
         Ok(p) => p,
-        Err(e) => return gardener_failed(pass, format!("applying Shoot {name}"), e).await,
+        Err(e) => return gardener_failed(pass, format!("applying Shoot {name}"), e),
     };
+    wrote_shoot(ctx, &name, Some(&existing), &patched);
     tracing::info!(
         runtime = %pass.key(),
         shoot = %name,
@@ -215,8 +215,7 @@ async fn update(pass: &mut Pass<'_>, existing: Shoot) -> Result<Step<Shoot>, Err
         pass.set(Update::new(
             State::Pending,
             vec![Cond::new(PROVISIONED, CondStatus::Unknown, PROCESSING)],
-        ))
-        .await?;
+        ));
     }
     Ok(Step::Continue(patched))
 }
@@ -262,14 +261,11 @@ async fn ensure_auth_config(pass: &mut Pass<'_>, shoot: &Shoot) -> Result<(), Er
     .await;
     match result {
         Ok(_) => Ok(()),
-        Err(e) => {
-            gardener_failed(
-                pass,
-                format!("applying ConfigMap {}", auth.config_map_name),
-                e,
-            )
-            .await
-        }
+        Err(e) => gardener_failed(
+            pass,
+            format!("applying ConfigMap {}", auth.config_map_name),
+            e,
+        ),
     }
 }
 
@@ -299,8 +295,7 @@ async fn wait(pass: &mut Pass<'_>, shoot: &Shoot) -> Result<Step<()>, Error> {
                     )],
                 )
                 .with_shoot(op, errors),
-            )
-            .await?;
+            );
             Ok(Step::Stop(Action::requeue(ctx.settings.resync)))
         }
         ShootProgress::Succeeded { operation } => {
@@ -311,14 +306,13 @@ async fn wait(pass: &mut Pass<'_>, shoot: &Shoot) -> Result<Step<()>, Error> {
                 CONFIGURATION_COMPLETED
             };
             let state = pass.progress_state();
-            pass.set_deferrable(
+            pass.set(
                 Update::new(
                     state,
                     vec![Cond::new(PROVISIONED, CondStatus::True, reason)],
                 )
                 .with_shoot(op, errors),
-            )
-            .await?;
+            );
             Ok(Step::Continue(()))
         }
         ShootProgress::Failed {
@@ -342,8 +336,7 @@ async fn wait(pass: &mut Pass<'_>, shoot: &Shoot) -> Result<Step<()>, Error> {
                     ],
                 )
                 .with_shoot(op, errors),
-            )
-            .await?;
+            );
             Ok(Step::Stop(Action::requeue(ctx.settings.resync)))
         }
         ShootProgress::Failed {
@@ -361,8 +354,7 @@ async fn wait(pass: &mut Pass<'_>, shoot: &Shoot) -> Result<Step<()>, Error> {
                     ],
                 )
                 .with_shoot(op, errors),
-            )
-            .await?;
+            );
             let action = request_retry(ctx, &key, shoot, &description, &codes).await?;
             Ok(Step::Stop(action))
         }

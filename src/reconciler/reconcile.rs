@@ -1,6 +1,6 @@
 //! One reconcile of one Runtime, the orchestrator of the steps: the finalizer, then deletion
 //! (`delete.rs`) or provisioning (`provision.rs` → [`super::kubeconfig`] → [`super::admins`]),
-//! each step working on the same `Pass` (`pass.rs`).
+//! each step working on the same `Pass` (`pass.rs`), whose status is written once at the end.
 
 use super::context::{self, Ctx};
 use super::error::{self, Error};
@@ -20,6 +20,19 @@ use tracing::Instrument;
 pub async fn reconcile(rt: Arc<Runtime>, ctx: Arc<Ctx>) -> Result<Action, Error> {
     let started = Instant::now();
     let key = context::key(&rt);
+    if !ctx.caches.ready(CACHE_WAIT).await {
+        // A cold start: the Shoot and Secret watches have not listed yet, and an empty cache
+        // would look like Shoots to create. Their first list is seconds away (or failing, and
+        // logged by the controller).
+        tracing::debug!(runtime = %key, "caches not filled yet; requeued");
+        return Ok(Action::requeue(CACHE_WAIT));
+    }
+    // The controller's own last write, when the watch has not delivered it yet.
+    let rt = ctx
+        .caches
+        .runtimes
+        .fresher(&rt.name_any(), Some(rt))
+        .ok_or_else(|| Error::Other(format!("Runtime {key} vanished from the cache")))?;
     let mut current = rt.as_ref().clone();
     let mut restarts = 0;
     let result = loop {
@@ -42,21 +55,34 @@ pub async fn reconcile(rt: Arc<Runtime>, ctx: Arc<Ctx>) -> Result<Action, Error>
     result
 }
 
+/// How long a reconcile waits for the caches' first list before it is requeued.
+const CACHE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 async fn run(rt: &Runtime, ctx: &Ctx, key: &str) -> Result<Action, Error> {
     let mut pass = Pass::new(ctx, rt.clone());
+    let result = steps(&mut pass, ctx, key).await;
+    // The status the steps set, written once whatever they ended with; a failed write is
+    // the pass's error.
+    pass.flush().await?;
+    result
+}
+
+async fn steps(pass: &mut Pass<'_>, ctx: &Ctx, key: &str) -> Result<Action, Error> {
+    let rt = &pass.rt;
     if rt.metadata.deletion_timestamp.is_some() {
         if !rt.finalizers().iter().any(|f| f == FINALIZER) {
             ctx.forget(key);
+            ctx.caches.runtimes.forget(&rt.name_any());
             return Ok(Action::await_change());
         }
-        return delete::run(&mut pass).await;
+        return delete::run(pass).await;
     }
     ctx.metrics()
         .observe_state(key, rt.status.as_ref().and_then(|s| s.state));
     ctx.metrics()
         .observe_provisioning_completed(key, pass.provisioning_completed());
     pass.ensure_finalizer().await?;
-    provision_and_configure(&mut pass).await
+    provision_and_configure(pass).await
 }
 
 /// Provisioning and update of a Runtime that is not being deleted: steps 2–4 (the Shoot), then

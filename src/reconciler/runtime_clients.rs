@@ -7,25 +7,28 @@
 //! Runtime needs its client only a few times while provisioned or updated and then once per
 //! resync. So [`ClientCache`] keeps the `capacity` most recently used (`--runtime-client-cache`,
 //! [`DEFAULT_CAPACITY`]); an evicted client's pool and connections go with its last clone. Entries
-//! carry a [`fingerprint`] of the kubeconfig they were built from (the Secret's resourceVersion and
-//! a hash of its bytes): a rotated kubeconfig never gets the old client. docs/reconciler.md,
+//! carry a [`fingerprint`] of the Secret they were built from (its uid and resourceVersion, both
+//! known from the cached metadata without reading the kubeconfig): a rotated kubeconfig never
+//! gets the old client. docs/reconciler.md,
 //! "Runtime-cluster clients and concurrency".
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use std::collections::HashMap;
-use std::hash::{Hash, Hasher};
 use std::sync::{Mutex, MutexGuard};
 
 /// Default number of runtime-cluster clients kept: well above the concurrency (every
 /// in-flight reconcile's client stays cached), a few MiB at ~60 KiB each.
 pub(crate) const DEFAULT_CAPACITY: usize = 256;
 
-/// The fingerprint of a kubeconfig: the Secret's `resourceVersion` and a 64-bit hash of the
-/// kubeconfig bytes, so a changed kubeconfig gets a new client even if the resourceVersion were
-/// missing or reused.
-pub(crate) fn fingerprint(resource_version: &str, kubeconfig: &[u8]) -> String {
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    kubeconfig.hash(&mut h);
-    format!("{resource_version}/{:016x}", h.finish())
+/// The fingerprint of the kubeconfig in a Secret with metadata `meta`: its uid and
+/// resourceVersion (every write of the Secret changes the latter, a re-created Secret the
+/// former).
+pub(crate) fn fingerprint(meta: &ObjectMeta) -> String {
+    format!(
+        "{}/{}",
+        meta.uid.as_deref().unwrap_or_default(),
+        meta.resource_version.as_deref().unwrap_or_default()
+    )
 }
 
 struct Entry<C> {
@@ -158,17 +161,21 @@ mod tests {
     fn a_changed_kubeconfig_misses_and_drops_the_old_client() {
         let cache: ClientCache<Arc<u32>> = ClientCache::new(8);
         let old = Arc::new(1);
-        let fp1 = fingerprint("100", b"kubeconfig one");
+        let meta = |uid: &str, rv: &str| ObjectMeta {
+            uid: Some(uid.into()),
+            resource_version: Some(rv.into()),
+            ..ObjectMeta::default()
+        };
+        let fp1 = fingerprint(&meta("u1", "100"));
         cache.insert("rt", &fp1, old.clone());
         assert_eq!(cache.get("rt", &fp1).as_deref(), Some(&1));
-        // Rotated: new resourceVersion and content.
-        let fp2 = fingerprint("101", b"kubeconfig two");
+        // Rotated: a new resourceVersion.
+        let fp2 = fingerprint(&meta("u1", "101"));
         assert_eq!(cache.get("rt", &fp2), None);
         assert_eq!(Arc::strong_count(&old), 1, "the stale client is dropped");
-        // Same resourceVersion, other content (or no resourceVersion at all): still a miss.
-        assert_ne!(fingerprint("", b"a"), fingerprint("", b"b"));
-        assert_ne!(fingerprint("7", b"a"), fingerprint("8", b"a"));
-        assert_eq!(fingerprint("7", b"a"), fingerprint("7", b"a"));
+        // Deleted and created again: another uid.
+        assert_ne!(fingerprint(&meta("u1", "7")), fingerprint(&meta("u2", "7")));
+        assert_eq!(fingerprint(&meta("u1", "7")), fingerprint(&meta("u1", "7")));
         cache.insert("rt", &fp2, Arc::new(2));
         assert_eq!(cache.get("rt", &fp1), None);
         assert_eq!(cache.len(), 0);

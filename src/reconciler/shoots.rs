@@ -31,7 +31,23 @@ pub(crate) async fn timed<T>(
     out
 }
 
-/// The Runtime's Shoot, if it exists.
+/// The Runtime's Shoot as the controller's cache holds it (without `spec`, see
+/// [`super::caches`]), if it exists.
+pub(crate) fn cached_shoot(ctx: &Ctx, name: &str) -> Option<Shoot> {
+    ctx.caches.shoots.get(name).map(|s| s.as_ref().clone())
+}
+
+/// Records `written`, the answer of a write of Shoot `name` that replaced `before` (`None`:
+/// created), as the current copy until the watch delivers it (without `spec`, as the cache
+/// holds Shoots).
+pub(crate) fn wrote_shoot(ctx: &Ctx, name: &str, before: Option<&Shoot>, written: &Shoot) {
+    let mut slim = written.clone();
+    slim.metadata.managed_fields = None;
+    slim.spec = Default::default();
+    ctx.caches.shoots.wrote(name, before, slim);
+}
+
+/// The Runtime's Shoot read from Gardener (with its `spec`), if it exists.
 ///
 /// Errors: the GET fails.
 pub(crate) async fn get_shoot(ctx: &Ctx, name: &str) -> Result<Option<Shoot>, kube::Error> {
@@ -84,7 +100,7 @@ pub(crate) async fn request_retry(
     if !already {
         let name = shoot.name_any();
         let patch = json!({"metadata": {"annotations": {ANNOTATION_OPERATION: OPERATION_RETRY}}});
-        timed(
+        let annotated = timed(
             ctx,
             "annotate",
             ctx.shoots
@@ -92,6 +108,7 @@ pub(crate) async fn request_retry(
         )
         .await
         .map_err(|e| Error::api(format!("annotating Shoot {name} for a retry"), e))?;
+        wrote_shoot(ctx, &name, Some(shoot), &annotated);
         tracing::info!(runtime = %key, shoot = %name, ?codes, "asked Gardener to retry the failed operation");
     }
     ctx.clear_retry(key);

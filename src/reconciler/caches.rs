@@ -1,0 +1,198 @@
+//! Reads from watch caches: the Runtimes, their Shoots and their kubeconfig Secrets as the
+//! controller's watches last saw them (kube-runtime reflector stores), each corrected by the
+//! controller's own writes the watch has not delivered yet ([`Cached`]).
+//!
+//! A reconcile reads nothing from the API servers; it writes only what changes. A watch delivers
+//! a write some milliseconds after its answer, so a reconcile that starts in between (a Shoot
+//! event right after a status write) would decide on the copy before the write and send a write
+//! with a resourceVersion that is no longer current: a 409 Conflict, a re-read and a retry, or a
+//! second `create` of a Shoot that exists. [`Cached`] therefore remembers each object's latest
+//! own write together with the resourceVersions it replaced; while the store still holds one of
+//! those, the own write is the current copy. Anything else in the store (another writer's
+//! change, or the store having caught up) wins, and the memory of that object is dropped.
+//! resourceVersions are compared for equality only, never ordered (the API conventions make them
+//! opaque). A memory older than [`OWN_WRITE_TTL`] is ignored: a watch is never that far behind
+//! unless it is broken, and then its relist corrects the store.
+//!
+//! What the stores hold is cut to what a reconcile reads: no `managedFields` anywhere; a Shoot
+//! without its `spec` (only the update reads it, with a GET of its own); a Secret as metadata only
+//! (the kubeconfig is read with a GET when a runtime-cluster client has to be built, so 10 000
+//! kubeconfigs are not held in memory).
+
+use kube::Resource;
+use kube::ResourceExt;
+use kube::runtime::reflector::{ObjectRef, Store};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// How long an own write stays the current copy while the store has not caught up with it.
+pub(crate) const OWN_WRITE_TTL: Duration = Duration::from_secs(30);
+
+/// The latest own write of one object.
+struct Own<K> {
+    /// resourceVersions the own writes replaced (`None`: the object did not exist; it was
+    /// created).
+    replaced: Vec<Option<String>>,
+    written: Arc<K>,
+    at: Instant,
+}
+
+/// A reflector store of one namespace with the controller's own writes on top (module docs).
+pub(crate) struct Cached<K: Resource<DynamicType = ()> + Clone + 'static> {
+    store: Store<K>,
+    namespace: String,
+    own: Mutex<HashMap<String, Own<K>>>,
+}
+
+impl<K: Resource<DynamicType = ()> + Clone + 'static> Cached<K> {
+    /// The store `store` (of `namespace`) with no own writes yet.
+    pub(crate) fn new(store: Store<K>, namespace: &str) -> Cached<K> {
+        Cached {
+            store,
+            namespace: namespace.to_string(),
+            own: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Own<K>>> {
+        self.own.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The store (for lookups by other fields than the name).
+    pub(crate) fn store(&self) -> &Store<K> {
+        &self.store
+    }
+
+    /// The current copy of object `name`: the store's, or the own write that replaced it.
+    pub(crate) fn get(&self, name: &str) -> Option<Arc<K>> {
+        let cached = self
+            .store
+            .get(&ObjectRef::new(name).within(&self.namespace));
+        self.fresher(name, cached)
+    }
+
+    /// `cached` (a copy of object `name` from the store, or its absence), or the own write
+    /// that replaced it.
+    pub(crate) fn fresher(&self, name: &str, cached: Option<Arc<K>>) -> Option<Arc<K>> {
+        let mut own = self.lock();
+        let Some(o) = own.get(name) else {
+            return cached;
+        };
+        let seen = cached.as_ref().map(|c| c.resource_version());
+        if o.at.elapsed() < OWN_WRITE_TTL && o.replaced.contains(&seen.clone().flatten()) {
+            return Some(o.written.clone());
+        }
+        own.remove(name);
+        cached
+    }
+
+    /// Records the own write `written` of object `name`, which replaced `before` (`None`:
+    /// created). Returns it as the current copy.
+    pub(crate) fn wrote(&self, name: &str, before: Option<&K>, written: K) -> Arc<K> {
+        let written = Arc::new(written);
+        let mut own = self.lock();
+        let mut replaced = match own.remove(name) {
+            // Still ahead of the store: every version it replaced is stale too.
+            Some(o) if o.at.elapsed() < OWN_WRITE_TTL => o.replaced,
+            _ => Vec::new(),
+        };
+        replaced.push(before.and_then(|b| b.resource_version()));
+        replaced.truncate(16);
+        own.insert(
+            name.to_string(),
+            Own {
+                replaced,
+                written: written.clone(),
+                at: Instant::now(),
+            },
+        );
+        written
+    }
+
+    /// Forgets the own writes of `name` (deleted).
+    pub(crate) fn forget(&self, name: &str) {
+        self.lock().remove(name);
+    }
+
+    /// Number of objects with an own write ahead of the store.
+    #[cfg(test)]
+    fn ahead(&self) -> usize {
+        self.lock().len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::ObjectMeta;
+    use kube::runtime::watcher::Event;
+
+    fn cm(name: &str, rv: &str) -> ConfigMap {
+        ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("ns".into()),
+                resource_version: Some(rv.into()),
+                ..ObjectMeta::default()
+            },
+            ..ConfigMap::default()
+        }
+    }
+
+    fn rv(c: Option<Arc<ConfigMap>>) -> Option<String> {
+        c.and_then(|c| c.resource_version())
+    }
+
+    #[test]
+    fn an_own_write_is_current_until_the_store_catches_up_or_moves_on() {
+        let (reader, mut writer) = kube::runtime::reflector::store::<ConfigMap>();
+        writer.apply_watcher_event(&Event::Apply(cm("a", "1")));
+        let cache = Cached::new(reader, "ns");
+        assert_eq!(
+            rv(cache.get("a")),
+            Some("1".into()),
+            "no own write: the store"
+        );
+
+        // Two own writes in a row (a finalizer, then the status): the store's 1 and the
+        // intermediate 2 are both behind the latest own write 3.
+        let two = cm("a", "2");
+        cache.wrote("a", Some(&cm("a", "1")), two.clone());
+        cache.wrote("a", Some(&two), cm("a", "3"));
+        assert_eq!(rv(cache.get("a")), Some("3".into()));
+        writer.apply_watcher_event(&Event::Apply(cm("a", "2")));
+        assert_eq!(rv(cache.get("a")), Some("3".into()), "2 is behind 3");
+
+        // The store catches up: the memory goes.
+        writer.apply_watcher_event(&Event::Apply(cm("a", "3")));
+        assert_eq!(rv(cache.get("a")), Some("3".into()));
+        assert_eq!(cache.ahead(), 0);
+
+        // Another writer's change after an own write wins.
+        cache.wrote("a", Some(&cm("a", "3")), cm("a", "4"));
+        writer.apply_watcher_event(&Event::Apply(cm("a", "9")));
+        assert_eq!(rv(cache.get("a")), Some("9".into()));
+        assert_eq!(cache.ahead(), 0);
+    }
+
+    #[test]
+    fn a_created_object_exists_before_the_watch_delivers_it() {
+        let (reader, mut writer) = kube::runtime::reflector::store::<ConfigMap>();
+        writer.apply_watcher_event(&Event::Init);
+        writer.apply_watcher_event(&Event::InitDone);
+        let cache = Cached::new(reader, "ns");
+        assert!(cache.get("b").is_none());
+        cache.wrote("b", None, cm("b", "5"));
+        assert_eq!(rv(cache.get("b")), Some("5".into()));
+        writer.apply_watcher_event(&Event::Apply(cm("b", "5")));
+        assert_eq!(rv(cache.get("b")), Some("5".into()));
+        assert_eq!(cache.ahead(), 0);
+        // Deleted by the controller: forgotten, the store decides.
+        cache.wrote("b", Some(&cm("b", "5")), cm("b", "6"));
+        cache.forget("b");
+        writer.apply_watcher_event(&Event::Delete(cm("b", "6")));
+        assert!(cache.get("b").is_none());
+    }
+}
