@@ -24,12 +24,18 @@ use tokio::sync::watch;
 /// `metadata.name` need not be its runtime ID, so the match is on the two fields, not on names.
 /// When no Runtime names the Shoot, one with that runtime ID whose spec names no Shoot (its spec
 /// was removed; it finds its Shoot by runtime ID when it is deleted) gets the event.
-pub(crate) fn runtime_for_shoot(
+fn runtime_for_shoot(
     store: &Store<Runtime>,
+    namespace: &str,
     shoot: &Shoot,
 ) -> Option<ObjectRef<Runtime>> {
     let name = shoot.metadata.name.as_deref()?;
     let rid = shoot.runtime_id()?;
+    if let Some(rt) = named_by_runtime_id(store, namespace, rid)
+        && rt.spec.shoot.name == name
+    {
+        return Some(ObjectRef::from_obj(rt.as_ref()));
+    }
     store
         .find(|rt| rt.spec.shoot.name == name && rt.runtime_id() == Some(rid))
         .or_else(|| store.find(|rt| rt.spec.names_no_shoot() && rt.runtime_id() == Some(rid)))
@@ -42,9 +48,18 @@ fn runtime_for_secret(
     secret: &PartialObjectMeta<Secret>,
 ) -> Option<ObjectRef<Runtime>> {
     let rid = secret.labels().get(LABEL_RUNTIME_ID)?;
-    store
-        .find(|rt| rt.runtime_id() == Some(rid.as_str()))
+    let namespace = secret.namespace().unwrap_or_default();
+    named_by_runtime_id(store, &namespace, rid)
+        .or_else(|| store.find(|rt| rt.runtime_id() == Some(rid.as_str())))
         .map(|rt| ObjectRef::from_obj(rt.as_ref()))
+}
+
+/// The Runtime named after runtime ID `rid` (KIM's and KEB's naming) that carries it, if any:
+/// one lookup instead of a scan of the store per event.
+fn named_by_runtime_id(store: &Store<Runtime>, namespace: &str, rid: &str) -> Option<Arc<Runtime>> {
+    store
+        .get(&ObjectRef::new(rid).within(namespace))
+        .filter(|rt| rt.runtime_id() == Some(rid))
 }
 
 /// Drops what no reconcile reads before an object is cached: `managedFields` (often the
@@ -167,9 +182,10 @@ async fn run_controller(ctx: Arc<Ctx>, mut stop: watch::Receiver<bool>) {
     let store = ctx.caches.runtimes.store().clone();
     let by_secret = store.clone();
     let listed = store.clone();
+    let namespace = ctx.settings.namespace.clone();
     let controller = Controller::for_stream(runtimes, store.clone())
         .watches_stream(shoots, move |shoot: Shoot| {
-            runtime_for_shoot(&store, &shoot)
+            runtime_for_shoot(&store, &namespace, &shoot)
         })
         .watches_stream(secrets, move |secret: PartialObjectMeta<Secret>| {
             runtime_for_secret(&by_secret, &secret)
