@@ -27,6 +27,7 @@ mod real_faults;
 mod real_gardener_failures;
 mod real_kubectl;
 mod real_lifecycle;
+mod real_load;
 mod real_manifests;
 mod real_rollout;
 mod real_shoots;
