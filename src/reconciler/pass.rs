@@ -7,7 +7,8 @@
 //! of its own, with an Event each. What a reader acts on is the status a pass ends with, so the
 //! steps' updates are merged and written once when the pass ends (succeeded, waiting or failed),
 //! checked against the model as one transition. A provisioning is then three or four writes:
-//! Shoot created, Gardener's operation running, `Ready` (docs/reconciler.md, "Status writes").
+//! Shoot created, Gardener's operation running, `Ready` (docs/reconciler.md, "Reads, status
+//! writes and Events").
 
 use super::context::{self, Ctx};
 use super::error::{self, Error};
@@ -408,7 +409,7 @@ impl<'a> Pass<'a> {
     /// `Failed`; reason the state, note the conditions), and a condition turning `False` or
     /// changing its reason while `False` (`Warning`, the condition's reason and message).
     /// Progress (`Pending`, a condition `Unknown` or `True`) is in the status and needs no
-    /// Event: a provisioning publishes one, not one per step (docs/reconciler.md, "Events").
+    /// Event: a provisioning publishes one, not one per step (docs/reconciler.md, "Reads, status writes and Events").
     fn publish_events(&self, old: Option<&RuntimeStatus>, new: Option<&RuntimeStatus>) {
         let reference = self.rt.object_ref(&());
         for event in events_for(old, new) {
@@ -520,7 +521,10 @@ mod tests {
                     status: s.as_str().to_string(),
                     reason: r.to_string(),
                     message: format!("{t} {r}"),
-                    ..Condition::default()
+                    last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                        k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+                    ),
+                    observed_generation: None,
                 })
                 .collect(),
             ..RuntimeStatus::default()
