@@ -95,6 +95,14 @@ async fn provision_and_configure(pass: &mut Pass<'_>) -> Result<Action, Error> {
         Step::Continue(shoot) => shoot,
         Step::Stop(action) => return Ok(action),
     };
+    if pass.rt.status.as_ref().and_then(|s| s.state).is_none() {
+        // No state stored, and the Shoot already done: the pass that created it lost its
+        // status write (a timeout, a controller stopped in between). This pass's one write
+        // would go from no state to `Ready`, which the model never allows (docs/status-model.md
+        // §3: ∅ → Pending or Failed). Write `Pending` with the Shoot's state now; the pass that
+        // write triggers goes on to `Ready`.
+        return Ok(Action::requeue(std::time::Duration::ZERO));
+    }
     let (secret, rotate_in) = kubeconfig::run(pass, &shoot).await?;
     admins::run(pass, &secret).await?;
     Ok(Action::requeue(pass.ctx.settings.resync.min(rotate_in)))
