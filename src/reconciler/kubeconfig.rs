@@ -242,7 +242,21 @@ async fn renew(
                 .replace(&name, &PostParams::default(), &secret)
                 .await
         }
-        None => ctx.secrets.create(&PostParams::default(), &secret).await,
+        None => match ctx.secrets.create(&PostParams::default(), &secret).await {
+            // It exists, but not in the cache: without kim's label (written by hand, or by an
+            // older tool). Replaced at the version read, as a cached one is.
+            Err(e) if error::is_conflict(&e) => match ctx.secrets.get(&name).await {
+                Ok(current) => {
+                    let mut secret = secret;
+                    secret.metadata.resource_version = current.metadata.resource_version;
+                    ctx.secrets
+                        .replace(&name, &PostParams::default(), &secret)
+                        .await
+                }
+                Err(e) => Err(e),
+            },
+            other => other,
+        },
     };
     let written = written.map_err(|e| {
         let what = format!("writing Secret {name}");

@@ -9,10 +9,16 @@
 //! - a `Create` that fails with a terminal code (`ERR_INFRA_UNAUTHORIZED`): the Runtime is
 //!   `Failed` with Gardener's description, and the Shoot is not retried;
 //! - a `Create` that ends in `Error` (Gardener retries it on its own): `Ready` without the
-//!   controller asking for anything.
+//!   controller asking for anything;
+//! - the Events a user acts on: `Ready` for the two that made it, `Failed` and the condition
+//!   that turned `False` (`CreationErr`) for the terminal one, each a `Warning`; no status
+//!   write of the controller denied by the model.
 
+use crate::support::real::NS;
 use crate::support::real_controller::{LIMIT, RealEnv};
-use kube::api::{DeleteParams, DynamicObject};
+use k8s_openapi::api::events::v1::Event as K8sEvent;
+use kube::Api;
+use kube::api::{DeleteParams, DynamicObject, ListParams};
 use kube::runtime::conditions::is_deleted;
 use serde_json::json;
 use std::time::Instant;
@@ -142,6 +148,32 @@ async fn gardener_failures_are_retried_or_final_as_their_codes_say() {
         json!(["ERR_INFRA_UNAUTHORIZED"])
     );
 
+    // ---- the Events a user acts on: Ready for the two that made it; Failed and the
+    // condition that turned False for the terminal one ----
+    let events: Api<K8sEvent> = Api::namespaced(env.stack.cp.admin().await, NS);
+    let wanted = [
+        ("quota", "Normal", "Ready"),
+        ("throttled", "Normal", "Ready"),
+        ("unauth", "Warning", "Failed"),
+        ("unauth", "Warning", "CreationErr"),
+    ];
+    let seen = crate::support::eventually(LIMIT, || {
+        let events = events.clone();
+        async move {
+            let list = events.list(&ListParams::default()).await.ok()?;
+            let has = |(name, type_, reason): (&str, &str, &str)| {
+                list.items.iter().any(|e| {
+                    e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+                        && e.type_.as_deref() == Some(type_)
+                        && e.reason.as_deref() == Some(reason)
+                })
+            };
+            wanted.into_iter().all(has).then_some(list.items)
+        }
+    })
+    .await;
+    assert!(seen.is_some(), "the Events {wanted:?} within {LIMIT:?}");
+
     // ---- all deleted through Gardener ----
     let api = env.runtimes().await;
     for name in ["quota", "unauth", "throttled"] {
@@ -159,7 +191,13 @@ async fn gardener_failures_are_retried_or_final_as_their_codes_say() {
             .await;
         assert!(env.shoot(name).await.is_none(), "the Shoot {name} is gone");
     }
-    let (out, _) = controller.terminate(std::time::Duration::from_secs(20));
+    let (out, err) = controller.terminate(std::time::Duration::from_secs(20));
+    for needle in ["status write denied", "StatusWriteDenied"] {
+        assert!(
+            !out.contains(needle) && !err.contains(needle),
+            "the controller logged {needle:?}:\n{out}\n{err}"
+        );
+    }
     assert!(
         !asked_retry(&out, "unauth"),
         "no retry of the terminal failure"

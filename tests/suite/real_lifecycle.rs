@@ -252,11 +252,24 @@ async fn a_runtime_is_provisioned_and_deleted_by_the_controller_serviceaccount_w
                 .into_iter()
                 .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
                 .collect();
-            (!ours.is_empty()).then_some(ours)
+            let has = |reason: &str| ours.iter().any(|e| e.reason.as_deref() == Some(reason));
+            (has("Ready") && has("Terminating")).then_some(ours)
         }
     })
     .await
-    .expect("Events about the Runtime in kcp-system");
+    .expect("the Ready and Terminating Events about the Runtime in kcp-system");
+    // Events only for what a user acts on: a provisioning that went well and a deletion say
+    // `Ready` and `Terminating`, both Normal, nothing about the progress in between.
+    for e in &published {
+        assert!(
+            e.type_.as_deref() == Some("Normal")
+                && matches!(e.reason.as_deref(), Some("Ready" | "Terminating")),
+            "only the Ready and Terminating Events: {:?} {:?} {:?}",
+            e.type_,
+            e.reason,
+            e.note
+        );
+    }
     let writes = status_writes(&metrics_addr).await;
     let (out, err) = controller.terminate(Duration::from_secs(20));
     assert!(writes >= 4, "status writes: {writes}");
@@ -320,9 +333,14 @@ enum Setup {
     /// Runtime (a label, as the admin; [`RealEnv::label_runtime_on_shoot_creation`]): the
     /// controller's next status write conflicts (409) and it reads the Runtime again.
     Conflict,
-    /// A new Runtime and, before it, its kubeconfig Secret without a kubeconfig: the
-    /// controller renews (replaces) it.
+    /// A new Runtime and, before it, its kubeconfig Secret without a kubeconfig and without
+    /// labels (so outside the controller's label-selected watch of kubeconfig Secrets): the
+    /// controller's create answers 409 AlreadyExists and it renews (replaces) the Secret.
     StaleSecret,
+    /// A new Runtime and, before it, its kubeconfig Secret as kim writes one, synced just now:
+    /// step 5 keeps it (only its metadata is cached), so step 6 reads it (GET) to build the
+    /// runtime-cluster client.
+    FreshSecret,
     /// A new Runtime provisioned to `Ready`, then deleted.
     Deleted,
     /// The Lease deleted first: the controller creates it.
@@ -402,8 +420,22 @@ fn cases() -> Vec<Case> {
         core(
             "get",
             "secrets",
-            Setup::Runtime,
+            Setup::FreshSecret,
             "reading Secret kubeconfig-",
+        ),
+        // The metadata-only watch of the kubeconfig Secrets (the cache steps 5 and 6 read):
+        // kube-runtime's Controller reports its watcher's error, kim logs it.
+        core(
+            "list",
+            "secrets",
+            Setup::Runtime,
+            "failed to perform initial object list",
+        ),
+        core(
+            "watch",
+            "secrets",
+            Setup::Runtime,
+            "failed to start watching object",
         ),
         core(
             "create",
@@ -607,6 +639,30 @@ async fn every_verb_of_the_shipped_controller_rbac_is_needed() {
                 let secret: Secret = serde_json::from_value(json!({
                     "metadata": {"name": format!("kubeconfig-{name}"), "namespace": NS},
                     "type": "Opaque"
+                }))
+                .unwrap();
+                secrets
+                    .create(&PostParams::default(), &secret)
+                    .await
+                    .expect("create the Secret");
+            }
+            Setup::FreshSecret => {
+                let secrets: Api<Secret> = Api::namespaced(env.stack.cp.admin().await, NS);
+                let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+                // No kubeconfig in it: the controller never gets to use it (the GET is denied).
+                let secret: Secret = serde_json::from_value(json!({
+                    "metadata": {
+                        "name": format!("kubeconfig-{name}"),
+                        "namespace": NS,
+                        "labels": {
+                            "kyma-project.io/runtime-id": name,
+                            "operator.kyma-project.io/managed-by": "infrastructure-manager",
+                            "operator.kyma-project.io/cluster-name": name,
+                        },
+                        "annotations": {"operator.kyma-project.io/last-sync": now},
+                    },
+                    "type": "Opaque",
+                    "stringData": {"config": "not a kubeconfig"},
                 }))
                 .unwrap();
                 secrets

@@ -21,7 +21,9 @@
 //!   `updateStrategy`, which KIM's own update takes over the same way
 //!   ([`kims_own_update_strategy`]);
 //! - the watch of the Shoot saw exactly one MODIFIED event (kim's apply) and nothing else;
-//! - the gardenlet started no operation (no new generation to reconcile).
+//! - the gardenlet started no operation (no new generation to reconcile);
+//! - the Runtimes, stored without status, reach `Ready` through statuses the model allows (no
+//!   status write denied by the controller's own check or by the webhook).
 
 use crate::support::real_controller::*;
 use futures::StreamExt as _;
@@ -152,6 +154,8 @@ fn logged(out: &str, message: &str, shoot: &str) -> Vec<Value> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kim_takes_over_kims_shoots_without_changing_them() {
     let env = RealEnv::start().await;
+    let webhook = env.stack.webhook.as_ref().expect("webhook");
+    let denied_before = webhook.count("/validate", "denied").await;
     let garden = env.garden_client().await;
     let kim_shoots: Api<DynamicObject> = Api::namespaced_with(
         garden.clone(),
@@ -351,6 +355,18 @@ async fn kim_takes_over_kims_shoots_without_changing_them() {
         if !created.is_empty() {
             failures.push(format!("{name}: 'Shoot created' lines {created:?}"));
         }
+    }
+    // Runtimes without status taken to Ready: every write legal in the model (none -> Ready is
+    // not), checked by the controller and by the webhook.
+    let out = controller.stdout() + &controller.stderr();
+    for needle in ["status write denied", "StatusWriteDenied"] {
+        if out.contains(needle) {
+            failures.push(format!("the controller logged {needle:?}"));
+        }
+    }
+    let denied = webhook.count("/validate", "denied").await - denied_before;
+    if denied != 0 {
+        failures.push(format!("the webhook denied {denied} status writes"));
     }
     eprintln!("{}", report.join("\n"));
     assert!(
