@@ -14,7 +14,23 @@
 //! 2. **Controller at scale** (`scale`): kim's CRD and `manifests/base` installed, the controller
 //!    as its ServiceAccount with the shipped RBAC, Gardener and one runtime cluster as testenv
 //!    servers in this process. N Runtimes created through kube-apiserver are provisioned by a cold
-//!    controller; a second cold start with all `Ready` gives the first complete reconcile pass.
+//!    controller; a second cold start with all `Ready` is the cold no-op pass, done when the
+//!    controller's `kim_controller_reconciles_total` reaches N (it may read Shoots from a watch
+//!    cache, so no Shoot GET marks it). With `APISERVER_BENCH_KIM_BASELINE` (an earlier `kim`
+//!    binary) each N runs twice, the baseline's controller first, then this build's, each on a
+//!    fresh control plane with the same N and Gardener step (the webhook is this build's in
+//!    both). Per provisioned Runtime: kube-apiserver's requests by verb and resource and its
+//!    409 answers (`apiserver_request_total`), the controller's share of them (API Priority and
+//!    Fairness flow schemas other than `exempt`: the bench and kube-apiserver itself are
+//!    exempt), requests to Gardener and the runtime cluster by verb and resource (their fault
+//!    closures see every request), kube-apiserver CPU (also less its CPU in a window with no
+//!    controller), time to all `Ready`, controller CPU and VmHWM/VmRSS; provisioning counts
+//!    until the controller's requests stop after the last `Ready`. Of the pass: its time,
+//!    per-object GETs on kube-apiserver and Gardener, Shoot GETs, writes in a window at rest.
+//!    At the end a markdown table per N, baseline | this build, with the targets: ≤ 8
+//!    controller requests per provisioned Runtime, no 409, the pass ≤ 5 s with no per-object
+//!    GET and the controller's peak RSS ≤ 150 MiB (both judged at 10 000 only), all `Ready` 2×
+//!    faster or kube-apiserver CPU per Runtime (less idle) halved against the baseline.
 //! 3. **`kim audit`** (`audit`): the Runtimes of [`audit_seed`] written through kube-apiserver
 //!    and audited under GNU time.
 //!
@@ -37,7 +53,7 @@ use kube::api::{
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -45,7 +61,7 @@ use std::time::{Duration, Instant};
 use testenv::controlplane::{ControlPlane, WebhookCerts, point_webhooks_at};
 use testenv::gardener::{GardenerConfig, GardenerSim};
 use testenv::process::Process;
-use testenv::{Gvr, ServerConfig, ServerHandle, UserInfo, Verb};
+use testenv::{Gvr, RequestInfo, ServerConfig, ServerHandle, UserInfo, Verb};
 
 const NS: &str = "kcp-system";
 const GROUP: &str = "infrastructuremanager.kyma-project.io";
@@ -84,6 +100,10 @@ struct Config {
     seed_concurrency: usize,
     audit_runtimes: usize,
     audit_runs: usize,
+    /// An earlier `kim` binary whose controller the scale part runs before this build's.
+    kim_baseline: Option<PathBuf>,
+    /// `RUST_LOG` of the controllers of the scale part (unset: their default, `info`).
+    controller_rust_log: Option<String>,
 }
 
 fn env_num(name: &str, default: f64) -> anyhow::Result<f64> {
@@ -126,7 +146,20 @@ impl Config {
             seed_concurrency: (env_num("APISERVER_BENCH_SEED_CONCURRENCY", 16.0)? as usize).max(1),
             audit_runtimes: env_num("APISERVER_BENCH_AUDIT_RUNTIMES", 10_000.0)? as usize,
             audit_runs: (env_num("APISERVER_BENCH_AUDIT_RUNS", 3.0)? as usize).max(1),
+            kim_baseline: std::env::var_os("APISERVER_BENCH_KIM_BASELINE")
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from),
+            controller_rust_log: std::env::var("APISERVER_BENCH_CONTROLLER_RUST_LOG")
+                .ok()
+                .filter(|v| !v.is_empty()),
         };
+        if let Some(b) = &cfg.kim_baseline {
+            ensure!(
+                b.is_file(),
+                "APISERVER_BENCH_KIM_BASELINE={}: no such file",
+                b.display()
+            );
+        }
         ensure!(!cfg.secs.is_zero(), "APISERVER_BENCH_SECS must be > 0");
         ensure!(
             cfg.rates.iter().all(|r| *r >= 1.0),
@@ -467,6 +500,9 @@ fn status_writes_by_code(m: &Metrics) -> String {
 }
 
 fn verbs_line(by_verb: &BTreeMap<String, f64>, per: f64) -> String {
+    if by_verb.values().all(|n| *n == 0.0) {
+        return "none".into();
+    }
     by_verb
         .iter()
         .map(|(v, n)| {
@@ -1295,13 +1331,126 @@ fn report_admission(
 // ---------------------------------------------------------------------------------------------
 // Part 2: the controller at scale
 
+/// The N at which the cold no-op pass and the controller's RSS are judged.
+const TARGET_N: usize = 10_000;
+
+/// A `kim` binary whose controller the scale part runs.
+struct Build {
+    /// `baseline` or `this build`: the column of the side-by-side table.
+    label: &'static str,
+    bin: PathBuf,
+}
+
+const BASELINE: &str = "baseline";
+const THIS_BUILD: &str = "this build";
+
+/// The builds the scale part runs at each N, in this order: the baseline
+/// (`APISERVER_BENCH_KIM_BASELINE`) if given, then this build's `kim`.
+fn builds(cfg: &Config) -> Vec<Build> {
+    let mut v = Vec::new();
+    if let Some(bin) = &cfg.kim_baseline {
+        v.push(Build {
+            label: BASELINE,
+            bin: bin.clone(),
+        });
+    }
+    v.push(Build {
+        label: THIS_BUILD,
+        bin: PathBuf::from(env!("CARGO_BIN_EXE_kim")),
+    });
+    v
+}
+
+/// Requests one testenv server received, as its fault closure saw them (every request, before
+/// the fault rules).
+#[derive(Clone, Default)]
+struct Counts {
+    /// By (verb, resource[/subresource]); a non-resource request by (method, path).
+    by: BTreeMap<(String, String), f64>,
+    /// GETs of one named object.
+    object_gets: f64,
+    /// GETs of a Shoot (no subresource), and the Shoots they read.
+    shoot_gets: f64,
+    shoots_read: HashSet<String>,
+}
+
+impl Counts {
+    fn record(&mut self, req: &RequestInfo) {
+        let (verb, what) = match (&req.verb, &req.gvr) {
+            (Some(v), Some(g)) => (
+                v.as_str().to_string(),
+                match &req.subresource {
+                    Some(s) => format!("{}/{s}", g.plural),
+                    None => g.plural.clone(),
+                },
+            ),
+            _ => (req.method.to_lowercase(), req.path.clone()),
+        };
+        *self.by.entry((verb, what)).or_default() += 1.0;
+        if req.verb == Some(Verb::Get) && req.gvr.is_some() && req.name.is_some() {
+            self.object_gets += 1.0;
+            if req.gvr.as_ref() == Some(&Gvr::shoots())
+                && req.subresource.is_none()
+                && let Some(name) = &req.name
+            {
+                self.shoot_gets += 1.0;
+                self.shoots_read.insert(name.clone());
+            }
+        }
+    }
+
+    fn total(&self) -> f64 {
+        sum_of(self.by.values())
+    }
+
+    /// Creates, updates, patches and deletes.
+    fn writes(&self) -> f64 {
+        let w = self
+            .by
+            .iter()
+            .filter(|((v, _), _)| ["create", "update", "patch", "delete"].contains(&v.as_str()))
+            .map(|(_, n)| n);
+        sum_of(w)
+    }
+
+    fn by_verb(&self) -> BTreeMap<String, f64> {
+        let mut out = BTreeMap::new();
+        for ((v, _), n) in &self.by {
+            *out.entry(v.clone()).or_default() += n;
+        }
+        out
+    }
+}
+
+/// A server's [`Counts`], shared with its fault closure.
+type SharedCounts = Arc<Mutex<Counts>>;
+
+/// Counts every request `server` receives into the returned counts.
+fn count_requests(server: &ServerHandle) -> SharedCounts {
+    let counts: SharedCounts = Arc::default();
+    let c = counts.clone();
+    server.set_fault_fn(move |req| {
+        c.lock().unwrap().record(req);
+        None
+    });
+    counts
+}
+
+/// The counts since the last call (or since the start), reset.
+fn take(counts: &SharedCounts) -> Counts {
+    std::mem::take(&mut *counts.lock().unwrap())
+}
+
 /// The simulated Gardener and the runtime cluster, in this process.
 struct Garden {
     garden: ServerHandle,
     runtime: ServerHandle,
     stop: Arc<AtomicBool>,
     stepper: Option<tokio::task::JoinHandle<()>>,
-    shoot_gets: Arc<Mutex<HashSet<String>>>,
+    /// Requests Gardener received.
+    garden_counts: SharedCounts,
+    /// Requests the runtime cluster received.
+    runtime_counts: SharedCounts,
 }
 
 impl Garden {
@@ -1328,22 +1477,9 @@ impl Garden {
             1,
         );
         garden.set_admin_kubeconfig(move |_| kubeconfig.clone());
-        // Every reconcile starts by reading its Shoot: the set of Shoots read tells which
-        // Runtimes were reconciled.
-        let shoot_gets: Arc<Mutex<HashSet<String>>> = Arc::default();
-        {
-            let gets = shoot_gets.clone();
-            garden.set_fault_fn(move |req| {
-                if req.verb == Some(Verb::Get)
-                    && req.gvr.as_ref() == Some(&Gvr::shoots())
-                    && req.subresource.is_none()
-                    && let Some(name) = &req.name
-                {
-                    gets.lock().unwrap().insert(name.clone());
-                }
-                None
-            });
-        }
+        // The simulation steps the store directly: the counts are the controller's requests.
+        let garden_counts = count_requests(&garden);
+        let runtime_counts = count_requests(&runtime);
         let stop: Arc<AtomicBool> = Arc::default();
         let stepper = {
             let (sim, stop) = (sim.clone(), stop.clone());
@@ -1362,7 +1498,8 @@ impl Garden {
             runtime,
             stop,
             stepper: Some(stepper),
-            shoot_gets,
+            garden_counts,
+            runtime_counts,
         })
     }
 
@@ -1382,7 +1519,9 @@ struct Controller {
 }
 
 impl Controller {
-    async fn start(dir: &Path) -> anyhow::Result<Controller> {
+    /// Starts the controller of binary `bin` with the kubeconfigs in `dir` and `RUST_LOG`
+    /// `log` (none: the controller's default).
+    async fn start(bin: &Path, dir: &Path, log: Option<&str>) -> anyhow::Result<Controller> {
         let args = testenv::process::kim_controller_args(
             &dir.join("kcp.kubeconfig"),
             &dir.join("garden.kubeconfig"),
@@ -1390,11 +1529,15 @@ impl Controller {
             NS,
             false,
         );
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_kim"));
+        let mut cmd = Command::new(bin);
         cmd.args(args)
             .env_remove("KUBECONFIG")
             .env_remove("RUST_LOG");
-        let mut proc = Process::spawn(&mut cmd).context("spawning kim controller")?;
+        if let Some(log) = log {
+            cmd.env("RUST_LOG", log);
+        }
+        let mut proc = Process::spawn(&mut cmd)
+            .with_context(|| format!("spawning {} controller", bin.display()))?;
         let addr = proc
             .logged("metrics_addr", Duration::from_secs(60))
             .await
@@ -1450,9 +1593,193 @@ fn metric(m: &Metrics, name: &str) -> f64 {
     sum_where(m, name, |_| true)
 }
 
-async fn scale_part(cfg: &Config, n: usize) -> anyhow::Result<()> {
+/// Requests kube-apiserver dispatched in API Priority and Fairness flow schemas other than
+/// `exempt`: the controller's (its ServiceAccount lands in `service-accounts`), as the bench
+/// (`system:masters`) and kube-apiserver's own loopback client are exempt. `None` when the
+/// metric is missing.
+fn controller_requests(m: &Metrics) -> Option<f64> {
+    let name = "apiserver_flowcontrol_dispatched_requests_total";
+    m.keys().any(|k| split_series(k).0 == name).then(|| {
+        sum_where(m, name, |l| {
+            l.get("flow_schema").is_some_and(|f| f != "exempt")
+        })
+    })
+}
+
+/// Resource requests answered 409 Conflict.
+fn conflicts(m: &Metrics) -> f64 {
+    sum_where(m, "apiserver_request_total", |l| {
+        l.get("code").is_some_and(|c| c == "409")
+            && l.get("resource").is_some_and(|r| !r.is_empty())
+    })
+}
+
+/// Resource requests answered 409 Conflict, by resource[/subresource].
+fn conflicts_line(m: &Metrics) -> String {
+    let mut by: BTreeMap<String, f64> = BTreeMap::new();
+    for (k, v) in m {
+        let (name, l) = split_series(k);
+        if name != "apiserver_request_total" || l.get("code").is_none_or(|c| c != "409") {
+            continue;
+        }
+        let r = l.get("resource").cloned().unwrap_or_default();
+        let what = match l.get("subresource").filter(|s| !s.is_empty()) {
+            Some(s) => format!("{r}/{s}"),
+            None => r,
+        };
+        *by.entry(what).or_default() += v;
+    }
+    by.retain(|_, v| *v > 0.0);
+    if by.is_empty() {
+        return "none".into();
+    }
+    by.iter()
+        .map(|(w, n)| format!("{w} {n:.0}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// GETs of one object (`apiserver_request_total` counts a GET of a collection as `LIST`).
+fn object_gets(m: &Metrics) -> f64 {
+    requests_by_verb(m).get("GET").copied().unwrap_or(0.0)
+}
+
+fn writes_of(by_verb: &BTreeMap<String, f64>) -> f64 {
+    sum_of(
+        by_verb
+            .iter()
+            .filter(|(v, _)| ["POST", "PUT", "PATCH", "DELETE", "APPLY"].contains(&v.as_str()))
+            .map(|(_, n)| n),
+    )
+}
+
+/// The sum of `values`; `0.0` when there is none (a float `Iterator::sum` of nothing is `-0.0`,
+/// printed `-0`).
+fn sum_of<'a>(values: impl IntoIterator<Item = &'a f64>) -> f64 {
+    let mut sum = 0.0;
+    for v in values {
+        sum += v;
+    }
+    sum
+}
+
+/// Prints `(verb, what) → count` a line each, with the count per Runtime.
+fn print_by_resource<'a>(
+    head: &str,
+    rows: impl IntoIterator<Item = (&'a (String, String), &'a f64)>,
+    n: usize,
+) {
+    for ((verb, what), count) in rows {
+        if *count > 0.0 {
+            println!(
+                "     {head}: {verb:<7} {what:<44} {count:>8.0} ({:.3}/Runtime)",
+                count / n as f64
+            );
+        }
+    }
+}
+
+/// What one build's controller did at one N.
+struct ScaleRun {
+    label: &'static str,
+    n: usize,
+    /// The window with no controller before the cold start: its length, kube-apiserver's
+    /// requests and the CPU of every process.
+    idle_s: f64,
+    idle: Metrics,
+    idle_cpu: Cpu,
+    /// From the cold start until the controller counted all N `Ready`.
+    ready_s: f64,
+    /// The provisioning window: the cold start until all `Ready` and the controller's requests
+    /// stopped (at most `APISERVER_BENCH_REST_SECS` more).
+    prov_s: f64,
+    prov: Metrics,
+    prov_cpu: Cpu,
+    prov_garden: Counts,
+    prov_runtime: Counts,
+    prov_ctl_cpu: f64,
+    prov_hwm: f64,
+    prov_rss: f64,
+    reconcile_errors: f64,
+    /// The cold no-op pass: process start until `kim_controller_reconciles_total` ≥ N.
+    pass_s: f64,
+    pass_up_s: f64,
+    /// When the controller had counted its first reconcile (NaN: never seen before the end).
+    pass_first_s: f64,
+    pass: Metrics,
+    pass_cpu: Cpu,
+    pass_ctl_cpu: f64,
+    pass_garden: Counts,
+    pass_reconciles: f64,
+    pass_hwm: f64,
+    /// `APISERVER_BENCH_REST_SECS` after the pass.
+    rest_s: f64,
+    rest: Metrics,
+    rest_garden: Counts,
+    rest_hwm: f64,
+    rest_rss: f64,
+    status_writes_sent: f64,
+}
+
+impl ScaleRun {
+    fn per(&self, x: f64) -> f64 {
+        x / self.n as f64
+    }
+
+    /// The controller's requests to kube-apiserver while provisioning: by flow schema, else
+    /// all resource requests.
+    fn prov_ctl_requests(&self) -> f64 {
+        controller_requests(&self.prov)
+            .unwrap_or_else(|| sum_of(requests_by_verb(&self.prov).values()))
+    }
+
+    /// kube-apiserver CPU ms per Runtime while provisioning: as measured, and less its CPU with
+    /// no controller over the same time.
+    fn api_cpu_ms(&self) -> (f64, f64) {
+        let raw = self.prov_cpu.apiserver;
+        let idle = self.idle_cpu.apiserver / self.idle_s * self.prov_s;
+        (self.per(raw) * 1e3, self.per(raw - idle) * 1e3)
+    }
+
+    /// Per-object GETs in the cold no-op pass: kube-apiserver's, Gardener's.
+    fn pass_gets(&self) -> (f64, f64) {
+        (object_gets(&self.pass), self.pass_garden.object_gets)
+    }
+
+    /// The controller's peak RSS (VmHWM), provisioning and pass.
+    fn peak_mib(&self) -> f64 {
+        self.prov_hwm.max(self.pass_hwm).max(self.rest_hwm)
+    }
+}
+
+/// Waits until the controller's requests (to kube-apiserver by flow schema, and to Gardener)
+/// stayed the same for 2 s, at most `limit`: the requests that follow the last `Ready` (an
+/// Event, a last write) belong to provisioning.
+async fn settle(api: &ApiMetrics, garden: &SharedCounts, limit: Duration) -> anyhow::Result<()> {
+    let t0 = Instant::now();
+    let count = async || -> anyhow::Result<f64> {
+        let m = api.scrape().await?;
+        let g = garden.lock().unwrap().total();
+        Ok(controller_requests(&m).unwrap_or(0.0) + g)
+    };
+    let mut last = count().await?;
+    let mut still = Instant::now();
+    while t0.elapsed() < limit && still.elapsed() < Duration::from_secs(2) {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let now = count().await?;
+        if now != last {
+            last = now;
+            still = Instant::now();
+        }
+    }
+    Ok(())
+}
+
+async fn scale_part(cfg: &Config, n: usize, build: &Build) -> anyhow::Result<ScaleRun> {
+    let tag = build.label;
     println!(
-        "== 2. controller at scale: {n} Runtimes in etcd, kim controller started cold (Gardener step every {} ms)",
+        "== 2. controller at scale, {tag} ({}): {n} Runtimes in etcd, kim controller started cold (Gardener step every {} ms)",
+        build.bin.display(),
         cfg.step.as_millis()
     );
     let t_setup = Instant::now();
@@ -1508,7 +1835,7 @@ async fn scale_part(cfg: &Config, n: usize) -> anyhow::Result<()> {
         garden.garden.kubeconfig_yaml(None),
     )?;
     println!(
-        "   control plane, manifests/base ({} objects applied, {} skipped), kim webhook and Gardener up in {:.1} s",
+        "   control plane, manifests/base ({} objects applied, {} skipped), kim webhook (this build) and Gardener up in {:.1} s",
         installed.applied.len(),
         installed.skipped.len(),
         t_setup.elapsed().as_secs_f64()
@@ -1527,11 +1854,24 @@ async fn scale_part(cfg: &Config, n: usize) -> anyhow::Result<()> {
         procinfo::loadavg()
     );
 
+    // kube-apiserver with no controller: its own requests and CPU, subtracted where said.
+    let idle_cpu0 = Cpu::now(&cp, Some(webhook.proc.id()));
+    let idle0 = api.scrape().await?;
+    let t_idle = Instant::now();
+    tokio::time::sleep(cfg.rest.max(Duration::from_secs(1))).await;
+    let idle1 = api.scrape().await?;
+    let idle_s = t_idle.elapsed().as_secs_f64();
+    let idle_cpu = Cpu::now(&cp, Some(webhook.proc.id())).minus(idle_cpu0);
+    let idle = delta(&idle1, &idle0);
+
     // Provisioning: the controller started cold with N new Runtimes.
+    take(&garden.garden_counts);
+    take(&garden.runtime_counts);
     let m0 = api.scrape().await?;
     let cpu0 = Cpu::now(&cp, Some(webhook.proc.id()));
     let t0 = Instant::now();
-    let mut ctl = Controller::start(dir.path()).await?;
+    let mut ctl =
+        Controller::start(&build.bin, dir.path(), cfg.controller_rust_log.as_deref()).await?;
     let ctl_cpu0 = procinfo::cpu_secs(ctl.pid()).unwrap_or(f64::NAN);
     let mut last = Instant::now();
     loop {
@@ -1544,12 +1884,12 @@ async fn scale_part(cfg: &Config, n: usize) -> anyhow::Result<()> {
         }
         ensure!(
             t0.elapsed() < cfg.timeout,
-            "{n} Runtimes not Ready after {:?}: {ready} Ready",
+            "{tag}: {n} Runtimes not Ready after {:?}: {ready} Ready",
             cfg.timeout
         );
         if last.elapsed() >= Duration::from_secs(15) {
             eprintln!(
-                "   … provisioning: {:.0} s, {ready} Ready, controller RSS {:.1} MiB, load {}",
+                "   … {tag} provisioning: {:.0} s, {ready} Ready, controller RSS {:.1} MiB, load {}",
                 t0.elapsed().as_secs_f64(),
                 procinfo::rss_mib(ctl.pid()),
                 procinfo::loadavg()
@@ -1558,117 +1898,172 @@ async fn scale_part(cfg: &Config, n: usize) -> anyhow::Result<()> {
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
-    let provisioned = t0.elapsed();
-    let cpu1 = Cpu::now(&cp, Some(webhook.proc.id())).minus(cpu0);
-    let ctl_cpu = procinfo::cpu_secs(ctl.pid()).unwrap_or(f64::NAN) - ctl_cpu0;
+    let ready_s = t0.elapsed().as_secs_f64();
+    let prov_hwm = procinfo::hwm_mib(ctl.pid());
+    let prov_rss = procinfo::rss_mib(ctl.pid());
+    settle(&api, &garden.garden_counts, cfg.rest).await?;
+    let prov_s = t0.elapsed().as_secs_f64();
+    let prov_cpu = Cpu::now(&cp, Some(webhook.proc.id())).minus(cpu0);
+    let prov_ctl_cpu = procinfo::cpu_secs(ctl.pid()).unwrap_or(f64::NAN) - ctl_cpu0;
     let m1 = api.scrape().await?;
-    let d = delta(&m1, &m0);
+    let prov_garden = take(&garden.garden_counts);
+    let prov_runtime = take(&garden.runtime_counts);
+    let prov = delta(&m1, &m0);
     let km = ctl.metrics().await?;
+    let reconcile_errors = metric(&km, "kim_controller_reconcile_errors_total");
+    let by_verb = requests_by_verb(&prov);
+    let total: f64 = sum_of(by_verb.values());
+    let ctl_req = controller_requests(&prov);
     println!(
-        "   provisioning pass: all {n} Ready {:.1} s after the cold start ({:.0} Runtimes/s); controller VmHWM {:.1} MiB, CPU {ctl_cpu:.1} s; kube-apiserver CPU {:.1} s, etcd {:.1} s, kim webhook {:.1} s, this process {:.1} s; {} reconcile errors",
-        provisioned.as_secs_f64(),
-        n as f64 / provisioned.as_secs_f64(),
-        procinfo::hwm_mib(ctl.pid()),
-        cpu1.apiserver,
-        cpu1.etcd,
-        cpu1.kim,
-        cpu1.bench,
-        metric(&km, "kim_controller_reconcile_errors_total"),
+        "   {tag} provisioning: all {n} Ready {ready_s:.1} s after the cold start ({:.1} Runtimes/s; the requests settled at {prov_s:.1} s); controller CPU {prov_ctl_cpu:.1} s, VmHWM {prov_hwm:.1} MiB, VmRSS {prov_rss:.1} MiB; {reconcile_errors} reconcile errors",
+        n as f64 / ready_s,
     );
     println!(
-        "   provisioning, kube-apiserver requests: {} = {:.0}/s; status writes {:.2} per Runtime (answers {})",
-        verbs_line(&requests_by_verb(&d), n as f64),
-        requests_by_verb(&d).values().sum::<f64>() / provisioned.as_secs_f64(),
-        status_writes(&d) / n as f64,
-        status_writes_by_code(&d)
+        "   {tag} provisioning, CPU: kube-apiserver {:.1} s = {:.1} ms/Runtime ({:.1} ms/Runtime less its {:.1} ms/s with no controller), etcd {:.1} s, kim webhook {:.1} s, this process {:.1} s",
+        prov_cpu.apiserver,
+        n_ms(prov_cpu.apiserver, n),
+        n_ms(prov_cpu.apiserver - idle_cpu.apiserver / idle_s * prov_s, n),
+        idle_cpu.apiserver / idle_s * 1e3,
+        prov_cpu.etcd,
+        prov_cpu.kim,
+        prov_cpu.bench,
     );
+    println!(
+        "   {tag} provisioning, kube-apiserver requests: {total:.0} = {:.2}/Runtime ({}), {:.0}/s; the controller's (flow schemas other than exempt): {}; 409 answers {:.0} = {:.3}/Runtime ({}); status writes {:.2}/Runtime (answers {})",
+        total / n as f64,
+        verbs_line(&by_verb, n as f64),
+        total / prov_s,
+        ctl_req.map_or("-".into(), |c| format!(
+            "{c:.0} = {:.2}/Runtime",
+            c / n as f64
+        )),
+        conflicts(&prov),
+        conflicts(&prov) / n as f64,
+        conflicts_line(&prov),
+        status_writes(&prov) / n as f64,
+        status_writes_by_code(&prov)
+    );
+    print_by_resource("kube-apiserver", &requests_by_resource(&prov), n);
+    println!(
+        "   {tag} provisioning, Gardener requests: {:.0} = {:.2}/Runtime ({}); runtime cluster: {:.0} = {:.2}/Runtime ({})",
+        prov_garden.total(),
+        prov_garden.total() / n as f64,
+        verbs_line(&prov_garden.by_verb(), n as f64),
+        prov_runtime.total(),
+        prov_runtime.total() / n as f64,
+        verbs_line(&prov_runtime.by_verb(), n as f64),
+    );
+    print_by_resource("Gardener", &prov_garden.by, n);
+    print_by_resource("runtime cluster", &prov_runtime.by, n);
     for w in ctl.warnings(5) {
         println!("     {w}");
     }
 
-    // The first complete reconcile pass of a controller started cold with all N Ready.
+    // The first complete reconcile pass of a controller started cold with all N Ready. It
+    // reads Shoots from a watch cache or with GETs: done when it counted N reconciles.
     garden.stop_stepping().await;
     ctl.stop();
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let rest0 = api.scrape().await?;
-    tokio::time::sleep(cfg.rest).await;
-    let rest1 = api.scrape().await?;
-    let idle = requests_by_verb(&delta(&rest1, &rest0));
-    garden.shoot_gets.lock().unwrap().clear();
+    take(&garden.garden_counts);
     let m0 = api.scrape().await?;
     let cpu0 = Cpu::now(&cp, Some(webhook.proc.id()));
     let t0 = Instant::now();
-    let ctl = Controller::start(dir.path()).await?;
-    let up = t0.elapsed();
+    let ctl = Controller::start(&build.bin, dir.path(), cfg.controller_rust_log.as_deref()).await?;
+    let pass_up_s = t0.elapsed().as_secs_f64();
+    let mut pass_first_s = f64::NAN;
     let mut last = Instant::now();
     loop {
         let m = ctl.metrics().await?;
         let reconciled = metric(&m, "kim_controller_reconciles_total");
-        let read = garden.shoot_gets.lock().unwrap().len();
-        if reconciled >= n as f64 && read >= n {
+        if reconciled > 0.0 && pass_first_s.is_nan() {
+            pass_first_s = t0.elapsed().as_secs_f64();
+        }
+        if reconciled >= n as f64 {
             break;
         }
         ensure!(
             t0.elapsed() < cfg.timeout,
-            "no complete reconcile pass after {:?}: {reconciled} reconciles, {read} Shoots read",
+            "{tag}: no complete reconcile pass after {:?}: {reconciled} reconciles",
             cfg.timeout
         );
         if last.elapsed() >= Duration::from_secs(10) {
             eprintln!(
-                "   … reconcile pass: {:.0} s, {reconciled} reconciles, {read} Shoots read",
-                t0.elapsed().as_secs_f64()
+                "   … {tag} reconcile pass: {:.0} s, {reconciled} reconciles, {} Shoots read with a GET",
+                t0.elapsed().as_secs_f64(),
+                garden.garden_counts.lock().unwrap().shoots_read.len()
             );
             last = Instant::now();
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let pass = t0.elapsed();
-    let cpu_pass = Cpu::now(&cp, Some(webhook.proc.id())).minus(cpu0);
-    let ctl_cpu = procinfo::cpu_secs(ctl.pid()).unwrap_or(f64::NAN);
-    let hwm_pass = procinfo::hwm_mib(ctl.pid());
+    let pass_s = t0.elapsed().as_secs_f64();
+    let pass_cpu = Cpu::now(&cp, Some(webhook.proc.id())).minus(cpu0);
+    let pass_ctl_cpu = procinfo::cpu_secs(ctl.pid()).unwrap_or(f64::NAN);
+    let pass_hwm = procinfo::hwm_mib(ctl.pid());
     let m1 = api.scrape().await?;
+    let pass_garden = take(&garden.garden_counts);
+    let km = ctl.metrics().await?;
+    let t_rest = Instant::now();
     tokio::time::sleep(cfg.rest).await;
     let m2 = api.scrape().await?;
-    let hwm_rest = procinfo::hwm_mib(ctl.pid());
-    let rss_rest = procinfo::rss_mib(ctl.pid());
-    let km = ctl.metrics().await?;
-    let in_pass = delta(&m1, &m0);
-    let at_rest = delta(&m2, &m1);
-    let pass_verbs = requests_by_verb(&in_pass);
-    let rest_verbs = requests_by_verb(&at_rest);
-    let writes = status_writes(&in_pass) + status_writes(&at_rest);
+    let rest_s = t_rest.elapsed().as_secs_f64();
+    let rest_garden = take(&garden.garden_counts);
+    let rest_hwm = procinfo::hwm_mib(ctl.pid());
+    let rest_rss = procinfo::rss_mib(ctl.pid());
+    let km_rest = ctl.metrics().await?;
+    let pass = delta(&m1, &m0);
+    let rest = delta(&m2, &m1);
+    let pass_verbs = requests_by_verb(&pass);
+    let rest_verbs = requests_by_verb(&rest);
+    let idle_verbs = requests_by_verb(&idle);
+    let pass_reconciles = metric(&km, "kim_controller_reconciles_total");
+    let rest_reconciles = metric(&km_rest, "kim_controller_reconciles_total") - pass_reconciles;
+    let reconcile_time = hist(&km, "kim_controller_reconcile_duration_seconds", |_| true);
+    let status_writes_sent = metric(&km_rest, "kim_controller_status_writes_total");
+    let writes = status_writes(&pass) + status_writes(&rest);
     println!(
-        "   first complete reconcile pass (cold start, all {n} Ready): {:.2} s (process start → metrics up {:.2} s); {} reconciles, {} status writes sent by kim, {writes} received by kube-apiserver ({:.3} per Runtime)",
-        pass.as_secs_f64(),
-        up.as_secs_f64(),
-        metric(&km, "kim_controller_reconciles_total"),
-        metric(&km, "kim_controller_status_writes_total"),
-        writes / n as f64
+        "   {tag} cold no-op pass (all {n} Ready): {pass_s:.2} s (process start → metrics up {pass_up_s:.2} s, first reconcile counted {pass_first_s:.2} s); {pass_reconciles} reconciles (mean {} ms, {} over 1 s), {rest_reconciles} more at rest; per-object GETs {:.0} on kube-apiserver + {:.0} on Gardener = {:.3}/Runtime; Shoot GETs {:.0} ({} Shoots); {} status writes sent by kim, {writes} received by kube-apiserver in the pass and {:.0} s after",
+        num(reconcile_time.mean_ms(), 2),
+        reconcile_time.count - reconcile_time.share_le(1.0) * reconcile_time.count,
+        object_gets(&pass),
+        pass_garden.object_gets,
+        (object_gets(&pass) + pass_garden.object_gets) / n as f64,
+        pass_garden.shoot_gets,
+        pass_garden.shoots_read.len(),
+        status_writes_sent,
+        rest_s,
     );
     println!(
-        "   controller VmHWM {hwm_pass:.1} MiB after the pass, {hwm_rest:.1} MiB after {:.0} s at rest (VmRSS {rss_rest:.1} MiB); CPU in the pass: controller {ctl_cpu:.1} s, kube-apiserver {:.1} s, etcd {:.1} s, this process {:.1} s; kube-apiserver + etcd RSS {} MiB",
-        cfg.rest.as_secs_f64(),
-        cpu_pass.apiserver,
-        cpu_pass.etcd,
-        cpu_pass.bench,
+        "   {tag} controller VmHWM {pass_hwm:.1} MiB after the pass, {rest_hwm:.1} MiB after {rest_s:.0} s at rest (VmRSS {rest_rss:.1} MiB); CPU in the pass: controller {pass_ctl_cpu:.1} s, kube-apiserver {:.1} s, etcd {:.1} s, this process {:.1} s; kube-apiserver + etcd RSS {} MiB",
+        pass_cpu.apiserver,
+        pass_cpu.etcd,
+        pass_cpu.bench,
         cp.rss_kib() / 1024
     );
     println!(
-        "   kube-apiserver requests in the pass: {} = {:.1}/s",
+        "   {tag} kube-apiserver requests in the pass: {} = {:.1}/s; Gardener: {}",
         verbs_line(&pass_verbs, n as f64),
-        pass_verbs.values().sum::<f64>() / pass.as_secs_f64()
+        sum_of(pass_verbs.values()) / pass_s,
+        verbs_line(&pass_garden.by_verb(), n as f64),
     );
     println!(
-        "   … at rest ({:.0} s after the pass): {} = {:.2}/s; before the cold start, no controller: {} = {:.2}/s",
-        cfg.rest.as_secs_f64(),
+        "   {tag} at rest ({rest_s:.0} s after the pass): kube-apiserver {} = {:.2}/s, {:.0} writes; Gardener {} ({:.0} writes); before the cold start, no controller: {} = {:.2}/s",
         verbs_line(&rest_verbs, 0.0),
-        rest_verbs.values().sum::<f64>() / cfg.rest.as_secs_f64(),
-        verbs_line(&idle, 0.0),
-        idle.values().sum::<f64>() / cfg.rest.as_secs_f64()
+        sum_of(rest_verbs.values()) / rest_s,
+        writes_of(&rest_verbs),
+        verbs_line(&rest_garden.by_verb(), 0.0),
+        rest_garden.writes(),
+        verbs_line(&idle_verbs, 0.0),
+        sum_of(idle_verbs.values()) / idle_s
     );
-    for ((verb, what), count) in requests_by_resource(&in_pass) {
-        println!("     in the pass: {verb:<7} {what:<40} {count:.0}");
-    }
+    print_by_resource(
+        "in the pass, kube-apiserver",
+        &requests_by_resource(&pass),
+        n,
+    );
+    print_by_resource("in the pass, Gardener", &pass_garden.by, n);
+    print_by_resource("at rest, kube-apiserver", &requests_by_resource(&rest), n);
+    print_by_resource("at rest, Gardener", &rest_garden.by, n);
     for w in ctl.warnings(5) {
         println!("     {w}");
     }
@@ -1679,10 +2074,258 @@ async fn scale_part(cfg: &Config, n: usize) -> anyhow::Result<()> {
     drop(webhook);
     drop(cp);
     println!(
-        "   the {n} run took {:.0} s in all",
+        "   the {tag} run at {n} took {:.0} s in all",
         t_setup.elapsed().as_secs_f64()
     );
-    Ok(())
+    Ok(ScaleRun {
+        label: build.label,
+        n,
+        idle_s,
+        idle,
+        idle_cpu,
+        ready_s,
+        prov_s,
+        prov,
+        prov_cpu,
+        prov_garden,
+        prov_runtime,
+        prov_ctl_cpu,
+        prov_hwm,
+        prov_rss,
+        reconcile_errors,
+        pass_s,
+        pass_up_s,
+        pass_first_s,
+        pass,
+        pass_cpu,
+        pass_ctl_cpu,
+        pass_garden,
+        pass_reconciles,
+        pass_hwm,
+        rest_s,
+        rest,
+        rest_garden,
+        rest_hwm,
+        rest_rss,
+        status_writes_sent,
+    })
+}
+
+/// `secs` of CPU per Runtime, in ms.
+fn n_ms(secs: f64, n: usize) -> f64 {
+    secs / n as f64 * 1e3
+}
+
+/// The side-by-side tables (markdown) of every N, with the targets.
+fn report_scale(runs: &[ScaleRun]) {
+    let mut sizes: Vec<usize> = runs.iter().map(|r| r.n).collect();
+    sizes.dedup();
+    for n in sizes {
+        let col = |label: &str| runs.iter().find(|r| r.n == n && r.label == label);
+        let (base, this) = (col(BASELINE), col(THIS_BUILD));
+        println!();
+        println!(
+            "== controller at scale, {n} Runtimes: {BASELINE} | {THIS_BUILD} ({} cores; load now {})",
+            cores(),
+            procinfo::loadavg()
+        );
+        println!();
+        println!("| item | {BASELINE} | {THIS_BUILD} |");
+        println!("|---|---:|---:|");
+        let row = |item: &str, f: &dyn Fn(&ScaleRun) -> String| {
+            let cell = |r: Option<&ScaleRun>| r.map_or("-".into(), f);
+            println!("| {item} | {} | {} |", cell(base), cell(this));
+        };
+        row("requests to kube-apiserver per provisioned Runtime", &|r| {
+            num(r.per(sum_of(requests_by_verb(&r.prov).values())), 2)
+        });
+        let mut verbs: Vec<String> = [base, this]
+            .into_iter()
+            .flatten()
+            .flat_map(|r| requests_by_verb(&r.prov).into_keys())
+            .collect();
+        verbs.sort();
+        verbs.dedup();
+        for v in &verbs {
+            row(&format!("… {v}"), &|r| {
+                num(
+                    r.per(requests_by_verb(&r.prov).get(v).copied().unwrap_or(0.0)),
+                    2,
+                )
+            });
+        }
+        row(
+            "… of them the controller's (non-exempt flow schemas)",
+            &|r| controller_requests(&r.prov).map_or("-".into(), |c| num(r.per(c), 2)),
+        );
+        row(
+            "409 answers per Runtime (count), provisioning + pass",
+            &|r| {
+                let c = conflicts(&r.prov) + conflicts(&r.pass) + conflicts(&r.rest);
+                format!("{} ({c:.0})", num(r.per(c), 3))
+            },
+        );
+        row("Gardener requests per provisioned Runtime", &|r| {
+            num(r.per(r.prov_garden.total()), 2)
+        });
+        let mut gverbs: Vec<String> = [base, this]
+            .into_iter()
+            .flatten()
+            .flat_map(|r| r.prov_garden.by_verb().into_keys())
+            .collect();
+        gverbs.sort();
+        gverbs.dedup();
+        for v in &gverbs {
+            row(&format!("… {v}"), &|r| {
+                num(
+                    r.per(r.prov_garden.by_verb().get(v).copied().unwrap_or(0.0)),
+                    2,
+                )
+            });
+        }
+        row("runtime cluster requests per provisioned Runtime", &|r| {
+            num(r.per(r.prov_runtime.total()), 2)
+        });
+        row("kube-apiserver CPU per Runtime, ms (less idle)", &|r| {
+            let (raw, net) = r.api_cpu_ms();
+            format!("{} ({})", num(raw, 1), num(net, 1))
+        });
+        row("time to all Ready, s", &|r| num(r.ready_s, 1));
+        row("controller CPU, provisioning, s", &|r| {
+            num(r.prov_ctl_cpu, 1)
+        });
+        row("reconcile errors, provisioning", &|r| {
+            num(r.reconcile_errors, 0)
+        });
+        row(
+            "cold no-op pass, s (metrics up; first reconcile counted)",
+            &|r| {
+                format!(
+                    "{} ({}; {})",
+                    num(r.pass_s, 2),
+                    num(r.pass_up_s, 2),
+                    num(r.pass_first_s, 2)
+                )
+            },
+        );
+        row(
+            "… per-object GETs per Runtime: kube-apiserver + Gardener",
+            &|r| {
+                let (a, g) = r.pass_gets();
+                format!("{} + {}", num(r.per(a), 3), num(r.per(g), 3))
+            },
+        );
+        row("… Shoot GETs (Shoots read)", &|r| {
+            format!(
+                "{:.0} ({})",
+                r.pass_garden.shoot_gets,
+                r.pass_garden.shoots_read.len()
+            )
+        });
+        row("… reconciles counted; controller CPU, s", &|r| {
+            format!("{:.0}; {}", r.pass_reconciles, num(r.pass_ctl_cpu, 2))
+        });
+        row("… kube-apiserver CPU in the pass, s", &|r| {
+            num(r.pass_cpu.apiserver, 2)
+        });
+        row("writes at rest: kube-apiserver (status) / Gardener", &|r| {
+            format!(
+                "{:.0} ({:.0}) / {:.0} in {:.0} s",
+                writes_of(&requests_by_verb(&r.rest)),
+                status_writes(&r.rest),
+                r.rest_garden.writes(),
+                r.rest_s
+            )
+        });
+        row("… kube-apiserver writes with no controller", &|r| {
+            format!(
+                "{:.0} in {:.0} s",
+                writes_of(&requests_by_verb(&r.idle)),
+                r.idle_s
+            )
+        });
+        row("controller RSS, MiB: VmHWM at all Ready (VmRSS)", &|r| {
+            format!("{} ({})", num(r.prov_hwm, 1), num(r.prov_rss, 1))
+        });
+        row("… VmHWM after the pass / at rest (VmRSS)", &|r| {
+            format!(
+                "{} / {} ({})",
+                num(r.pass_hwm, 1),
+                num(r.rest_hwm, 1),
+                num(r.rest_rss, 1)
+            )
+        });
+        row("status writes sent in the pass (kim's counter)", &|r| {
+            num(r.status_writes_sent, 0)
+        });
+
+        let Some(t) = this else { continue };
+        println!();
+        println!("| target ({THIS_BUILD}) | wanted | {BASELINE} | {THIS_BUILD} | verdict |");
+        println!("|---|---|---:|---:|---|");
+        let cell = |r: Option<&ScaleRun>, f: &dyn Fn(&ScaleRun) -> String| r.map_or("-".into(), f);
+        let reqs = |r: &ScaleRun| num(r.per(r.prov_ctl_requests()), 2);
+        println!(
+            "| controller's requests to kube-apiserver per provisioned Runtime | <= 8 | {} | {} | {} |",
+            cell(base, &reqs),
+            reqs(t),
+            verdict(t.per(t.prov_ctl_requests()) <= 8.0)
+        );
+        let c409 = |r: &ScaleRun| conflicts(&r.prov) + conflicts(&r.pass) + conflicts(&r.rest);
+        println!(
+            "| 409 answers | 0 | {} | {:.0} | {} |",
+            cell(base, &|r| format!("{:.0}", c409(r))),
+            c409(t),
+            verdict(c409(t) == 0.0)
+        );
+        let pass = |r: &ScaleRun| {
+            let (a, g) = r.pass_gets();
+            format!("{} s, {:.0} GETs", num(r.pass_s, 2), a + g)
+        };
+        let (a, g) = t.pass_gets();
+        println!(
+            "| cold no-op pass, per-object GETs | <= 5 s, 0 GETs | {} | {} | {} |",
+            cell(base, &pass),
+            pass(t),
+            if n == TARGET_N {
+                verdict(t.pass_s <= 5.0 && a + g == 0.0).to_string()
+            } else {
+                format!("n/a at N={n}")
+            }
+        );
+        let rss = |r: &ScaleRun| num(r.peak_mib(), 1);
+        println!(
+            "| controller peak RSS (VmHWM), MiB | <= 150 | {} | {} | {} |",
+            cell(base, &rss),
+            rss(t),
+            if n == TARGET_N {
+                verdict(t.peak_mib() <= 150.0).to_string()
+            } else {
+                format!("n/a at N={n}")
+            }
+        );
+        match base {
+            Some(b) => {
+                let speed = b.ready_s / t.ready_s;
+                let cpu = b.api_cpu_ms().1 / t.api_cpu_ms().1;
+                println!(
+                    "| time to all Ready, s (×{} faster); kube-apiserver CPU per Runtime less idle, ms (×{} less) | ×2 either | {} ; {} | {} ; {} | {} |",
+                    num(speed, 3),
+                    num(cpu, 3),
+                    num(b.ready_s, 1),
+                    num(b.api_cpu_ms().1, 1),
+                    num(t.ready_s, 1),
+                    num(t.api_cpu_ms().1, 1),
+                    verdict(speed >= 2.0 || cpu >= 2.0)
+                );
+            }
+            None => println!(
+                "| time to all Ready ×2 faster or kube-apiserver CPU per Runtime halved | ×2 either | - | {} s; {} ms | n/a (no baseline: APISERVER_BENCH_KIM_BASELINE) |",
+                num(t.ready_s, 1),
+                num(t.api_cpu_ms().1, 1)
+            ),
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1821,9 +2464,13 @@ async fn bench(cfg: Config) -> anyhow::Result<()> {
         admission_part(&cfg).await?;
     }
     if cfg.part("scale") {
+        let mut runs = Vec::new();
         for &n in &cfg.sizes {
-            scale_part(&cfg, n).await?;
+            for build in builds(&cfg) {
+                runs.push(scale_part(&cfg, n, &build).await?);
+            }
         }
+        report_scale(&runs);
     }
     if cfg.part("audit") && cfg.audit_runtimes > 0 {
         audit_part(&cfg).await?;
