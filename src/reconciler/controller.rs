@@ -111,6 +111,28 @@ pub(crate) fn watches(
     (runtimes, shoots, secrets)
 }
 
+/// Polls `stream` in a task of its own and hands its items on through a channel: a watch whose
+/// cache a reconcile waits for must fill it even while every reconcile slot is taken (the
+/// Controller polls its trigger streams only when it has room for more work, so a cache fed
+/// by a trigger stream it does not poll would never fill).
+fn detach<T: Send + 'static>(
+    stream: impl Stream<Item = T> + Send + 'static,
+) -> (
+    impl Stream<Item = T> + Send + 'static,
+    tokio::task::JoinHandle<()>,
+) {
+    let (tx, rx) = futures::channel::mpsc::unbounded();
+    let task = tokio::spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        while let Some(item) = stream.next().await {
+            if tx.unbounded_send(item).is_err() {
+                break;
+            }
+        }
+    });
+    (rx, task)
+}
+
 /// Runs the watches of `ctx`'s caches without a Controller, for tests that call the reconcile
 /// function directly, until the returned task is aborted.
 ///
@@ -179,6 +201,8 @@ async fn run_controller(ctx: Arc<Ctx>, mut stop: watch::Receiver<bool>) {
         let _ = tx.send(());
     });
     let (runtimes, shoots, secrets) = watches(&ctx, writers);
+    let (shoots, shoot_watch) = detach(shoots);
+    let (secrets, secret_watch) = detach(secrets);
     let store = ctx.caches.runtimes.store().clone();
     let by_secret = store.clone();
     let listed = store.clone();
@@ -227,6 +251,8 @@ async fn run_controller(ctx: Arc<Ctx>, mut stop: watch::Receiver<bool>) {
         () = unlisted_at_stop => {}
     }
     stopper.abort();
+    shoot_watch.abort();
+    secret_watch.abort();
     // Another replica reconciles from now on and reports the Runtimes.
     ctx.metrics().forget_all();
     tracing::info!("controller stopped");
