@@ -42,7 +42,38 @@ struct Own<K> {
 pub(crate) struct Cached<K: Resource<DynamicType = ()> + Clone + 'static> {
     store: Store<K>,
     namespace: String,
-    own: Mutex<HashMap<String, Own<K>>>,
+    own: OwnWrites<K>,
+}
+
+/// The own writes of a [`Cached`], shared with the watch that fills its store
+/// ([`OwnWrites::delivered`]). Cloning is cheap (one `Arc`).
+pub(crate) struct OwnWrites<K>(Arc<Mutex<HashMap<String, Own<K>>>>);
+
+impl<K> Clone for OwnWrites<K> {
+    fn clone(&self) -> Self {
+        OwnWrites(self.0.clone())
+    }
+}
+
+impl<K: Resource<DynamicType = ()> + Clone> OwnWrites<K> {
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Own<K>>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The watch delivered `object` (added, modified, deleted or listed), after the store took
+    /// it: an own write of that name is forgotten unless the delivered version is one the own
+    /// write replaced. So an object created and deleted again before anyone read it is not
+    /// taken to exist, and nothing is kept for a deleted object.
+    pub(crate) fn delivered(&self, object: &K) {
+        let name = object.name_any();
+        let mut own = self.lock();
+        if own
+            .get(&name)
+            .is_some_and(|o| !o.replaced.contains(&object.resource_version()))
+        {
+            own.remove(&name);
+        }
+    }
 }
 
 impl<K: Resource<DynamicType = ()> + Clone + 'static> Cached<K> {
@@ -51,12 +82,17 @@ impl<K: Resource<DynamicType = ()> + Clone + 'static> Cached<K> {
         Cached {
             store,
             namespace: namespace.to_string(),
-            own: Mutex::new(HashMap::new()),
+            own: OwnWrites(Arc::new(Mutex::new(HashMap::new()))),
         }
     }
 
     fn lock(&self) -> MutexGuard<'_, HashMap<String, Own<K>>> {
-        self.own.lock().unwrap_or_else(|e| e.into_inner())
+        self.own.lock()
+    }
+
+    /// The own writes, for the watch that fills the store.
+    pub(crate) fn own_writes(&self) -> OwnWrites<K> {
+        self.own.clone()
     }
 
     /// The store (for lookups by other fields than the name).
@@ -93,8 +129,16 @@ impl<K: Resource<DynamicType = ()> + Clone + 'static> Cached<K> {
         let written = Arc::new(written);
         let mut own = self.lock();
         let mut replaced = match own.remove(name) {
-            // Still ahead of the store: every version it replaced is stale too.
-            Some(o) if o.at.elapsed() < OWN_WRITE_TTL => o.replaced,
+            // Still ahead of the store: every version it replaced is stale too, and so is the
+            // version it wrote, unless this write answered with the same one.
+            Some(o) if o.at.elapsed() < OWN_WRITE_TTL => {
+                let mut replaced = o.replaced;
+                let previous = o.written.resource_version();
+                if previous != written.resource_version() {
+                    replaced.push(previous);
+                }
+                replaced
+            }
             _ => Vec::new(),
         };
         replaced.push(before.and_then(|b| b.resource_version()));
@@ -189,6 +233,17 @@ mod tests {
         writer.apply_watcher_event(&Event::Apply(cm("b", "5")));
         assert_eq!(rv(cache.get("b")), Some("5".into()));
         assert_eq!(cache.ahead(), 0);
+        // Created and deleted again before anyone read it: the watch's delivery forgets it.
+        cache.wrote("c", None, cm("c", "7"));
+        writer.apply_watcher_event(&Event::Apply(cm("c", "7")));
+        cache.own_writes().delivered(&cm("c", "7"));
+        writer.apply_watcher_event(&Event::Delete(cm("c", "8")));
+        cache.own_writes().delivered(&cm("c", "8"));
+        assert!(cache.get("c").is_none(), "deleted");
+        // A delivery of a version the own write replaced keeps it.
+        cache.wrote("b", Some(&cm("b", "5")), cm("b", "6"));
+        cache.own_writes().delivered(&cm("b", "5"));
+        assert_eq!(rv(cache.get("b")), Some("6".into()));
         // Deleted by the controller: forgotten, the store decides.
         cache.wrote("b", Some(&cm("b", "5")), cm("b", "6"));
         cache.forget("b");

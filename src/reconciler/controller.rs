@@ -3,12 +3,13 @@
 //! [`super::caches`]), how Shoot and Secret events map back to Runtimes, and running it
 //! ([`run_with`]), under leader election when configured.
 
+use super::caches::OwnWrites;
 use super::context::{Ctx, Settings, Writers};
 use super::kubeconfig::{LABEL_MANAGED_BY, MANAGED_BY};
 use super::leader;
 use super::reconcile;
 use crate::api::{LABEL_RUNTIME_ID, Runtime, Shoot};
-use futures::{FutureExt, Stream, StreamExt};
+use futures::{FutureExt, Stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::PartialObjectMeta;
 use kube::runtime::controller::{self, Controller};
@@ -74,21 +75,41 @@ fn watch_config() -> watcher::Config {
     watcher::Config::default().any_semantic()
 }
 
+/// Tells `own` about the object of a watch event (see [`OwnWrites::delivered`]).
+fn delivered<K: Resource<DynamicType = ()> + Clone>(own: &OwnWrites<K>, event: &watcher::Event<K>) {
+    match event {
+        watcher::Event::Apply(o) | watcher::Event::Delete(o) | watcher::Event::InitApply(o) => {
+            own.delivered(o)
+        }
+        watcher::Event::Init | watcher::Event::InitDone => {}
+    }
+}
+
 /// The three watches of a controller, each filling its cache ([`Writers`]): Runtimes (the
 /// trigger of their own reconciles), Shoots without `spec`, kubeconfig Secrets as metadata.
 #[allow(clippy::type_complexity)]
 pub(crate) fn watches(
-    ctx: &Ctx,
+    ctx: &Arc<Ctx>,
     writers: Writers,
 ) -> (
     impl Stream<Item = Result<Runtime, watcher::Error>> + Send + 'static,
     impl Stream<Item = Result<Shoot, watcher::Error>> + Send + 'static,
     impl Stream<Item = Result<PartialObjectMeta<Secret>, watcher::Error>> + Send + 'static,
 ) {
+    let own = ctx.caches.runtimes.own_writes();
+    let gone = ctx.clone();
     let runtimes = watcher(ctx.runtimes.clone(), watch_config())
         .default_backoff()
         .modify(strip_managed_fields)
         .reflect(writers.runtimes)
+        .inspect_ok(move |event| {
+            delivered(&own, event);
+            if let watcher::Event::Delete(rt) = event {
+                // Whatever removed it (kim's release, or a finalizer removed by hand), nothing
+                // about it is kept.
+                gone.forget(&super::context::key(rt));
+            }
+        })
         .applied_objects();
     let shoots = watcher(ctx.shoots.clone(), watch_config())
         .default_backoff()
@@ -98,6 +119,10 @@ pub(crate) fn watches(
             shoot.spec = Default::default();
         })
         .reflect(writers.shoots)
+        .inspect_ok({
+            let own = ctx.caches.shoots.own_writes();
+            move |event| delivered(&own, event)
+        })
         .touched_objects();
     let selector = format!("{LABEL_MANAGED_BY}={MANAGED_BY}");
     // An Api of `PartialObjectMeta` watches metadata only: no kubeconfig crosses the wire.
@@ -107,6 +132,10 @@ pub(crate) fn watches(
         .default_backoff()
         .modify(strip_managed_fields)
         .reflect(writers.secrets)
+        .inspect_ok({
+            let own = ctx.caches.secrets.own_writes();
+            move |event| delivered(&own, event)
+        })
         .touched_objects();
     (runtimes, shoots, secrets)
 }
@@ -137,7 +166,7 @@ fn detach<T: Send + 'static>(
 /// function directly, until the returned task is aborted.
 ///
 /// Panics: the caches are already being filled (their writers were taken).
-pub fn fill_caches(ctx: &Ctx) -> tokio::task::JoinHandle<()> {
+pub fn fill_caches(ctx: &Arc<Ctx>) -> tokio::task::JoinHandle<()> {
     let writers = ctx.take_writers().expect("the caches are filled once");
     let (runtimes, shoots, secrets) = watches(ctx, writers);
     tokio::spawn(async move {

@@ -13,7 +13,9 @@ use super::error::{self, Error};
 use super::kubeconfig::secret_name;
 use super::pass::Pass;
 use super::reasons::{GARDENER_ERR, GARDENER_SHOOT_DELETED};
-use super::shoots::{cached_shoot, last_operation, owned_by, request_retry, timed, wrote_shoot};
+use super::shoots::{
+    cached_shoot, get_shoot, last_operation, owned_by, request_retry, timed, wrote_shoot,
+};
 use super::status_update::{Cond, Update};
 use crate::api::{ANNOTATION_CONFIRM_DELETION, LABEL_RUNTIME_ID, Shoot};
 use crate::gardener::convert::{
@@ -67,27 +69,44 @@ async fn owned_shoot(pass: &mut Pass<'_>) -> Result<Option<Shoot>, Error> {
     let ctx = pass.ctx;
     if !pass.rt.spec.names_no_shoot() {
         let name = pass.rt.spec.shoot.name.clone();
-        return Ok(cached_shoot(ctx, &name).filter(|s| owned_by(s, &pass.rt)));
+        if let Some(shoot) = cached_shoot(ctx, &name) {
+            return Ok(Some(shoot).filter(|s| owned_by(s, &pass.rt)));
+        }
+        // Releasing is final: that the Shoot is gone is Gardener's word, not the cache's (a
+        // watch can lag for minutes), or the Shoot would be orphaned.
+        return match get_shoot(ctx, &name).await {
+            Ok(s) => Ok(s.filter(|s| owned_by(s, &pass.rt))),
+            Err(e) => gardener_failed(pass, format!("reading Shoot {name}"), e),
+        };
     }
     let Some(rid) = pass.rt.runtime_id().map(str::to_string) else {
         // No runtime ID: no Shoot was ever created for it (see `owned_by`).
         return Ok(None);
     };
-    let candidates: Vec<Shoot> = ctx
-        .caches
-        .shoots
-        .store()
-        .state()
-        .into_iter()
-        .filter_map(|s| cached_shoot(ctx, &s.name_any()))
-        .filter(|s| owned_by(s, &pass.rt))
-        .collect();
+    // A rare deletion (a Runtime whose spec names no Shoot): read from the servers, as the
+    // release that may follow is final.
+    let listed = timed(ctx, "list", ctx.shoots.list(&ListParams::default())).await;
+    let candidates: Vec<Shoot> = match listed {
+        Ok(list) => list
+            .items
+            .into_iter()
+            .filter(|s| owned_by(s, &pass.rt))
+            .collect(),
+        Err(e) => {
+            let what = format!("listing Shoots in {}", ctx.settings.config.namespace());
+            return gardener_failed(pass, what, e);
+        }
+    };
     if candidates.is_empty() {
         return Ok(None);
     }
-    let runtimes = ctx.caches.runtimes.store().state();
+    let runtimes = ctx
+        .runtimes
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| Error::api(format!("listing Runtimes in {}", ctx.settings.namespace), e))?;
     let named_by_another = |shoot: &Shoot| {
-        runtimes.iter().any(|other| {
+        runtimes.items.iter().any(|other| {
             other.name_any() != pass.rt.name_any()
                 && other.spec.shoot.name == shoot.name_any()
                 && other.runtime_id() == Some(rid.as_str())
@@ -123,11 +142,13 @@ async fn request_deletion(pass: &mut Pass<'_>, shoot: &Shoot) -> Result<Action, 
                 .patch(&name, &PatchParams::default(), &Patch::Merge(&patch)),
         )
         .await;
-        if let Err(e) = annotated
-            && !error::is_not_found(&e)
-        {
-            let what = format!("confirming the deletion of Shoot {name}");
-            return gardener_failed(pass, what, e);
+        match annotated {
+            Ok(annotated) => wrote_shoot(ctx, &name, Some(shoot), &annotated),
+            Err(e) if error::is_not_found(&e) => {}
+            Err(e) => {
+                let what = format!("confirming the deletion of Shoot {name}");
+                return gardener_failed(pass, what, e);
+            }
         }
     }
     match timed(
@@ -260,7 +281,10 @@ async fn delete_orphaned_auth_configs(pass: &Pass<'_>, rid: &str) -> Result<(), 
         let Some(shoot) = name.strip_prefix(STRUCTURED_AUTH_CONFIG_MAP_PREFIX) else {
             continue;
         };
-        let exists = cached_shoot(ctx, shoot).is_some();
+        let exists = get_shoot(ctx, shoot)
+            .await
+            .map_err(|e| Error::api(format!("reading Shoot {shoot}"), e))?
+            .is_some();
         if !exists {
             delete_config_map(pass, &name).await?;
         }

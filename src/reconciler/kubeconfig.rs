@@ -42,6 +42,23 @@ pub(crate) const ANNOTATION_LAST_SYNC: &str = "operator.kyma-project.io/last-syn
 pub(crate) const ANNOTATION_EXPIRATION: &str =
     "infrastructuremanager.kyma-project.io/kubeconfig-expiration";
 
+/// Annotation with the uid of the Shoot whose kubeconfig the Secret holds: a Shoot deleted and
+/// created again (another cluster under the same name) gets a new kubeconfig at once, not at
+/// the next rotation.
+pub(crate) const ANNOTATION_SHOOT_UID: &str = "infrastructuremanager.kyma-project.io/shoot-uid";
+
+/// Whether `secret` holds the kubeconfig of another Shoot than `shoot` (a Secret written
+/// without [`ANNOTATION_SHOOT_UID`], by KIM or an older kim, is taken to be `shoot`'s).
+pub(crate) fn for_another_shoot(secret: &impl ResourceExt, shoot: &Shoot) -> bool {
+    match (
+        secret.annotations().get(ANNOTATION_SHOOT_UID),
+        &shoot.metadata.uid,
+    ) {
+        (Some(stored), Some(uid)) => stored != uid,
+        _ => false,
+    }
+}
+
 /// Name of the kubeconfig Secret of runtime `runtime_id`.
 pub(crate) fn secret_name(runtime_id: &str) -> String {
     format!("{SECRET_PREFIX}{runtime_id}")
@@ -120,7 +137,11 @@ pub(crate) async fn run(pass: &mut Pass<'_>, shoot: &Shoot) -> Result<(Stored, D
     let rotate_after = ctx.settings.config.kubeconfig_rotation_after();
     let now = Utc::now();
     let unusable = ctx.take_unusable(&pass.key());
-    let stored = if unusable || renew_in(existing.as_ref(), now, rotate_after).is_zero() {
+    let replaced = existing
+        .as_ref()
+        .is_some_and(|s| for_another_shoot(s, shoot));
+    let due = renew_in(existing.as_ref(), now, rotate_after).is_zero();
+    let stored = if unusable || replaced || due {
         match renew(pass, shoot, &rid, existing.as_ref(), now).await {
             Ok(s) => Stored {
                 meta: s.metadata.clone(),
@@ -223,7 +244,10 @@ async fn renew(
                     Some(now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
                 )]
                 .into_iter()
-                .chain([(ANNOTATION_EXPIRATION.to_string(), expiration)])
+                .chain([
+                    (ANNOTATION_EXPIRATION.to_string(), expiration),
+                    (ANNOTATION_SHOOT_UID.to_string(), shoot.metadata.uid.clone()),
+                ])
                 .filter_map(|(k, v)| Some((k, v?)))
                 .collect(),
             ),

@@ -118,7 +118,7 @@ pub(crate) async fn run(pass: &mut Pass<'_>) -> Result<Step<Shoot>, Error> {
         {
             // The cache holds no spec; the update converts against the Shoot as it is.
             match get_shoot(ctx, &name).await {
-                Ok(Some(full)) => update(pass, full).await?,
+                Ok(Some(full)) => update(pass, &shoot, full).await?,
                 Ok(None) => create(pass).await?,
                 Err(e) => return gardener_failed(pass, format!("reading Shoot {name}"), e),
             }
@@ -183,7 +183,11 @@ fn conversion_message(e: &ConversionError) -> String {
 /// The update: `metadata.generation` is ahead of the Shoot's runtime-generation annotation.
 /// Server-side apply of the converted Shoot (field manager `kim`, forced), versions never
 /// downgraded; `Pending`, `Provisioned=Unknown/Processing` when the Shoot's spec changed.
-async fn update(pass: &mut Pass<'_>, existing: Shoot) -> Result<Step<Shoot>, Error> {
+async fn update(
+    pass: &mut Pass<'_>,
+    cached: &Shoot,
+    existing: Shoot,
+) -> Result<Step<Shoot>, Error> {
     let ctx = pass.ctx;
     let mut desired = match runtime_to_shoot_for_update(&pass.rt, &ctx.settings.config, &existing) {
         Ok(s) => s,
@@ -203,6 +207,9 @@ async fn update(pass: &mut Pass<'_>, existing: Shoot) -> Result<Step<Shoot>, Err
         Ok(p) => p,
         Err(e) => return gardener_failed(pass, format!("applying Shoot {name}"), e),
     };
+    // Both the cached copy and the one just read (newer, if Gardener wrote in between) are
+    // behind the answer.
+    wrote_shoot(ctx, &name, Some(cached), &patched);
     wrote_shoot(ctx, &name, Some(&existing), &patched);
     tracing::info!(
         runtime = %pass.key(),

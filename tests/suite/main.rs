@@ -33,6 +33,7 @@ mod real_rollout;
 mod real_shoots;
 mod real_takeover;
 mod real_vap;
+mod reconciler_adversarial;
 mod reconciler_failures;
 mod reconciler_faults;
 mod reconciler_ops;
