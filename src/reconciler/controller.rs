@@ -64,24 +64,33 @@ fn named_by_runtime_id(store: &Store<Runtime>, namespace: &str, rid: &str) -> Op
 }
 
 /// Drops what no reconcile reads before an object is cached: `managedFields` (often the
-/// largest part of a small object's metadata).
+/// largest part of a small object's metadata) and kubectl's last-applied configuration (a
+/// second copy of an applied object).
 fn strip_managed_fields<K: Resource>(object: &mut K) {
-    object.meta_mut().managed_fields = None;
+    let meta = object.meta_mut();
+    meta.managed_fields = None;
+    if let Some(annotations) = meta.annotations.as_mut() {
+        annotations.remove(LAST_APPLIED);
+    }
 }
 
+/// kubectl's annotation holding the last applied configuration.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
 /// The watch configuration of every cache: the first list from kube-apiserver's watch cache
-/// (`resourceVersion=0`) instead of a quorum read of etcd; pages are not used with it.
+/// (`resourceVersion=0`) instead of a quorum read of etcd. (Pages of 500 from etcd instead made
+/// no difference to the controller's memory at 10 000 Runtimes: 211 against 204 MiB.)
 fn watch_config() -> watcher::Config {
     watcher::Config::default().any_semantic()
 }
 
-/// Tells `own` about the object of a watch event (see [`OwnWrites::delivered`]).
+/// Tells `own` about the object of a watch event (see [`OwnWrites::delivered`]). Not the
+/// objects of a relist (after a watch expired, e.g. across etcd's compaction): the store takes
+/// them only at its end, and until then still serves the copies an own write replaced.
 fn delivered<K: Resource<DynamicType = ()> + Clone>(own: &OwnWrites<K>, event: &watcher::Event<K>) {
     match event {
-        watcher::Event::Apply(o) | watcher::Event::Delete(o) | watcher::Event::InitApply(o) => {
-            own.delivered(o)
-        }
-        watcher::Event::Init | watcher::Event::InitDone => {}
+        watcher::Event::Apply(o) | watcher::Event::Delete(o) => own.delivered(o),
+        watcher::Event::Init | watcher::Event::InitApply(_) | watcher::Event::InitDone => {}
     }
 }
 
