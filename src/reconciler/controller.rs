@@ -122,11 +122,7 @@ pub(crate) fn watches(
         .applied_objects();
     let shoots = watcher(ctx.shoots.clone(), watch_config())
         .default_backoff()
-        .modify(|shoot: &mut Shoot| {
-            strip_managed_fields(shoot);
-            // Only the update reads the spec, and it reads the Shoot anew (`provision.rs`).
-            shoot.spec = Default::default();
-        })
+        .modify(super::shoots::slim_shoot)
         .reflect(writers.shoots)
         .inspect_ok({
             let own = ctx.caches.shoots.own_writes();

@@ -3,7 +3,10 @@
 
 use super::context::Ctx;
 use super::error::Error;
-use crate::api::{ANNOTATION_OPERATION, LastError, LastOperation, OPERATION_RETRY, Runtime, Shoot};
+use crate::api::{
+    ANNOTATION_CONFIRM_DELETION, ANNOTATION_OPERATION, ANNOTATION_RUNTIME_GENERATION,
+    ANNOTATION_RUNTIME_ID, LastError, LastOperation, OPERATION_RETRY, Runtime, Shoot,
+};
 use kube::ResourceExt;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
@@ -37,13 +40,37 @@ pub(crate) fn cached_shoot(ctx: &Ctx, name: &str) -> Option<Shoot> {
     ctx.caches.shoots.get(name).map(|s| s.as_ref().clone())
 }
 
+/// The annotations of a Shoot a reconcile reads; the cache keeps no other.
+const ANNOTATIONS_READ: [&str; 4] = [
+    ANNOTATION_RUNTIME_ID,
+    ANNOTATION_RUNTIME_GENERATION,
+    ANNOTATION_OPERATION,
+    ANNOTATION_CONFIRM_DELETION,
+];
+
+/// `shoot` cut to what a reconcile reads from the cache: its identity (name, uid,
+/// resourceVersion, generation, deletion), [`ANNOTATIONS_READ`] and its status. The rest —
+/// above all the `spec`, four fifths of a Shoot's memory — is read with a GET by the one step
+/// that needs it (the update), so 10 000 Shoots cost the controller about 1 KiB each instead
+/// of about 19.
+pub(crate) fn slim_shoot(shoot: &mut Shoot) {
+    shoot.spec = Default::default();
+    let meta = &mut shoot.metadata;
+    meta.managed_fields = None;
+    meta.labels = None;
+    meta.owner_references = None;
+    meta.finalizers = None;
+    if let Some(annotations) = meta.annotations.as_mut() {
+        annotations.retain(|k, _| ANNOTATIONS_READ.contains(&k.as_str()));
+    }
+}
+
 /// Records `written`, the answer of a write of Shoot `name` that replaced `before` (`None`:
-/// created), as the current copy until the watch delivers it (without `spec`, as the cache
-/// holds Shoots).
+/// created), as the current copy until the watch delivers it (cut as the cache holds Shoots,
+/// [`slim_shoot`]).
 pub(crate) fn wrote_shoot(ctx: &Ctx, name: &str, before: Option<&Shoot>, written: &Shoot) {
     let mut slim = written.clone();
-    slim.metadata.managed_fields = None;
-    slim.spec = Default::default();
+    slim_shoot(&mut slim);
     ctx.caches.shoots.wrote(name, before, slim);
 }
 
