@@ -11,8 +11,9 @@
 //! those, the own write is the current copy. Anything else in the store (another writer's
 //! change, or the store having caught up) wins, and the memory of that object is dropped.
 //! resourceVersions are compared for equality only, never ordered (the API conventions make them
-//! opaque). A memory older than [`OWN_WRITE_TTL`] is ignored: a watch is never that far behind
-//! unless it is broken, and then its relist corrects the store.
+//! opaque). The memory of an object goes when the watch delivers it (or a version after it),
+//! and is ignored after [`OWN_WRITE_TTL`]: a watch is never that far behind unless it is
+//! broken, and then its relist corrects the store.
 //!
 //! What the stores hold is cut to what a reconcile reads: no `managedFields` anywhere; a Shoot
 //! without its `spec` (only the update reads it, with a GET of its own); a Secret as metadata only
@@ -27,7 +28,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// How long an own write stays the current copy while the store has not caught up with it.
-pub(crate) const OWN_WRITE_TTL: Duration = Duration::from_secs(30);
+pub(crate) const OWN_WRITE_TTL: Duration = Duration::from_secs(300);
 
 /// The latest own write of one object.
 struct Own<K> {

@@ -145,10 +145,10 @@ pub(crate) fn watches(
     (runtimes, shoots, secrets)
 }
 
-/// Polls `stream` in a task of its own and hands its items on through a channel: a watch whose
-/// cache a reconcile waits for must fill it even while every reconcile slot is taken (the
-/// Controller polls its trigger streams only when it has room for more work, so a cache fed
-/// by a trigger stream it does not poll would never fill).
+/// Polls `stream` in a task of its own and hands its items on through a channel: a watch's
+/// cache must follow the server even while every reconcile slot is taken (the Controller polls
+/// its trigger streams only when it has room for more work, so a cache fed by a trigger stream
+/// would fall behind under load, or never fill when reconciles wait for it).
 fn detach<T: Send + 'static>(
     stream: impl Stream<Item = T> + Send + 'static,
 ) -> (
@@ -235,6 +235,7 @@ async fn run_controller(ctx: Arc<Ctx>, mut stop: watch::Receiver<bool>) {
         let _ = tx.send(());
     });
     let (runtimes, shoots, secrets) = watches(&ctx, writers);
+    let (runtimes, runtime_watch) = detach(runtimes);
     let (shoots, shoot_watch) = detach(shoots);
     let (secrets, secret_watch) = detach(secrets);
     let store = ctx.caches.runtimes.store().clone();
@@ -285,6 +286,7 @@ async fn run_controller(ctx: Arc<Ctx>, mut stop: watch::Receiver<bool>) {
         () = unlisted_at_stop => {}
     }
     stopper.abort();
+    runtime_watch.abort();
     shoot_watch.abort();
     secret_watch.abort();
     // Another replica reconciles from now on and reports the Runtimes.
