@@ -27,12 +27,10 @@ pub async fn reconcile(rt: Arc<Runtime>, ctx: Arc<Ctx>) -> Result<Action, Error>
         tracing::debug!(runtime = %key, "caches not filled yet; requeued");
         return Ok(Action::requeue(CACHE_WAIT));
     }
-    // The controller's own last write, when the watch has not delivered it yet.
-    let rt = ctx
-        .caches
-        .runtimes
-        .fresher(&rt.name_any(), Some(rt))
-        .ok_or_else(|| Error::Other(format!("Runtime {key} vanished from the cache")))?;
+    // The latest copy: kube-runtime took `rt` from the cache when it scheduled this reconcile,
+    // which may have waited for a free slot since; the cache has moved on meanwhile, and holds
+    // the controller's own last write when the watch has not delivered it yet.
+    let rt = ctx.caches.runtimes.get(&rt.name_any()).unwrap_or(rt);
     let mut current = rt.as_ref().clone();
     let mut restarts = 0;
     let result = loop {
