@@ -1337,6 +1337,26 @@ async fn a_request_held_unpolled_past_its_timeout_still_gets_its_whole_timeout()
     );
 }
 
+/// Waits until the controller of `metrics` has started no reconcile for 1 s (the reconciles a
+/// write triggered have settled), counted from its reconcile counter.
+async fn no_reconcile_for_a_second(env: &Env, metrics: &kim::reconciler::Metrics, when: &str) {
+    let reconciles = || metrics.reconciles();
+    let mut last = (reconciles(), Instant::now());
+    env.wait_with(
+        &format!("no reconcile for 1 s {when}"),
+        Duration::from_secs(20),
+        |_| {
+            let now = reconciles();
+            if now != last.0 {
+                last = (now, Instant::now());
+            }
+            last.1.elapsed() >= Duration::from_secs(1)
+        },
+        || format!("{} reconciles", reconciles()),
+    )
+    .await;
+}
+
 /// Watches that see no event for five request timeouts are not cut by the deadline of the
 /// controller's clients (only non-watch answers must be complete within it): neither the
 /// Runtime watch nor the Shoot watch is reopened (no new watch or list), and both still deliver
@@ -1378,20 +1398,7 @@ async fn idle_watches_outlive_the_request_timeout() {
     let reconciles = || metrics.reconciles();
     // Let the reconciles that the Ready write and the Secret and Shoot events triggered finish
     // (no reconcile for 1 s), then stay idle: Gardener is not stepped, nothing is written.
-    let mut last = (reconciles(), Instant::now());
-    env.wait_with(
-        "no reconcile for 1 s after Ready",
-        Duration::from_secs(20),
-        |_| {
-            let now = reconciles();
-            if now != last.0 {
-                last = (now, Instant::now());
-            }
-            last.1.elapsed() >= Duration::from_secs(1)
-        },
-        || format!("{} reconciles", reconciles()),
-    )
-    .await;
+    no_reconcile_for_a_second(&env, &metrics, "after Ready").await;
     let before = counts();
     let quiet = reconciles();
     tokio::time::sleep(5 * DEADLINE).await;
@@ -1437,20 +1444,7 @@ async fn idle_watches_outlive_the_request_timeout() {
     .await;
     // The Shoot watch still delivers: an annotation on the Shoot makes the controller reconcile
     // its Runtime. First the reconciles of the update settle (no reconcile for 1 s).
-    let mut last = (reconciles(), Instant::now());
-    env.wait_with(
-        "no reconcile for 1 s after Ready again",
-        Duration::from_secs(20),
-        |_| {
-            let now = reconciles();
-            if now != last.0 {
-                last = (now, Instant::now());
-            }
-            last.1.elapsed() >= Duration::from_secs(1)
-        },
-        || format!("{} reconciles", reconciles()),
-    )
-    .await;
+    no_reconcile_for_a_second(&env, &metrics, "after Ready again").await;
     let settled = reconciles();
     env.garden
         .modify(&Gvr::shoots(), Some(GARDEN_NS), &rt_shoot(&rts[0]), |s| {
