@@ -15,6 +15,13 @@
 //! and is ignored after [`OWN_WRITE_TTL`]: a watch is never that far behind unless it is
 //! broken, and then its relist corrects the store.
 //!
+//! A watch can also be ahead of the writer: under load the watch may deliver a write, and even a
+//! later change by someone else (a deletion, a label removed), before the reconcile that made
+//! the write has recorded it. Recorded then, the write would stand for an object that is gone,
+//! for [`OWN_WRITE_TTL`]. So the versions each object's watch delivered in the last
+//! [`DELIVERED_TTL`] are kept too, and a write whose answer the watch already delivered is not
+//! recorded: the store has it, or something after it.
+//!
 //! What the stores hold is cut to what a reconcile reads: no `managedFields` anywhere; a Shoot
 //! without its `spec` (only the update reads it, with a GET of its own); a Secret as metadata only
 //! (the kubeconfig is read with a GET when a runtime-cluster client has to be built, so 10 000
@@ -29,6 +36,15 @@ use std::time::{Duration, Instant};
 
 /// How long an own write stays the current copy while the store has not caught up with it.
 pub(crate) const OWN_WRITE_TTL: Duration = Duration::from_secs(300);
+
+/// How long a delivered resourceVersion is remembered, to recognise a write the watch delivered
+/// before the writer recorded it: longer than any delay between a write's answer and its record
+/// (a few scheduling rounds).
+pub(crate) const DELIVERED_TTL: Duration = Duration::from_secs(60);
+
+/// resourceVersions remembered per object ([`DELIVERED_TTL`]): a write, and what followed it
+/// before the writer recorded it.
+const DELIVERED_KEPT: usize = 4;
 
 /// The latest own write of one object.
 struct Own<K> {
@@ -48,7 +64,28 @@ pub(crate) struct Cached<K: Resource<DynamicType = ()> + Clone + 'static> {
 
 /// The own writes of a [`Cached`], shared with the watch that fills its store
 /// ([`OwnWrites::delivered`]). Cloning is cheap (one `Arc`).
-pub(crate) struct OwnWrites<K>(Arc<Mutex<HashMap<String, Own<K>>>>);
+pub(crate) struct OwnWrites<K>(Arc<Mutex<Memory<K>>>);
+
+/// What [`OwnWrites`] remembers.
+struct Memory<K> {
+    /// Object name → its latest own write the store has not caught up with.
+    own: HashMap<String, Own<K>>,
+    /// Object name → the resourceVersions its watch delivered lately (newest last), and when
+    /// the last came.
+    delivered: HashMap<String, (Vec<Option<String>>, Instant)>,
+    /// Deliveries since `delivered` was last swept of entries older than [`DELIVERED_TTL`].
+    since_sweep: usize,
+}
+
+impl<K> Default for Memory<K> {
+    fn default() -> Self {
+        Memory {
+            own: HashMap::new(),
+            delivered: HashMap::new(),
+            since_sweep: 0,
+        }
+    }
+}
 
 impl<K> Clone for OwnWrites<K> {
     fn clone(&self) -> Self {
@@ -57,7 +94,7 @@ impl<K> Clone for OwnWrites<K> {
 }
 
 impl<K: Resource<DynamicType = ()> + Clone> OwnWrites<K> {
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, Own<K>>> {
+    fn lock(&self) -> MutexGuard<'_, Memory<K>> {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -67,13 +104,36 @@ impl<K: Resource<DynamicType = ()> + Clone> OwnWrites<K> {
     /// taken to exist, and nothing is kept for a deleted object.
     pub(crate) fn delivered(&self, object: &K) {
         let name = object.name_any();
-        let mut own = self.lock();
-        if own
+        let version = object.resource_version();
+        let mut memory = self.lock();
+        if memory
+            .own
             .get(&name)
-            .is_some_and(|o| !o.replaced.contains(&object.resource_version()))
+            .is_some_and(|o| !o.replaced.contains(&version))
         {
-            own.remove(&name);
+            memory.own.remove(&name);
         }
+        // Swept every so many deliveries, so the memory holds about one `DELIVERED_TTL` of
+        // events, not one entry per object ever seen.
+        memory.since_sweep += 1;
+        if memory.since_sweep >= 1024 {
+            memory.since_sweep = 0;
+            memory
+                .delivered
+                .retain(|_, (_, at)| at.elapsed() < DELIVERED_TTL);
+        }
+        let (versions, at) = memory
+            .delivered
+            .entry(name)
+            .or_insert_with(|| (Vec::new(), Instant::now()));
+        if at.elapsed() >= DELIVERED_TTL {
+            versions.clear();
+        }
+        if versions.len() == DELIVERED_KEPT {
+            versions.remove(0);
+        }
+        versions.push(version);
+        *at = Instant::now();
     }
 }
 
@@ -83,11 +143,11 @@ impl<K: Resource<DynamicType = ()> + Clone + 'static> Cached<K> {
         Cached {
             store,
             namespace: namespace.to_string(),
-            own: OwnWrites(Arc::new(Mutex::new(HashMap::new()))),
+            own: OwnWrites(Arc::new(Mutex::new(Memory::default()))),
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, Own<K>>> {
+    fn lock(&self) -> MutexGuard<'_, Memory<K>> {
         self.own.lock()
     }
 
@@ -112,7 +172,8 @@ impl<K: Resource<DynamicType = ()> + Clone + 'static> Cached<K> {
     /// `cached` (a copy of object `name` from the store, or its absence), or the own write
     /// that replaced it.
     pub(crate) fn fresher(&self, name: &str, cached: Option<Arc<K>>) -> Option<Arc<K>> {
-        let mut own = self.lock();
+        let mut memory = self.lock();
+        let own = &mut memory.own;
         let Some(o) = own.get(name) else {
             return cached;
         };
@@ -125,10 +186,22 @@ impl<K: Resource<DynamicType = ()> + Clone + 'static> Cached<K> {
     }
 
     /// Records the own write `written` of object `name`, which replaced `before` (`None`:
-    /// created). Returns it as the current copy.
+    /// created), unless the watch has delivered it already. Returns it (the current copy while
+    /// the store has not caught up).
     pub(crate) fn wrote(&self, name: &str, before: Option<&K>, written: K) -> Arc<K> {
         let written = Arc::new(written);
-        let mut own = self.lock();
+        let mut memory = self.lock();
+        let version = written.resource_version();
+        if version.is_some()
+            && memory.delivered.get(name).is_some_and(|(versions, at)| {
+                at.elapsed() < DELIVERED_TTL && versions.contains(&version)
+            })
+        {
+            // The store has this write, or what came after it (module docs).
+            memory.own.remove(name);
+            return written;
+        }
+        let own = &mut memory.own;
         let mut replaced = match own.remove(name) {
             // Still ahead of the store: every version it replaced is stale too, and so is the
             // version it wrote, unless this write answered with the same one.
@@ -157,13 +230,13 @@ impl<K: Resource<DynamicType = ()> + Clone + 'static> Cached<K> {
 
     /// Forgets the own writes of `name` (deleted).
     pub(crate) fn forget(&self, name: &str) {
-        self.lock().remove(name);
+        self.lock().own.remove(name);
     }
 
     /// Number of objects with an own write ahead of the store.
     #[cfg(test)]
     fn ahead(&self) -> usize {
-        self.lock().len()
+        self.lock().own.len()
     }
 }
 
@@ -250,5 +323,35 @@ mod tests {
         cache.forget("b");
         writer.apply_watcher_event(&Event::Delete(cm("b", "6")));
         assert!(cache.get("b").is_none());
+    }
+
+    #[test]
+    fn a_write_the_watch_delivered_before_it_was_recorded_is_not_taken_for_current() {
+        let (reader, mut writer) = kube::runtime::reflector::store::<ConfigMap>();
+        writer.apply_watcher_event(&Event::Init);
+        writer.apply_watcher_event(&Event::InitDone);
+        let cache = Cached::new(reader, "ns");
+        let own = cache.own_writes();
+        // Created (answer 5), then deleted by someone else (6); the watch delivers both before
+        // the writer records its create: the object is gone, not "created, not yet delivered".
+        writer.apply_watcher_event(&Event::Apply(cm("d", "5")));
+        own.delivered(&cm("d", "5"));
+        writer.apply_watcher_event(&Event::Delete(cm("d", "6")));
+        own.delivered(&cm("d", "6"));
+        cache.wrote("d", None, cm("d", "5"));
+        assert!(cache.get("d").is_none(), "deleted after the create");
+        assert_eq!(cache.ahead(), 0);
+        // Changed by someone else (8) right after an own update (7) the watch delivered first:
+        // the store's 8 is current.
+        writer.apply_watcher_event(&Event::Apply(cm("e", "1")));
+        writer.apply_watcher_event(&Event::Apply(cm("e", "7")));
+        own.delivered(&cm("e", "7"));
+        writer.apply_watcher_event(&Event::Apply(cm("e", "8")));
+        own.delivered(&cm("e", "8"));
+        cache.wrote("e", Some(&cm("e", "1")), cm("e", "7"));
+        assert_eq!(rv(cache.get("e")), Some("8".into()));
+        // A write not delivered yet is still recorded.
+        cache.wrote("e", Some(&cm("e", "8")), cm("e", "9"));
+        assert_eq!(rv(cache.get("e")), Some("9".into()));
     }
 }
