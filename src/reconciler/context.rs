@@ -9,6 +9,7 @@ use super::events::Publisher;
 use super::leader::LeaderElection;
 use super::metrics::Metrics;
 use super::runtime_clients::ClientCache;
+use super::shoots::ShootHead;
 use crate::api::{Runtime, Shoot};
 use crate::gardener::Config;
 use crate::status::Policy;
@@ -140,7 +141,7 @@ pub struct Ctx {
 /// label `operator.kyma-project.io/managed-by: infrastructure-manager`).
 pub(crate) struct Caches {
     pub(crate) runtimes: Cached<Runtime>,
-    pub(crate) shoots: Cached<Shoot>,
+    pub(crate) shoots: Cached<ShootHead>,
     pub(crate) secrets: Cached<PartialObjectMeta<Secret>>,
 }
 
@@ -159,7 +160,7 @@ impl Caches {
 /// The writers of [`Caches`], for the watches that fill them.
 pub(crate) struct Writers {
     pub(crate) runtimes: Writer<Runtime>,
-    pub(crate) shoots: Writer<Shoot>,
+    pub(crate) shoots: Writer<ShootHead>,
     pub(crate) secrets: Writer<PartialObjectMeta<Secret>>,
 }
 

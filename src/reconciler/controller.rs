@@ -8,7 +8,8 @@ use super::context::{Ctx, Settings, Writers};
 use super::kubeconfig::{LABEL_MANAGED_BY, MANAGED_BY};
 use super::leader;
 use super::reconcile;
-use crate::api::{LABEL_RUNTIME_ID, Runtime, Shoot};
+use super::shoots::ShootHead;
+use crate::api::{LABEL_RUNTIME_ID, Runtime};
 use futures::{FutureExt, Stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::PartialObjectMeta;
@@ -28,9 +29,9 @@ use tokio::sync::watch;
 fn runtime_for_shoot(
     store: &Store<Runtime>,
     namespace: &str,
-    shoot: &Shoot,
+    shoot: &ShootHead,
 ) -> Option<ObjectRef<Runtime>> {
-    let name = shoot.metadata.name.as_deref()?;
+    let name = shoot.meta().name.as_deref()?;
     let rid = shoot.runtime_id()?;
     if let Some(rt) = named_by_runtime_id(store, namespace, rid)
         && rt.spec.shoot.name == name
@@ -101,9 +102,9 @@ pub(crate) fn watches(
     ctx: &Arc<Ctx>,
     writers: Writers,
 ) -> (
-    impl Stream<Item = Result<Runtime, watcher::Error>> + Send + 'static,
-    impl Stream<Item = Result<Shoot, watcher::Error>> + Send + 'static,
-    impl Stream<Item = Result<PartialObjectMeta<Secret>, watcher::Error>> + Send + 'static,
+    impl Stream<Item = Arc<Runtime>> + Send + 'static,
+    impl Stream<Item = Arc<ShootHead>> + Send + 'static,
+    impl Stream<Item = Arc<PartialObjectMeta<Secret>>> + Send + 'static,
 ) {
     let own = ctx.caches.runtimes.own_writes();
     let gone = ctx.clone();
@@ -118,17 +119,26 @@ pub(crate) fn watches(
                 // about it is kept.
                 gone.forget(&super::context::key(rt));
             }
-        })
-        .applied_objects();
-    let shoots = watcher(ctx.shoots.clone(), watch_config())
+        });
+    let runtimes = triggers(
+        runtimes,
+        ctx.caches.runtimes.store().clone(),
+        "Runtimes",
+        false,
+    );
+    let heads: kube::Api<ShootHead> = kube::Api::namespaced(
+        ctx.settings.garden.clone(),
+        &ctx.settings.config.namespace(),
+    );
+    let shoots = watcher(heads, watch_config())
         .default_backoff()
-        .modify(super::shoots::slim_shoot)
+        .modify(ShootHead::slim)
         .reflect(writers.shoots)
         .inspect_ok({
             let own = ctx.caches.shoots.own_writes();
             move |event| delivered(&own, event)
-        })
-        .touched_objects();
+        });
+    let shoots = triggers(shoots, ctx.caches.shoots.store().clone(), "Shoots", true);
     let selector = format!("{LABEL_MANAGED_BY}={MANAGED_BY}");
     // An Api of `PartialObjectMeta` watches metadata only: no kubeconfig crosses the wire.
     let secrets_meta: kube::Api<PartialObjectMeta<Secret>> =
@@ -140,9 +150,54 @@ pub(crate) fn watches(
         .inspect_ok({
             let own = ctx.caches.secrets.own_writes();
             move |event| delivered(&own, event)
-        })
-        .touched_objects();
+        });
+    let secrets = triggers(
+        secrets,
+        ctx.caches.secrets.store().clone(),
+        "kubeconfig Secrets",
+        true,
+    );
     (runtimes, shoots, secrets)
+}
+
+/// The objects a watch's events touch, as the `Arc`s of the store the watch fills (`store`, to
+/// which `events` were already applied): an added or modified object, every object of a
+/// (re)list once it is complete, and a deleted one (an `Arc` of its own) when `deleted`.
+///
+/// A trigger waiting for the Controller then costs a pointer, not a copy of the object. That
+/// matters at a cold start: the Controller takes triggers only as fast as it has room for
+/// reconciles, so the whole first list waits for it (at 10 000 Runtimes, 10 000 copies).
+/// A list's objects are taken from the store when the list is complete, not one by one as the
+/// watcher yields them: until then the store does not hold them (it swaps the whole list in).
+///
+/// A watch error is logged here (kube-runtime's watcher retries with backoff on its own), so the
+/// Controller's trigger streams carry objects only.
+fn triggers<K>(
+    events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+    store: Store<K>,
+    what: &'static str,
+    deleted: bool,
+) -> impl Stream<Item = Arc<K>> + Send + 'static
+where
+    K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+{
+    events.flat_map(move |event| {
+        let objects = match event {
+            Ok(watcher::Event::Apply(obj)) => vec![
+                store
+                    .get(&ObjectRef::from_obj(&obj))
+                    .unwrap_or_else(|| Arc::new(obj)),
+            ],
+            Ok(watcher::Event::Delete(obj)) if deleted => vec![Arc::new(obj)],
+            Ok(watcher::Event::InitDone) => store.state(),
+            Ok(_) => Vec::new(),
+            Err(error) => {
+                tracing::warn!(%error, watch = what, "watch failed; retrying with backoff");
+                Vec::new()
+            }
+        };
+        futures::stream::iter(objects)
+    })
 }
 
 /// Polls `stream` in a task of its own and hands its items on through a channel: a watch's
@@ -242,11 +297,11 @@ async fn run_controller(ctx: Arc<Ctx>, mut stop: watch::Receiver<bool>) {
     let by_secret = store.clone();
     let listed = store.clone();
     let namespace = ctx.settings.namespace.clone();
-    let controller = Controller::for_stream(runtimes, store.clone())
-        .watches_stream(shoots, move |shoot: Shoot| {
+    let controller = Controller::for_shared_stream(runtimes, store.clone())
+        .watches_shared_stream(shoots, move |shoot: Arc<ShootHead>| {
             runtime_for_shoot(&store, &namespace, &shoot)
         })
-        .watches_stream(secrets, move |secret: PartialObjectMeta<Secret>| {
+        .watches_shared_stream(secrets, move |secret: Arc<PartialObjectMeta<Secret>>| {
             runtime_for_secret(&by_secret, &secret)
         })
         .with_config(controller::Config::default().concurrency(ctx.settings.concurrency))

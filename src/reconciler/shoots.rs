@@ -5,12 +5,17 @@ use super::context::Ctx;
 use super::error::Error;
 use crate::api::{
     ANNOTATION_CONFIRM_DELETION, ANNOTATION_OPERATION, ANNOTATION_RUNTIME_GENERATION,
-    ANNOTATION_RUNTIME_ID, LastError, LastOperation, OPERATION_RETRY, Runtime, Shoot,
+    ANNOTATION_RUNTIME_ID, LastError, LastOperation, OPERATION_RETRY, Runtime, Shoot, ShootStatus,
 };
+use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Resource;
 use kube::ResourceExt;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
+use serde::Deserialize;
 use serde_json::json;
+use std::borrow::Cow;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
@@ -34,10 +39,10 @@ pub(crate) async fn timed<T>(
     out
 }
 
-/// The Runtime's Shoot as the controller's cache holds it (without `spec`, see
-/// [`super::caches`]), if it exists.
+/// The Runtime's Shoot as the controller's cache holds it ([`ShootHead`]: no `spec`), if it
+/// exists.
 pub(crate) fn cached_shoot(ctx: &Ctx, name: &str) -> Option<Shoot> {
-    ctx.caches.shoots.get(name).map(|s| s.as_ref().clone())
+    ctx.caches.shoots.get(name).map(|s| s.to_shoot())
 }
 
 /// The annotations of a Shoot a reconcile reads; the cache keeps no other.
@@ -48,30 +53,103 @@ const ANNOTATIONS_READ: [&str; 4] = [
     ANNOTATION_CONFIRM_DELETION,
 ];
 
-/// `shoot` cut to what a reconcile reads from the cache: its identity (name, uid,
-/// resourceVersion, generation, deletion), [`ANNOTATIONS_READ`] and its status. The rest —
-/// above all the `spec`, four fifths of a Shoot's memory — is read with a GET by the one step
-/// that needs it (the update), so 10 000 Shoots cost the controller about 1 KiB each instead
-/// of about 19.
-pub(crate) fn slim_shoot(shoot: &mut Shoot) {
-    shoot.spec = Default::default();
-    let meta = &mut shoot.metadata;
-    meta.managed_fields = None;
-    meta.labels = None;
-    meta.owner_references = None;
-    meta.finalizers = None;
-    if let Some(annotations) = meta.annotations.as_mut() {
-        annotations.retain(|k, _| ANNOTATIONS_READ.contains(&k.as_str()));
+/// A Shoot as the controller's watch cache holds it: what a reconcile reads — its identity
+/// (name, uid, resourceVersion, generation, deletion), [`ANNOTATIONS_READ`], and the status
+/// fields [`ShootStatus`] names — and nothing else.
+///
+/// A type of its own rather than a [`Shoot`] with an empty `spec`: a `Shoot` is 2.5 KiB before
+/// any of its fields holds data (its typed `spec` is inline), this about 0.6 KiB, and the watch
+/// decodes it without building the `spec` at all (serde skips fields a type does not name). The
+/// update, the one step that reads the `spec`, GETs the Shoot ([`get_shoot`]).
+#[derive(Deserialize, Debug, Clone, PartialEq, Default)]
+pub(crate) struct ShootHead {
+    #[serde(default)]
+    metadata: ObjectMeta,
+    #[serde(default)]
+    status: Option<ShootStatus>,
+}
+
+impl ShootHead {
+    /// The head of `shoot`, cut as the cache holds it.
+    pub(crate) fn of(shoot: &Shoot) -> ShootHead {
+        let mut head = ShootHead {
+            metadata: shoot.metadata.clone(),
+            status: shoot.status.clone(),
+        };
+        head.slim();
+        head
+    }
+
+    /// Drops what a reconcile does not read (see the type's docs); applied to every object the
+    /// watch delivers.
+    pub(crate) fn slim(&mut self) {
+        let meta = &mut self.metadata;
+        meta.managed_fields = None;
+        meta.labels = None;
+        meta.owner_references = None;
+        meta.finalizers = None;
+        if let Some(annotations) = meta.annotations.as_mut() {
+            annotations.retain(|k, _| ANNOTATIONS_READ.contains(&k.as_str()));
+        }
+        if let Some(status) = self.status.as_mut() {
+            // Conditions, constraints, credentials…: kept for a Shoot read with a GET, not here.
+            status.extra = Default::default();
+        }
+    }
+
+    /// A [`Shoot`] with this head and an empty `spec`, for the steps that take a Shoot.
+    pub(crate) fn to_shoot(&self) -> Shoot {
+        Shoot {
+            metadata: self.metadata.clone(),
+            spec: Default::default(),
+            status: self.status.clone(),
+        }
+    }
+
+    /// The runtime ID from the `kyma-project.io/runtime-id` annotation, if any.
+    pub(crate) fn runtime_id(&self) -> Option<&str> {
+        self.annotations()
+            .get(ANNOTATION_RUNTIME_ID)
+            .map(String::as_str)
+    }
+}
+
+/// Addressed as `core.gardener.cloud/v1beta1` `shoots`, exactly as [`Shoot`].
+impl Resource for ShootHead {
+    type DynamicType = ();
+    type Scope = NamespaceResourceScope;
+
+    fn kind(dt: &()) -> Cow<'_, str> {
+        Shoot::kind(dt)
+    }
+    fn group(dt: &()) -> Cow<'_, str> {
+        Shoot::group(dt)
+    }
+    fn version(dt: &()) -> Cow<'_, str> {
+        Shoot::version(dt)
+    }
+    fn api_version(dt: &()) -> Cow<'_, str> {
+        Shoot::api_version(dt)
+    }
+    fn plural(dt: &()) -> Cow<'_, str> {
+        Shoot::plural(dt)
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
     }
 }
 
 /// Records `written`, the answer of a write of Shoot `name` that replaced `before` (`None`:
 /// created), as the current copy until the watch delivers it (cut as the cache holds Shoots,
-/// [`slim_shoot`]).
+/// [`ShootHead`]).
 pub(crate) fn wrote_shoot(ctx: &Ctx, name: &str, before: Option<&Shoot>, written: &Shoot) {
-    let mut slim = written.clone();
-    slim_shoot(&mut slim);
-    ctx.caches.shoots.wrote(name, before, slim);
+    let before = before.map(ShootHead::of);
+    ctx.caches
+        .shoots
+        .wrote(name, before.as_ref(), ShootHead::of(written));
 }
 
 /// The Runtime's Shoot read from Gardener (with its `spec`), if it exists.
