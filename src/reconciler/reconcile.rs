@@ -7,6 +7,7 @@ use super::error::{self, Error};
 use super::pass::{Pass, Step};
 use super::{admins, delete, kubeconfig, provision};
 use crate::api::Runtime;
+use crate::status::State;
 use crate::status::table::FINALIZER;
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
@@ -93,12 +94,20 @@ async fn provision_and_configure(pass: &mut Pass<'_>) -> Result<Action, Error> {
         Step::Continue(shoot) => shoot,
         Step::Stop(action) => return Ok(action),
     };
-    if pass.rt.status.as_ref().and_then(|s| s.state).is_none() {
-        // No state stored, and the Shoot already done: the pass that created it lost its
-        // status write (a timeout, a controller stopped in between). This pass's one write
-        // would go from no state to `Ready`, which the model never allows (docs/status-model.md
-        // §3: ∅ → Pending or Failed). Write `Pending` with the Shoot's state now; the pass that
-        // write triggers goes on to `Ready`.
+    let stored = pass.rt.status.as_ref().and_then(|s| s.state);
+    if stored != Some(State::Ready)
+        && pass
+            .ctx
+            .settings
+            .policy
+            .edge(stored, State::Ready)
+            .is_none()
+    {
+        // The Shoot is done, but the model has no edge from the stored state to `Ready`: no
+        // state stored, because the pass that created the Shoot lost its status write (a
+        // timeout, a controller stopped in between), and ∅ → Ready is not a transition
+        // (docs/status-model.md §3). Write the state the Shoot step set (`Pending`) now; the
+        // pass that write triggers goes on to `Ready`.
         return Ok(Action::requeue(std::time::Duration::ZERO));
     }
     let (secret, rotate_in) = kubeconfig::run(pass, &shoot).await?;
