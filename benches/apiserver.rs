@@ -921,7 +921,7 @@ impl AdmissionEnv {
         for d in &mut hook_docs {
             point_webhooks_at(d, webhook.addr, &certs.ca_pem);
         }
-        let vap_docs = kim::status::vap::objects(&kim::status::Policy::builtin(), None);
+        let vap_docs = kim::status::vap::objects(&kim::status::Policy::builtin());
         let template = load_template()?;
         let names: Vec<String> = (0..cfg.objects).map(|i| format!("paced-{i:04}")).collect();
         let objects: Vec<Value> = names

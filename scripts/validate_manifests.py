@@ -28,8 +28,9 @@ produce. What is checked (one line per checked file or build; details under a FA
               metadata against the ObjectMeta schema shipped by kubernetes-validate.
               x-kubernetes-validations (CEL) rules are NOT evaluated: counted and reported.
   policy      manifests/overlays/policy and the policy of webhook-and-policy (check_policy()):
-              one ValidatingAdmissionPolicy and binding on runtimes/status UPDATEs in kcp-system,
-              denying, each message starting with a rule id; beside it the webhooks fail open.
+              one ValidatingAdmissionPolicy and binding on runtimes/status UPDATEs in every
+              namespace (no matchResources), denying, each message starting with a rule id;
+              beside it the webhooks fail open.
   monitoring  manifests/overlays/monitoring (validate_monitoring.py): the PrometheusRule is the rules
               file (promtool check rules when installed), the ServiceMonitors match the Services,
               ports and prometheus.io/* annotations of base, the dashboard ConfigMap is the JSON.
@@ -730,10 +731,14 @@ def check_conformance(docs: list[dict], variant: str, crate_version: str | None,
             errs.append(f"{kind}: rules {h.get('rules')}, want [{EXPECTED_RULE}]")
         # In front of KIM while every rule warns, an unreachable guard must not block KIM.
         for f, v in {"sideEffects": "None", "failurePolicy": "Ignore" if guard or beside else "Fail", "timeoutSeconds": 5,
-                     "admissionReviewVersions": ["v1"], "matchPolicy": "Equivalent",
-                     "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kcp-system"}}}.items():
+                     "admissionReviewVersions": ["v1"], "matchPolicy": "Equivalent"}.items():
             if h.get(f) != v:
                 errs.append(f"{kind}: {f} is {h.get(f)!r}, want {v!r}")
+        # Runtime status is guarded in every namespace (manifests/README.md, "Which Runtimes are
+        # guarded"): a selector, even an empty one, would be a place for a restriction to creep in.
+        for f in ("namespaceSelector", "objectSelector", "matchConditions"):
+            if f in h:
+                errs.append(f"{kind}: {f} {h[f]!r} set; the webhooks must judge every Runtime status write")
         if kind.startswith("Mutating") and h.get("reinvocationPolicy") != "IfNeeded":
             errs.append(f"{kind}: reinvocationPolicy must be IfNeeded")
         if crd_names:
@@ -1103,8 +1108,8 @@ def crate_version(repo: Path) -> str | None:
 
 def check_policy(docs: list[dict]) -> list[str]:
     """The shipped ValidatingAdmissionPolicy (manifests/overlays/policy): one policy and its
-    binding, both kim-runtime-status, matching runtimes/status UPDATEs in kcp-system, denying,
-    each validation's message starting with a rule id."""
+    binding, both kim-runtime-status, matching runtimes/status UPDATEs in every namespace (the
+    binding has no matchResources), denying, each validation's message starting with a rule id."""
     errs: list[str] = []
     kinds = sorted(d["kind"] for d in docs)
     if kinds != ["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]:
@@ -1128,9 +1133,11 @@ def check_policy(docs: list[dict]) -> list[str]:
             errs.append(f"ValidatingAdmissionPolicy: validations[{i}] message does not start with a rule id")
     if bspec.get("policyName") != "kim-runtime-status" or bspec.get("validationActions") != ["Deny"]:
         errs.append(f"ValidatingAdmissionPolicyBinding: {bspec}, want policyName kim-runtime-status, [Deny]")
-    sel = ((bspec.get("matchResources") or {}).get("namespaceSelector") or {}).get("matchLabels")
-    if sel != {"kubernetes.io/metadata.name": "kcp-system"}:
-        errs.append(f"ValidatingAdmissionPolicyBinding: namespaceSelector {sel}, want kcp-system")
+    if "matchResources" in bspec:
+        errs.append(f"ValidatingAdmissionPolicyBinding: matchResources {bspec['matchResources']!r} set; "
+                    "the policy must judge Runtime status writes in every namespace")
+    if "matchConditions" in spec and [c.get("name") for c in spec["matchConditions"]] != ["status-changed"]:
+        errs.append(f"ValidatingAdmissionPolicy: matchConditions {spec['matchConditions']!r}, want status-changed only")
     return errs
 
 

@@ -82,9 +82,10 @@ pub enum Output {
 pub struct PolicyCmdArgs {
     #[arg(long, value_enum, default_value_t = Format::Markdown)]
     pub format: Format,
-    /// With `--format vap`: the namespace whose Runtimes the bindings match (as the webhook
-    /// configurations' namespaceSelector); default: every namespace.
-    #[arg(long)]
+    /// Refused with an explanation (exit 2): the generated bindings match every namespace,
+    /// as the webhook configurations do. Kept, hidden, so that a command written for a kim
+    /// that bound the policy to one namespace fails saying why instead of as an unknown flag.
+    #[arg(long, hide = true, value_name = "NS")]
     pub runtime_namespace: Option<String>,
     #[command(flatten)]
     pub policy: PolicyArgs,
@@ -322,17 +323,10 @@ pub fn check(args: &CheckArgs, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
 
 /// Runs `kim policy`.
 pub fn policy(args: &PolicyCmdArgs, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
-    if args.runtime_namespace.is_some() && args.format != Format::Vap {
-        return fail(err, "--runtime-namespace applies to --format vap only");
-    }
-    if let Some(ns) = args.runtime_namespace.as_deref()
-        && !crate::audit::is_dns_label(ns)
-    {
+    if args.runtime_namespace.is_some() {
         return fail(
             err,
-            &format!(
-                "--runtime-namespace {ns:?}: not a namespace name (lowercase letters, digits and '-', at most 63, starting and ending with a letter or digit)"
-            ),
+            "--runtime-namespace is no longer accepted: the generated bindings judge Runtime status writes in every namespace, as kim's webhook configurations do (the status model does not depend on the namespace); drop the flag",
         );
     }
     match args.policy.load() {
@@ -340,8 +334,7 @@ pub fn policy(args: &PolicyCmdArgs, out: &mut dyn Write, err: &mut dyn Write) ->
             if let Err(e) = status::vap::check_size(&p) {
                 return fail(err, &e);
             }
-            let ns = args.runtime_namespace.as_deref();
-            let _ = write!(out, "{}", status::vap::yaml(&p, ns));
+            let _ = write!(out, "{}", status::vap::yaml(&p));
             EXIT_ALLOWED
         }
         Ok(p) => {

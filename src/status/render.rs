@@ -12,7 +12,7 @@ pub enum Format {
     Markdown,
     Json,
     Dot,
-    /// A ValidatingAdmissionPolicy and its binding ([`super::vap`]).
+    /// A ValidatingAdmissionPolicy and its binding, judging Runtime status in every namespace.
     Vap,
 }
 
@@ -23,7 +23,7 @@ pub fn render(policy: &Policy, format: Format) -> String {
         Format::Markdown => markdown(policy),
         Format::Json => json(policy),
         Format::Dot => dot(policy),
-        Format::Vap => super::vap::yaml(policy, None),
+        Format::Vap => super::vap::yaml(policy),
     }
 }
 

@@ -7,7 +7,8 @@
 //! one `validations` entry whose message starts with the rule id, as the webhook's denial
 //! lines do (`[transition] …`). Rules in `deny` mode go into one policy bound with
 //! `validationActions: [Deny]`, rules in `warn` mode into a second one bound with
-//! `[Warn, Audit]`.
+//! `[Warn, Audit]`. The bindings select no namespace: as kim's webhook configurations, they
+//! judge `runtimes/status` writes in every namespace (the status model does not depend on it).
 //!
 //! Ratcheting (`docs/status-model.md` §7) as the webhook does it: a write that leaves `status`
 //! as it was is not judged at all (the policies' match condition); condition rules judge only
@@ -401,10 +402,9 @@ fn labels() -> Value {
 }
 
 /// The policy and binding objects: one pair for the rules in `deny` mode, one for those in
-/// `warn` mode (each only when it has rules). With `namespace`, the bindings match writes in
-/// that namespace only (`matchResources.namespaceSelector` on `kubernetes.io/metadata.name`,
-/// as the webhook configurations select the Runtime namespace); without, every namespace.
-pub fn objects(policy: &Policy, namespace: Option<&str>) -> Vec<Value> {
+/// `warn` mode (each only when it has rules). The bindings have no `matchResources`: they
+/// match `runtimes/status` writes in every namespace, as the webhook configurations do.
+pub fn objects(policy: &Policy) -> Vec<Value> {
     let all = validations(policy);
     let vars: Vec<Value> = variables(policy)
         .into_iter()
@@ -452,17 +452,11 @@ pub fn objects(policy: &Policy, namespace: Option<&str>) -> Vec<Value> {
                 "validations": validations,
             },
         }));
-        let mut binding = json!({"policyName": name, "validationActions": actions});
-        if let Some(ns) = namespace {
-            binding["matchResources"] = json!({
-                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}},
-            });
-        }
         out.push(json!({
             "apiVersion": "admissionregistration.k8s.io/v1",
             "kind": "ValidatingAdmissionPolicyBinding",
             "metadata": {"name": name, "labels": labels()},
-            "spec": binding,
+            "spec": {"policyName": name, "validationActions": actions},
         }));
     }
     out
@@ -498,7 +492,7 @@ pub(crate) fn check_size(policy: &Policy) -> Result<(), String> {
 
 /// The YAML of [`objects`], documents separated by `---`, after a comment block saying what
 /// the policy covers and what it does not do.
-pub(crate) fn yaml(policy: &Policy, namespace: Option<&str>) -> String {
+pub(crate) fn yaml(policy: &Policy) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -509,11 +503,15 @@ pub(crate) fn yaml(policy: &Policy, namespace: Option<&str>) -> String {
         .map(|v| v.rule.as_str())
         .collect();
     let _ = writeln!(s, "# Rules enforced with CEL: {}.", covered.join(", "));
+    let _ = writeln!(
+        s,
+        "# Scope: runtimes/status UPDATEs in every namespace (the bindings select none)."
+    );
     let _ = writeln!(s, "# What this policy does NOT do:");
     for line in limitations() {
         let _ = writeln!(s, "#   - {line}");
     }
-    for obj in objects(policy, namespace) {
+    for obj in objects(policy) {
         let _ = writeln!(s, "---");
         s.push_str(&serde_saphyr::to_string(&obj).expect("the policy serialises to YAML"));
     }
@@ -533,7 +531,7 @@ mod tests {
     #[test]
     fn warn_rules_get_their_own_policy() {
         let p = Policy::builtin().with_rule_action(RuleId::Writer, Enforcement::Warn);
-        let objs = objects(&p, None);
+        let objs = objects(&p);
         assert_eq!(objs.len(), 4);
         assert_eq!(
             objs[3]["spec"]["validationActions"],
@@ -543,22 +541,24 @@ mod tests {
             objs[2]["spec"]["validations"].as_array().map(Vec::len),
             Some(1)
         );
-        let all_warn = objects(&Policy::builtin().with_enforcement(Enforcement::Warn), None);
+        let all_warn = objects(&Policy::builtin().with_enforcement(Enforcement::Warn));
         assert_eq!(all_warn.len(), 2);
         assert_eq!(all_warn[0]["metadata"]["name"], WARN_NAME);
     }
 
     #[test]
-    fn the_yaml_parses_back_to_the_objects() {
-        let p = Policy::builtin();
-        let docs: Vec<Value> =
-            serde_saphyr::from_multiple(&yaml(&p, Some("kcp-system"))).expect("YAML");
+    fn the_yaml_parses_back_to_the_objects_bound_in_every_namespace() {
+        let p = Policy::builtin().with_rule_action(RuleId::Writer, Enforcement::Warn);
+        let docs: Vec<Value> = serde_saphyr::from_multiple(&yaml(&p)).expect("YAML");
         let docs: Vec<Value> = docs.into_iter().filter(|d| !d.is_null()).collect();
-        assert_eq!(docs, objects(&p, Some("kcp-system")));
-        assert_eq!(
-            docs[1]["spec"]["matchResources"]["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"],
-            "kcp-system"
-        );
-        assert!(objects(&p, None)[1]["spec"].get("matchResources").is_none());
+        assert_eq!(docs, objects(&p));
+        let bindings: Vec<&Value> = docs
+            .iter()
+            .filter(|d| d["kind"] == "ValidatingAdmissionPolicyBinding")
+            .collect();
+        assert_eq!(bindings.len(), 2, "a deny and a warn binding");
+        for b in bindings {
+            assert!(b["spec"].get("matchResources").is_none(), "{b}");
+        }
     }
 }

@@ -226,8 +226,9 @@ fn helm_chart_renders_what_kustomize_builds() {
 
 /// `admissionPolicy.enabled` adds the shipped policy and binding and nothing else; with
 /// `webhook.enabled=false` the policy guards alone: every webhook object is gone, the
-/// controller's stay; the bindings follow `runtimeNamespace`; a policy generated with the
-/// webhook's flags is taken as given.
+/// controller's stay; the bindings match every namespace whatever `runtimeNamespace` says (a
+/// `matchResources` in the content is dropped); a policy generated with the webhook's flags is
+/// taken as given.
 #[test]
 fn helm_admission_policy_alone_or_beside_the_webhook() {
     let helm = testenv::tools::require("helm", "helm_admission_policy_alone_or_beside_the_webhook");
@@ -290,11 +291,36 @@ fn helm_admission_policy_alone_or_beside_the_webhook() {
         .iter()
         .find(|d| d["kind"] == "ValidatingAdmissionPolicyBinding")
         .expect("binding");
+    assert!(
+        binding["spec"].get("matchResources").is_none(),
+        "the binding selects no namespace: {binding}"
+    );
+
+    // A policy bound to one namespace (as earlier kims generated it) is bound to every one.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("vap.yaml");
+    let shipped_text = std::fs::read_to_string(
+        manifest_dir().join("manifests/overlays/policy/validating-admission-policy.yaml"),
+    )
+    .unwrap();
+    let restricted = shipped_text.replace(
+        "  validationActions:\n",
+        "  matchResources:\n    namespaceSelector:\n      matchLabels:\n        kubernetes.io/metadata.name: kcp-system\n  validationActions:\n",
+    );
+    assert_ne!(restricted, shipped_text, "the binding got a matchResources");
+    std::fs::write(&file, &restricted).unwrap();
+    let from_restricted = helm_render(
+        &helm,
+        &[
+            "--set",
+            "admissionPolicy.enabled=true",
+            "--set-file",
+            &format!("admissionPolicy.content={}", file.display()),
+        ],
+    );
     assert_eq!(
-        binding.pointer(
-            "/spec/matchResources/namespaceSelector/matchLabels/kubernetes.io~1metadata.name"
-        ),
-        Some(&Value::from("runtimes"))
+        from_restricted, beside,
+        "the content's matchResources is dropped"
     );
 
     // kimHistory on the webhook: the policy must be generated with it and given as content.
@@ -311,8 +337,6 @@ fn helm_admission_policy_alone_or_beside_the_webhook() {
         .output()
         .unwrap();
     assert!(generated.status.success());
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("vap.yaml");
     std::fs::write(&file, &generated.stdout).unwrap();
     let custom = helm_render(
         &helm,
@@ -436,6 +460,22 @@ fn helm_values_change_only_what_they_name() {
             .iter()
             .any(|d| d["metadata"]["name"] == "kim-controller"),
         "no controller object in guard-only mode"
+    );
+    // runtimeNamespace moves the controller only: the webhooks judge every namespace.
+    let moved = helm_render(&helm, &["--set", "runtimeNamespace=runtimes"]);
+    let mut diff = compare(&moved, &defaults);
+    diff.sort();
+    assert_eq!(
+        diff,
+        [
+            "apps/v1 Deployment kim-system/kim-controller: /spec/template/spec/containers/0/args/1: \"--namespace=runtimes\" != \"--namespace=kcp-system\"",
+            "rbac.authorization.k8s.io/v1 Role kcp-system/kim-controller: only in the kustomize build",
+            "rbac.authorization.k8s.io/v1 Role runtimes/kim-controller: only in the Helm render",
+            "rbac.authorization.k8s.io/v1 RoleBinding kcp-system/kim-controller: only in the kustomize build",
+            "rbac.authorization.k8s.io/v1 RoleBinding runtimes/kim-controller: only in the Helm render",
+        ],
+        "all differences:\n{}",
+        diff.join("\n")
     );
     let actions = helm_render(&helm, &["--set", "webhook.ruleActions=writer=deny"]);
     assert_eq!(

@@ -314,14 +314,18 @@ async fn apply(client: &kube::Client, doc: &Value) {
         .unwrap_or_else(|e| panic!("applying {}: {e}", doc["kind"]));
 }
 
-/// The generated policy objects for `policy`, renamed `<name>-<suffix>` and bound to `ns`.
+/// The generated policy objects for `policy`, renamed `<name>-<suffix>` and bound to `ns`
+/// only (the generated bindings match every namespace; here the webhooks judge the others).
 fn policy_objects(policy: &Policy, ns: &str, suffix: &str) -> Vec<Value> {
-    let mut docs = status::vap::objects(policy, Some(ns));
+    let mut docs = status::vap::objects(policy);
     for d in &mut docs {
         let name = format!("{}-{suffix}", d["metadata"]["name"].as_str().unwrap());
         d["metadata"]["name"] = json!(name);
         if d["kind"] == "ValidatingAdmissionPolicyBinding" {
             d["spec"]["policyName"] = json!(name);
+            d["spec"]["matchResources"] = json!({
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}},
+            });
         }
     }
     docs

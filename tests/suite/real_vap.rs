@@ -447,7 +447,7 @@ async fn the_generated_policy_judges_status_writes_as_kim_does() {
 
     // The policy in force is the built-in one.
     let policy = Policy::builtin();
-    for doc in status::vap::objects(&policy, None) {
+    for doc in status::vap::objects(&policy) {
         apply(&admin, &doc)
             .await
             .unwrap_or_else(|e| panic!("the server refuses the generated policy: {e}"));
@@ -591,7 +591,7 @@ async fn a_rule_in_warn_mode_lets_the_write_through_with_a_warning() {
 
     let policy =
         Policy::builtin().with_rule_action(status::RuleId::Writer, status::Enforcement::Warn);
-    let docs = status::vap::objects(&policy, None);
+    let docs = status::vap::objects(&policy);
     assert_eq!(docs.len(), 4, "a deny pair and a warn pair");
     for doc in &docs {
         apply(&admin, doc)
@@ -698,7 +698,7 @@ async fn the_policy_check_time_for_10_and_64_conditions_from_kube_apiservers_met
             .await
             .expect("stored status");
     }
-    for doc in status::vap::objects(&Policy::builtin(), None) {
+    for doc in status::vap::objects(&Policy::builtin()) {
         apply(&admin, &doc).await.expect("the policy applies");
     }
     let started = Instant::now();

@@ -19,7 +19,8 @@ use std::time::{Duration, Instant};
 use testenv::controlplane::{ClientCert, ControlPlane, Installed, WebhookCerts};
 use testenv::process::Process;
 
-/// Where Runtimes live in the shipped manifests (RBAC, the webhooks' namespaceSelector).
+/// Where Runtimes live in the shipped manifests (the controller's RBAC; the webhooks judge
+/// every namespace).
 pub const NS: &str = "kcp-system";
 /// The webhook configurations' name in `manifests/base/webhook-configurations.yaml`.
 pub const CONFIG_NAME: &str = "kim-runtime-status";
