@@ -40,7 +40,7 @@ pub(crate) const OWN_WRITE_TTL: Duration = Duration::from_secs(300);
 /// How long a delivered resourceVersion is remembered, to recognise a write the watch delivered
 /// before the writer recorded it: longer than any delay between a write's answer and its record
 /// (a few scheduling rounds).
-pub(crate) const DELIVERED_TTL: Duration = Duration::from_secs(60);
+pub(crate) const DELIVERED_TTL: Duration = Duration::from_secs(10);
 
 /// resourceVersions remembered per object ([`DELIVERED_TTL`]): a write, and what followed it
 /// before the writer recorded it.
@@ -116,7 +116,7 @@ impl<K: Resource<DynamicType = ()> + Clone> OwnWrites<K> {
         // Swept every so many deliveries, so the memory holds about one `DELIVERED_TTL` of
         // events, not one entry per object ever seen.
         memory.since_sweep += 1;
-        if memory.since_sweep >= 1024 {
+        if memory.since_sweep >= 256 {
             memory.since_sweep = 0;
             memory
                 .delivered

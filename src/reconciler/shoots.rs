@@ -16,6 +16,7 @@ use kube::runtime::controller::Action;
 use serde::Deserialize;
 use serde_json::json;
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
@@ -45,7 +46,8 @@ pub(crate) fn cached_shoot(ctx: &Ctx, name: &str) -> Option<Shoot> {
     ctx.caches.shoots.get(name).map(|s| s.to_shoot())
 }
 
-/// The annotations of a Shoot a reconcile reads; the cache keeps no other.
+/// The annotations of a Shoot a reconcile reads; the cache keeps no other. The runtime ID first
+/// ([`ShootHead::runtime_id`]).
 const ANNOTATIONS_READ: [&str; 4] = [
     ANNOTATION_RUNTIME_ID,
     ANNOTATION_RUNTIME_GENERATION,
@@ -61,12 +63,18 @@ const ANNOTATIONS_READ: [&str; 4] = [
 /// any of its fields holds data (its typed `spec` is inline), this about 0.6 KiB, and the watch
 /// decodes it without building the `spec` at all (serde skips fields a type does not name). The
 /// update, the one step that reads the `spec`, GETs the Shoot ([`get_shoot`]).
+///
+/// The annotations read are kept as fields (`metadata.annotations` is emptied): a map of four
+/// entries costs a whole B-tree node, about 0.6 KiB per Shoot.
 #[derive(Deserialize, Debug, Clone, PartialEq, Default)]
 pub(crate) struct ShootHead {
     #[serde(default)]
     metadata: ObjectMeta,
     #[serde(default)]
     status: Option<ShootStatus>,
+    /// The values of [`ANNOTATIONS_READ`], in that order (filled by [`ShootHead::slim`]).
+    #[serde(skip)]
+    read: [Option<String>; ANNOTATIONS_READ.len()],
 }
 
 impl ShootHead {
@@ -75,6 +83,7 @@ impl ShootHead {
         let mut head = ShootHead {
             metadata: shoot.metadata.clone(),
             status: shoot.status.clone(),
+            read: Default::default(),
         };
         head.slim();
         head
@@ -88,8 +97,10 @@ impl ShootHead {
         meta.labels = None;
         meta.owner_references = None;
         meta.finalizers = None;
-        if let Some(annotations) = meta.annotations.as_mut() {
-            annotations.retain(|k, _| ANNOTATIONS_READ.contains(&k.as_str()));
+        if let Some(mut annotations) = meta.annotations.take() {
+            for (value, key) in self.read.iter_mut().zip(ANNOTATIONS_READ) {
+                *value = annotations.remove(key);
+            }
         }
         if let Some(status) = self.status.as_mut() {
             // Conditions, constraints, credentials…: kept for a Shoot read with a GET, not here.
@@ -97,10 +108,18 @@ impl ShootHead {
         }
     }
 
-    /// A [`Shoot`] with this head and an empty `spec`, for the steps that take a Shoot.
+    /// A [`Shoot`] with this head and an empty `spec`, for the steps that take a Shoot (the
+    /// annotations read back in `metadata.annotations`).
     pub(crate) fn to_shoot(&self) -> Shoot {
+        let annotations: BTreeMap<String, String> = ANNOTATIONS_READ
+            .iter()
+            .zip(&self.read)
+            .filter_map(|(key, value)| Some((key.to_string(), value.clone()?)))
+            .collect();
+        let mut metadata = self.metadata.clone();
+        metadata.annotations = (!annotations.is_empty()).then_some(annotations);
         Shoot {
-            metadata: self.metadata.clone(),
+            metadata,
             spec: Default::default(),
             status: self.status.clone(),
         }
@@ -108,9 +127,7 @@ impl ShootHead {
 
     /// The runtime ID from the `kyma-project.io/runtime-id` annotation, if any.
     pub(crate) fn runtime_id(&self) -> Option<&str> {
-        self.annotations()
-            .get(ANNOTATION_RUNTIME_ID)
-            .map(String::as_str)
+        self.read[0].as_deref()
     }
 }
 
@@ -218,4 +235,70 @@ pub(crate) async fn request_retry(
     }
     ctx.clear_retry(key);
     Ok(Action::requeue(ctx.settings.resync))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_shoot_head_keeps_what_a_reconcile_reads_and_gives_it_back_as_a_shoot() {
+        let shoot: Shoot = serde_json::from_value(json!({
+            "apiVersion": "core.gardener.cloud/v1beta1",
+            "kind": "Shoot",
+            "metadata": {
+                "name": "s", "namespace": "garden-p", "uid": "u1", "resourceVersion": "7",
+                "generation": 3,
+                "labels": {"account": "a"},
+                "finalizers": ["gardener"],
+                "annotations": {
+                    ANNOTATION_RUNTIME_ID: "rid",
+                    ANNOTATION_OPERATION: "retry",
+                    "other": "dropped",
+                },
+            },
+            "spec": {"region": "eu-west-1"},
+            "status": {
+                "lastOperation": {"type": "Create", "state": "Succeeded", "progress": 100,
+                    "description": "done", "lastUpdateTime": "2026-12-02T10:00:00Z"},
+                "observedGeneration": 3,
+                "constraints": [{"type": "X"}],
+            },
+        }))
+        .unwrap();
+        // Decoded from the wire as the watch does, and cut from a Shoot as an own write is.
+        let mut decoded: ShootHead =
+            serde_json::from_value(serde_json::to_value(&shoot).unwrap()).unwrap();
+        decoded.slim();
+        let head = ShootHead::of(&shoot);
+        assert_eq!(decoded, head);
+        assert_eq!(head.runtime_id(), Some("rid"));
+        assert_eq!(
+            head.meta().annotations,
+            None,
+            "kept as fields, not as a map"
+        );
+
+        let back = head.to_shoot();
+        assert_eq!(back.runtime_id(), Some("rid"));
+        assert_eq!(
+            back.metadata.annotations,
+            Some(BTreeMap::from([
+                (ANNOTATION_RUNTIME_ID.to_string(), "rid".to_string()),
+                (ANNOTATION_OPERATION.to_string(), "retry".to_string()),
+            ]))
+        );
+        assert_eq!(back.metadata.labels, None);
+        assert_eq!(back.metadata.finalizers, None);
+        assert_eq!(back.metadata.uid.as_deref(), Some("u1"));
+        assert_eq!(back.metadata.generation, Some(3));
+        assert_eq!(back.spec, Default::default());
+        let status = back.status.unwrap();
+        assert_eq!(status.observed_generation, Some(3));
+        assert_eq!(status.last_operation.unwrap().description, "done");
+        assert!(
+            status.extra.is_empty(),
+            "conditions, constraints… are not cached"
+        );
+    }
 }
