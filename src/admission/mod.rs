@@ -6,24 +6,23 @@
 //! `response.uid` echoed when it can be read (a missing or wrong uid is a *call failure* for
 //! the apiserver, which with `failurePolicy: Ignore` would let the write through unchecked).
 //!
-//! Decoding is lazy: only the request's routing fields, `userInfo`, and each object's
-//! `metadata.generation`, `metadata.deletionTimestamp` and `status` are materialised; `spec`
-//! and `managedFields` are only checked, without allocation. A body is decoded one of two ways,
-//! with the same answer: a well-formed review by `scan` (one pass that checks the JSON without
-//! decoding it, statuses as `node::Node`s), anything it declines by serde_json (`decode`,
-//! statuses as `Value`s, every refusal with a precise message).
+//! One decoder, serde_json (`decode.rs`, which also holds the request model): only the
+//! request's routing fields, `userInfo`, and each object's `metadata.generation`,
+//! `metadata.deletionTimestamp` and `status` are materialised; `spec` and `managedFields` are
+//! only checked, without allocation. Answers are built in `response.rs` and written in
+//! `encode.rs`.
 
 mod decode;
 mod encode;
-mod node;
 mod response;
-mod scan;
+#[cfg(test)]
+mod tests;
 
 use decode::{Refusal, Request, object_of};
 pub(crate) use encode::reason_for;
 pub use response::reject;
 
-use crate::status::{self, Facts, JsonView, Policy};
+use crate::status::{self, Facts, Policy};
 use chrono::{DateTime, Utc};
 
 /// API group of the Runtime CRD.
@@ -101,17 +100,6 @@ impl Outcome {
 ///
 /// `now` is the request time used by defaulting.
 pub fn review(hook: Hook, policy: &Policy, body: &[u8], now: DateTime<Utc>) -> Outcome {
-    // The body checked in one pass without decoding, only the members kim reads decoded
-    // (`scan`); it declines anything unusual, which serde_json then answers.
-    if let Some((api_version, req)) = scan::scan_review(body) {
-        return answer(hook, policy, api_version, req, now, Vec::new());
-    }
-    review_serde(hook, policy, body, now)
-}
-
-/// [`review`] with the body decoded by serde_json: what the scan declines, and the reference
-/// the differential tests compare the scan with.
-fn review_serde(hook: Hook, policy: &Policy, body: &[u8], now: DateTime<Utc>) -> Outcome {
     match decode::decode_review(body) {
         Ok((api_version, req, warnings)) => answer(hook, policy, api_version, req, now, warnings),
         Err(Refusal::Body(message)) => reject(400, &message, body),
@@ -145,12 +133,12 @@ impl Asked<'_> {
     }
 }
 
-/// Answers a decoded request (both decoding paths end here).
-fn answer<S: JsonView>(
+/// Answers a decoded request.
+fn answer(
     hook: Hook,
     policy: &Policy,
     api_version: &'static str,
-    req: Request<'_, S>,
+    req: Request<'_>,
     now: DateTime<Utc>,
     warnings: Vec<String>,
 ) -> Outcome {

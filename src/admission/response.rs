@@ -3,10 +3,11 @@
 //! write), [`patched`] (the mutating webhook) and [`validated`] (the validating webhook's verdict
 //! with its warnings and audit annotations).
 
-use super::decode::salvage_uid;
+use super::decode::UidOnly;
 use super::encode::{Answer, encode};
 use super::{Outcome, REVIEW_API_VERSION};
 use crate::status;
+use serde::Deserialize;
 use std::collections::BTreeMap;
 
 /// Keeps a warning within the 120 characters the apiserver passes on as a `Warning` header.
@@ -53,6 +54,47 @@ pub(super) fn denied(
 pub fn reject(code: u16, message: &str, body: &[u8]) -> Outcome {
     let uid = salvage_uid(body).unwrap_or_default();
     denied(REVIEW_API_VERSION, &uid, code, message, &[])
+}
+
+/// Best effort: the uid of a body that does not fully decode (e.g. `request.uid` readable but
+/// `request.object` malformed, or only a prefix of an oversized body was read). A complete body
+/// is parsed; otherwise the first `"uid": "…"` after `"request"` in the first 64 KiB is taken
+/// (the apiserver serialises `uid` as the request's first field; a uid is a UUID, so a value
+/// with escapes or over 128 bytes is not taken).
+fn salvage_uid(body: &[u8]) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Env<'a> {
+        #[serde(borrow)]
+        request: UidOnly<'a>,
+    }
+    if let Ok(e) = serde_json::from_slice::<Env<'_>>(body) {
+        return Some(e.request.uid.into_owned());
+    }
+    let prefix = &body[..body.len().min(64 * 1024)];
+    let find = |hay: &[u8], needle: &[u8]| hay.windows(needle.len()).position(|w| w == needle);
+    let after_request = find(prefix, b"\"request\"")? + 9;
+    let rest = &prefix[after_request..];
+    let key = find(rest, b"\"uid\"")? + 5;
+    let mut i = key;
+    let skip_ws = |i: &mut usize| {
+        while *i < rest.len() && rest[*i].is_ascii_whitespace() {
+            *i += 1;
+        }
+    };
+    skip_ws(&mut i);
+    if rest.get(i) != Some(&b':') {
+        return None;
+    }
+    i += 1;
+    skip_ws(&mut i);
+    if rest.get(i) != Some(&b'"') {
+        return None;
+    }
+    let start = i + 1;
+    let len = rest[start..].iter().take(129).position(|&c| c == b'"')?;
+    let value = std::str::from_utf8(&rest[start..start + len]).ok()?;
+    (!value.is_empty() && !value.contains('\\') && !value.chars().any(char::is_control))
+        .then(|| value.to_string())
 }
 
 /// The answer to a review that is not a Runtime status UPDATE: allowed, with a warning saying
