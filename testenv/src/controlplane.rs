@@ -262,24 +262,27 @@ impl std::fmt::Debug for ControlPlane {
 }
 
 /// Paths of the binaries (etcd, kube-apiserver, and gardener-apiserver when `gardener`), or
-/// an error saying how to build them.
+/// an error saying how to build them. etcd and kube-apiserver are those of the Kubernetes minor
+/// `$KIM_KUBERNETES` selects ([`crate::tools::path`]); gardener-apiserver is one for every minor.
 fn binaries(gardener: bool) -> io::Result<Vec<PathBuf>> {
-    let dir = crate::tools::dir();
     let mut names = vec!["etcd", "kube-apiserver"];
     if gardener {
         names.push("gardener-apiserver");
     }
-    let paths: Vec<PathBuf> = names.iter().map(|n| dir.join(n)).collect();
-    for b in &paths {
+    let mut paths = Vec::with_capacity(names.len());
+    for name in names {
+        let b = crate::tools::path(name)?;
         if !b.is_file() {
             return Err(io::Error::new(
                 io::ErrorKind::NotFound,
                 format!(
-                    "{} not found: build the control plane with `bash scripts/install-control-plane.sh` (or run the tests with `bash scripts/test.sh`)",
-                    b.display()
+                    "{} not found: build the control plane with `{}` (or run the tests with `bash scripts/test.sh`)",
+                    b.display(),
+                    crate::tools::install_hint(name)
                 ),
             ));
         }
+        paths.push(b);
     }
     Ok(paths)
 }
@@ -482,6 +485,7 @@ impl ControlPlane {
             ));
         }
         let binaries = binaries(options.gardener)?;
+        let kubernetes = crate::tools::kubernetes()?;
         // The paths go into the servers' flags as text: a lossy conversion would send etcd to
         // another directory, outside the one that is removed.
         let tmp = std::env::temp_dir();
@@ -508,7 +512,7 @@ impl ControlPlane {
                         .map(|(name, kib)| format!("{name} {}", kib / 1024))
                         .collect();
                     eprintln!(
-                        "testenv control plane: ready in {:.1} s at {} (attempt {attempt}; etcd pid {}, kube-apiserver pid {}{gardener}; RSS {} MiB: {})",
+                        "testenv control plane: Kubernetes {kubernetes} ready in {:.1} s at {} (attempt {attempt}; etcd pid {}, kube-apiserver pid {}{gardener}; RSS {} MiB: {})",
                         cp.started_in.as_secs_f64(),
                         cp.url,
                         cp.pids().0,

@@ -1,33 +1,162 @@
-//! The client binaries `scripts/install-tools.sh` installs (kubectl with kustomize built in,
-//! helm), as tests find them.
+//! The binaries the tests drive, as tests find them: the client tools `scripts/install-tools.sh`
+//! installs (kubectl with kustomize built in, helm) and the control plane
+//! `scripts/install-control-plane.sh` builds (kube-apiserver, etcd, gardener-apiserver).
 //!
-//! They live in `<workspace>/target/tools/bin` (or `$KIM_TOOLS_DIR/bin`). A test that needs
-//! one calls [`require`], which fails the test when the binary is missing: no test is skipped
-//! for want of a tool. `bash scripts/test.sh` installs every tool before it runs the tests.
+//! They live in `<workspace>/target/tools/bin` (or `$KIM_TOOLS_DIR/bin`). kube-apiserver and
+//! etcd come in one version per supported Kubernetes minor; `$KIM_KUBERNETES` ([`KUBERNETES_VAR`])
+//! selects it for the whole test run: unset (or [`DEFAULT_KUBERNETES`]) takes the ones in `bin`,
+//! another minor those in `k8s-<minor>/bin` beside it ([`control_plane_dir`]). The install
+//! script reads the same variable, so `KIM_KUBERNETES=1.37 bash scripts/test.sh` builds and
+//! tests the newest. Every other tool is the same for every minor.
+//!
+//! A test that needs a tool calls [`require`], which fails the test when the binary is missing:
+//! no test is skipped for want of a tool. `bash scripts/test.sh` installs every tool before it
+//! runs the tests.
 
+use std::io;
 use std::path::PathBuf;
 
-/// The directory the tools are installed in: `$KIM_TOOLS_DIR/bin`, else
-/// `<workspace>/target/tools/bin`.
-pub fn dir() -> PathBuf {
+/// The environment variable that selects the Kubernetes minor of kube-apiserver and etcd for
+/// the whole test run (`1.35`, `1.37`); read here and by `scripts/install-control-plane.sh`.
+pub const KUBERNETES_VAR: &str = "KIM_KUBERNETES";
+
+/// The minor the tests run on when [`KUBERNETES_VAR`] is unset or empty: the oldest supported
+/// one, whose kube-apiserver and etcd are in [`dir`]. The same default is written in
+/// `scripts/install-control-plane.sh`.
+pub const DEFAULT_KUBERNETES: &str = "1.35";
+
+/// The binaries that exist once per Kubernetes minor (in [`control_plane_dir`]).
+const PER_MINOR: [&str; 2] = ["kube-apiserver", "etcd"];
+
+/// The tools' root: `$KIM_TOOLS_DIR`, else `<workspace>/target/tools`.
+fn root() -> PathBuf {
     match std::env::var_os("KIM_TOOLS_DIR") {
-        Some(d) => PathBuf::from(d).join("bin"),
+        Some(d) => PathBuf::from(d),
         None => std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .parent()
             .expect("testenv lives in the kim workspace")
-            .join("target/tools/bin"),
+            .join("target/tools"),
     }
 }
 
-/// The path of tool `name` (`kubectl`, `helm`), which `test` needs. Panics when it is not
-/// installed, saying how to install it.
+/// The directory the tools are installed in: `$KIM_TOOLS_DIR/bin`, else
+/// `<workspace>/target/tools/bin`. It holds kube-apiserver and etcd of
+/// [`DEFAULT_KUBERNETES`] only; see [`control_plane_dir`].
+pub fn dir() -> PathBuf {
+    root().join("bin")
+}
+
+/// The Kubernetes minor selected for this run, `1.<n>`: `$KIM_KUBERNETES`, else
+/// [`DEFAULT_KUBERNETES`].
+///
+/// # Errors
+/// `InvalidInput` when the variable is set to anything but `1.<n>` (such as `all`, which only
+/// the install script takes).
+pub fn kubernetes() -> io::Result<String> {
+    select(std::env::var_os(KUBERNETES_VAR))
+}
+
+/// [`kubernetes`] for the variable's value `value`.
+fn select(value: Option<std::ffi::OsString>) -> io::Result<String> {
+    let value = match value {
+        None => return Ok(DEFAULT_KUBERNETES.into()),
+        Some(v) if v.is_empty() => return Ok(DEFAULT_KUBERNETES.into()),
+        Some(v) => v.to_string_lossy().into_owned(),
+    };
+    let minor_ok = value
+        .strip_prefix("1.")
+        .is_some_and(|m| !m.is_empty() && m.bytes().all(|b| b.is_ascii_digit()));
+    if minor_ok {
+        Ok(value)
+    } else {
+        Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "{KUBERNETES_VAR}={value:?}: a test run takes one Kubernetes minor such as \
+                 {DEFAULT_KUBERNETES} or 1.37 (`all` is for scripts/install-control-plane.sh only)"
+            ),
+        ))
+    }
+}
+
+/// The directory of kube-apiserver and etcd for the selected minor ([`kubernetes`]): [`dir`]
+/// for [`DEFAULT_KUBERNETES`], `<tools>/k8s-<minor>/bin` for any other.
+///
+/// # Errors
+/// As [`kubernetes`].
+pub fn control_plane_dir() -> io::Result<PathBuf> {
+    let minor = kubernetes()?;
+    Ok(if minor == DEFAULT_KUBERNETES {
+        dir()
+    } else {
+        root().join(format!("k8s-{minor}")).join("bin")
+    })
+}
+
+/// Where tool `name` is installed: kube-apiserver and etcd in [`control_plane_dir`], every
+/// other tool in [`dir`]. The file need not exist.
+///
+/// # Errors
+/// As [`kubernetes`], for kube-apiserver and etcd.
+pub fn path(name: &str) -> io::Result<PathBuf> {
+    if PER_MINOR.contains(&name) {
+        Ok(control_plane_dir()?.join(name))
+    } else {
+        Ok(dir().join(name))
+    }
+}
+
+/// The command that installs tool `name`, for the messages of a missing tool.
+pub(crate) fn install_hint(name: &str) -> String {
+    if !matches!(name, "kube-apiserver" | "etcd" | "gardener-apiserver") {
+        return "bash scripts/install-tools.sh".into();
+    }
+    match kubernetes() {
+        Ok(minor) if minor != DEFAULT_KUBERNETES && PER_MINOR.contains(&name) => {
+            format!("{KUBERNETES_VAR}={minor} bash scripts/install-control-plane.sh")
+        }
+        _ => "bash scripts/install-control-plane.sh".into(),
+    }
+}
+
+/// The path of tool `name` (`kubectl`, `helm`, `kube-apiserver`, …), which `test` needs.
+///
+/// # Panics
+/// When it is not installed, saying how to install it, or when `$KIM_KUBERNETES` is invalid.
 pub fn require(name: &str, test: &str) -> PathBuf {
-    let path = dir().join(name);
+    let path = path(name).unwrap_or_else(|e| panic!("{test}: {e}"));
     assert!(
         path.is_file(),
-        "{test}: {} is missing; install it with `bash scripts/install-tools.sh` \
-         (or run every test with `bash scripts/test.sh`, which installs all the tools first)",
-        path.display()
+        "{test}: {} is missing; install it with `{}` (or run every test with `bash \
+         scripts/test.sh`, which installs all the tools first)",
+        path.display(),
+        install_hint(name)
     );
     path
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn select_str(v: Option<&str>) -> io::Result<String> {
+        select(v.map(Into::into))
+    }
+
+    #[test]
+    fn unset_or_empty_selects_the_default_and_a_minor_selects_itself() {
+        assert_eq!(select_str(None).unwrap(), DEFAULT_KUBERNETES);
+        assert_eq!(select_str(Some("")).unwrap(), DEFAULT_KUBERNETES);
+        assert_eq!(select_str(Some("1.37")).unwrap(), "1.37");
+        assert_eq!(select_str(Some("1.35")).unwrap(), "1.35");
+    }
+
+    #[test]
+    fn anything_but_one_minor_is_refused() {
+        for bad in ["all", "1.", "1", "v1.37", "1.37.2", "1.3x", " 1.37"] {
+            let e = select_str(Some(bad)).unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{bad}");
+            assert!(e.to_string().contains(KUBERNETES_VAR), "{bad}: {e}");
+        }
+    }
 }

@@ -531,16 +531,43 @@ async fn webhook_serviceaccount_has_no_rights(env: &Kcp) {
             crb.metadata.name
         );
     }
-    let token = env
-        .stack
-        .cp
-        .service_account_token(WEBHOOK_SA.0, WEBHOOK_SA.1)
-        .await;
+    // What the cluster grants every ServiceAccount by itself differs by version (1.37 lets
+    // every ServiceAccount read ClusterTrustBundles): the baseline is a ServiceAccount that
+    // nothing binds.
+    let webhook = rules_of(env, WEBHOOK_SA.0, WEBHOOK_SA.1).await;
+    let unbound = rules_of(env, WEBHOOK_SA.0, "bound-to-nothing").await;
+    for (ns, rules) in &webhook {
+        let baseline = &unbound[ns];
+        for r in rules {
+            let groups = r.api_groups.clone().unwrap_or_default();
+            assert!(
+                baseline.contains(r)
+                    || groups
+                        .iter()
+                        .all(|g| g == "authorization.k8s.io" || g == "authentication.k8s.io"),
+                "the webhook's ServiceAccount may {:?} {:?} in {groups:?} in {ns}, which a ServiceAccount bound to nothing may not",
+                r.verbs,
+                r.resources
+            );
+        }
+    }
+}
+
+/// The resource rules ServiceAccount `namespace/name` (created if missing) has in `kcp-system`
+/// and `kim-system`, by namespace, from a SelfSubjectRulesReview made as it.
+async fn rules_of(
+    env: &Kcp,
+    namespace: &str,
+    name: &str,
+) -> std::collections::BTreeMap<&'static str, Vec<k8s_openapi::api::authorization::v1::ResourceRule>>
+{
+    let token = env.stack.cp.service_account_token(namespace, name).await;
     let client = env
         .stack
         .cp
         .client_from_kubeconfig(&env.stack.cp.kubeconfig_with_token(&token))
         .await;
+    let mut out = std::collections::BTreeMap::new();
     for ns in [NS, "kim-system"] {
         let review = SelfSubjectRulesReview {
             spec: SelfSubjectRulesReviewSpec {
@@ -551,20 +578,10 @@ async fn webhook_serviceaccount_has_no_rights(env: &Kcp) {
         let answer = Api::<SelfSubjectRulesReview>::all(client.clone())
             .create(&PostParams::default(), &review)
             .await
-            .expect("SelfSubjectRulesReview as the webhook");
-        let rules = answer.status.expect("status").resource_rules;
-        for r in &rules {
-            let groups = r.api_groups.clone().unwrap_or_default();
-            assert!(
-                groups
-                    .iter()
-                    .all(|g| g == "authorization.k8s.io" || g == "authentication.k8s.io"),
-                "the webhook's ServiceAccount may {:?} {:?} in {groups:?} in {ns}",
-                r.verbs,
-                r.resources
-            );
-        }
+            .unwrap_or_else(|e| panic!("SelfSubjectRulesReview as {namespace}/{name}: {e}"));
+        out.insert(ns, answer.status.expect("status").resource_rules);
     }
+    out
 }
 
 /// One stack; per case the Role loses one verb (checked with a SelfSubjectAccessReview as the

@@ -1,16 +1,22 @@
 #!/usr/bin/env bash
-# Writes kube-apiserver/go.mod for a k8s.io/kubernetes release: k8s.io/kubernetes requires each
-# of its staging modules at v0.0.0, which no module proxy serves, so every such require line
-# becomes a replace with v0.<minor>.<patch> of the same release. The list is taken from the
-# kubernetes module's own go.mod, not typed. Run `go mod tidy` in kube-apiserver/ afterwards.
+# Writes k8s-1.<minor>/kube-apiserver/go.mod for a k8s.io/kubernetes release: k8s.io/kubernetes
+# requires each of its staging modules at v0.0.0, which no module proxy serves, so every such
+# require line becomes a replace with v0.<minor>.<patch> of the same release. The list is taken
+# from the kubernetes module's own go.mod, not typed. Run `go mod tidy` in that directory
+# afterwards; a new minor also needs k8s-1.<minor>/etcd/go.mod (docs/control-plane.md).
 #
-#   bash tools/control-plane/gen-replace.sh v1.35.4
+#   bash tools/control-plane/gen-replace.sh v1.35.4     # k8s-1.35/kube-apiserver/go.mod
+#   bash tools/control-plane/gen-replace.sh v1.37.2     # k8s-1.37/kube-apiserver/go.mod
 set -euo pipefail
 version=${1:?usage: gen-replace.sh vMAJOR.MINOR.PATCH}
 # A release, not a query such as v1.35 or latest (the staging versions are derived from it).
 [[ $version =~ ^v1\.[0-9]+\.[0-9]+(-(alpha|beta|rc)\.[0-9]+)?$ ]] ||
   { echo "gen-replace: $version is not a release version such as v1.35.4" >&2; exit 2; }
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+minor=${version#v1.}
+minor=${minor%%.*}
+dir="$here/k8s-1.$minor/kube-apiserver"
+mkdir -p "$dir"
 json=$(go mod download -json "k8s.io/kubernetes@$version" 2>&1) || true
 gomod=$(sed -n 's/.*"GoMod": "\(.*\)",*/\1/p' <<<"$json")
 if [ -z "$gomod" ]; then
@@ -33,6 +39,6 @@ staging="v0.${version#v1.}"
   awk '/^require \(/{r=1;next} r&&/^\)/{r=0} r&&$1 ~ /^k8s\.io\// && $2=="v0.0.0"{print $1}' "$gomod" |
     sort -u | while read -r m; do echo "	$m => $m $staging"; done
   echo ")"
-} >"$here/kube-apiserver/go.mod.tmp"
-mv -f "$here/kube-apiserver/go.mod.tmp" "$here/kube-apiserver/go.mod"
-echo "gen-replace: $(grep -c '=>' "$here/kube-apiserver/go.mod") staging modules replaced with $staging"
+} >"$dir/go.mod.tmp"
+mv -f "$dir/go.mod.tmp" "$dir/go.mod"
+echo "gen-replace: $(grep -c '=>' "$dir/go.mod") staging modules replaced with $staging in ${dir#"$here"/}/go.mod"
