@@ -30,7 +30,9 @@ produce. What is checked (one line per checked file or build; details under a FA
   policy      manifests/overlays/policy and the policy of webhook-and-policy (check_policy()):
               one ValidatingAdmissionPolicy and binding on runtimes/status UPDATEs in every
               namespace (no matchResources), denying, each message starting with a rule id;
-              beside it the webhooks fail open.
+              beside it the webhooks fail open. manifests/overlays/policy-and-defaulting: the
+              same plus one MutatingAdmissionPolicy and binding (check_mutating_policy()),
+              validated against the KIM_K8S_VERSIONS that have the kind (1.36 and newer).
   monitoring  manifests/overlays/monitoring (validate_monitoring.py): the PrometheusRule is the rules
               file (promtool check rules when installed), the ServiceMonitors match the Services,
               ports and prometheus.io/* annotations of base, the dashboard ConfigMap is the JSON.
@@ -143,6 +145,18 @@ K8S_GROUPS = {
     "policy", "rbac.authorization.k8s.io", "scheduling.k8s.io", "storage.k8s.io",
     "certificates.k8s.io", "node.k8s.io", "flowcontrol.apiserver.k8s.io",
 }
+
+# Built-in kinds newer than the oldest KIM_K8S_VERSIONS: validated only against the versions
+# that have them (kubernetes-validate has no schema before).
+SINCE = {
+    ("admissionregistration.k8s.io/v1", "MutatingAdmissionPolicy"): "1.36",
+    ("admissionregistration.k8s.io/v1", "MutatingAdmissionPolicyBinding"): "1.36",
+}
+
+
+def _minor(version: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in version.split(".")[:2])
+
 
 GO_DURATION = r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$"
 DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
@@ -258,7 +272,11 @@ class Validators:
 
     def builtin(self, d: dict) -> list[str]:
         errs = []
-        for v in self.versions:
+        since = SINCE.get((d.get("apiVersion"), d.get("kind")))
+        versions = [v for v in self.versions if not since or _minor(v) >= _minor(since)]
+        if not versions:
+            return [f"{doc_id(d)}: exists from Kubernetes {since} on; no version of {self.versions} to validate it against"]
+        for v in versions:
             try:
                 kubernetes_validate.validate(d, v, strict=True)
             except kv_utils.ValidationError as e:
@@ -1141,6 +1159,37 @@ def check_policy(docs: list[dict]) -> list[str]:
     return errs
 
 
+def check_mutating_policy(docs: list[dict]) -> list[str]:
+    """The shipped MutatingAdmissionPolicy (manifests/overlays/policy-and-defaulting): one
+    policy and its binding, both kim-runtime-status, on runtimes/status UPDATEs in every
+    namespace (no matchResources, no matchConditions), failurePolicy Fail, reinvocationPolicy
+    IfNeeded, one JSONPatch mutation (`kim policy --format map`)."""
+    errs: list[str] = []
+    kinds = sorted(d["kind"] for d in docs)
+    if kinds != ["MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"]:
+        return [f"mutating policy objects {kinds}, want a MutatingAdmissionPolicy and its binding"]
+    pol = one(docs, errs, "MutatingAdmissionPolicy", "kim-runtime-status")
+    bind = one(docs, errs, "MutatingAdmissionPolicyBinding", "kim-runtime-status")
+    if not pol or not bind:
+        return errs
+    spec, bspec = pol.get("spec") or {}, bind.get("spec") or {}
+    want_rule = {"apiGroups": ["infrastructuremanager.kyma-project.io"], "apiVersions": ["v1"],
+                 "operations": ["UPDATE"], "resources": ["runtimes/status"]}
+    if (spec.get("matchConstraints") or {}).get("resourceRules") != [want_rule]:
+        errs.append(f"MutatingAdmissionPolicy: resourceRules {spec.get('matchConstraints')}, want [{want_rule}]")
+    if spec.get("failurePolicy") != "Fail" or spec.get("reinvocationPolicy") != "IfNeeded":
+        errs.append("MutatingAdmissionPolicy: failurePolicy must be Fail, reinvocationPolicy IfNeeded")
+    if "matchConditions" in spec:
+        errs.append("MutatingAdmissionPolicy: matchConditions set; every status write must be defaulted")
+    ms = spec.get("mutations") or []
+    if len(ms) != 1 or ms[0].get("patchType") != "JSONPatch" or not (ms[0].get("jsonPatch") or {}).get("expression"):
+        errs.append(f"MutatingAdmissionPolicy: mutations {ms!r}, want one JSONPatch")
+    if bspec != {"policyName": "kim-runtime-status"}:
+        errs.append(f"MutatingAdmissionPolicyBinding: {bspec}, want policyName kim-runtime-status only "
+                    "(no matchResources: every namespace)")
+    return errs
+
+
 def check_build(docs: list[dict], vals: Validators, variant: str | None, version, crd, config,
                 monitoring: tuple[list[dict], Path] | None = None):
     """Schemas of every object, and conformance unless `variant` is None (the monitoring
@@ -1157,6 +1206,9 @@ def check_build(docs: list[dict], vals: Validators, variant: str | None, version
         errs += e
     elif variant == "policy":
         errs += check_policy(docs)
+    elif variant == "policy-and-defaulting":
+        errs += check_policy([d for d in docs if d["kind"].startswith("ValidatingAdmissionPolicy")])
+        errs += check_mutating_policy([d for d in docs if not d["kind"].startswith("ValidatingAdmissionPolicy")])
     elif variant is not None:
         e, warns = check_conformance(docs, variant, version, crd, config)
         errs += e
@@ -1177,6 +1229,7 @@ HELM_VARIANTS = {
     "guard-only-values.yaml": "guard-kim",
     "admission-policy-values.yaml": "webhook-and-policy",
     "policy-values.yaml": None,
+    "policy-and-defaulting-values.yaml": None,
 }
 
 

@@ -337,6 +337,13 @@ pub fn policy(args: &PolicyCmdArgs, out: &mut dyn Write, err: &mut dyn Write) ->
             let _ = write!(out, "{}", status::vap::yaml(&p));
             EXIT_ALLOWED
         }
+        Ok(p) if args.format == Format::Map => {
+            if let Err(e) = status::map::check_size(&p) {
+                return fail(err, &e);
+            }
+            let _ = write!(out, "{}", status::map::yaml(&p));
+            EXIT_ALLOWED
+        }
         Ok(p) => {
             let _ = write!(out, "{}", render::render(&p, args.format));
             EXIT_ALLOWED

@@ -7,6 +7,7 @@ mod defaulting;
 mod evaluate;
 pub mod history;
 mod json;
+pub mod map;
 pub mod policy;
 pub mod render;
 pub mod table;

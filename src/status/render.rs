@@ -1,5 +1,6 @@
-//! Renders a [`Policy`] as Markdown, JSON or Graphviz dot (`kim policy`). The README's status
-//! model section is this Markdown (a test keeps them equal), so the docs come from the table.
+//! Renders a [`Policy`] as Markdown, JSON, Graphviz dot or admission policies (`kim policy`).
+//! The README's status model section is this Markdown (a test keeps them equal), so the docs
+//! come from the table.
 
 use super::Policy;
 use super::history::{self, Kind};
@@ -14,6 +15,9 @@ pub enum Format {
     Dot,
     /// A ValidatingAdmissionPolicy and its binding, judging Runtime status in every namespace.
     Vap,
+    /// A MutatingAdmissionPolicy and its binding, defaulting Runtime status writes in every
+    /// namespace (Kubernetes 1.36+).
+    Map,
 }
 
 /// Renders `policy` in `format`. JSON is the serialised [`Policy`] (states, condition types with
@@ -24,6 +28,7 @@ pub fn render(policy: &Policy, format: Format) -> String {
         Format::Json => json(policy),
         Format::Dot => dot(policy),
         Format::Vap => super::vap::yaml(policy),
+        Format::Map => super::map::yaml(policy),
     }
 }
 
@@ -144,6 +149,7 @@ pub fn markdown(policy: &Policy) -> String {
         policy.writers.describe()
     );
     s.push_str(&super::vap::markdown());
+    s.push_str(&super::map::markdown());
     s
 }
 

@@ -75,7 +75,7 @@ pub(crate) fn markdown() -> String {
 }
 
 /// A CEL string literal.
-fn lit(s: &str) -> String {
+pub(crate) fn lit(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('\'');
     for ch in s.chars() {

@@ -626,3 +626,143 @@ fn helm_refuses_bad_values() {
         assert!(stderr.contains(message), "{args:?}: {stderr}");
     }
 }
+
+/// `mutatingAdmissionPolicy.enabled` adds the shipped MutatingAdmissionPolicy and binding and
+/// nothing else; `ci/policy-and-defaulting-values.yaml` (no webhook) renders the policies
+/// `manifests/overlays/policy-and-defaulting` builds; a policy generated with the webhook's
+/// `--compat` is taken as given, and without it such a release is refused, as is content of
+/// another kind.
+#[test]
+fn helm_mutating_admission_policy_from_the_shipped_file_or_the_webhook_s_flags() {
+    let test = "helm_mutating_admission_policy_from_the_shipped_file_or_the_webhook_s_flags";
+    let helm = testenv::tools::require("helm", test);
+    let kubectl = testenv::tools::require("kubectl", test);
+    let defaults = helm_render(&helm, &[]);
+    let with = helm_render(&helm, &["--set", "mutatingAdmissionPolicy.enabled=true"]);
+    let mut diff = compare(&with, &defaults);
+    diff.sort();
+    assert_eq!(
+        diff,
+        [
+            "admissionregistration.k8s.io/v1 MutatingAdmissionPolicy /kim-runtime-status: only in the Helm render",
+            "admissionregistration.k8s.io/v1 MutatingAdmissionPolicyBinding /kim-runtime-status: only in the Helm render",
+        ]
+    );
+    let policies = |docs: &[Value], prefix: &str| -> Vec<Value> {
+        docs.iter()
+            .filter(|d| d["kind"].as_str().is_some_and(|k| k.starts_with(prefix)))
+            .cloned()
+            .map(without_helm)
+            .collect()
+    };
+    let shipped = yaml_docs(
+        &std::fs::read_to_string(
+            manifest_dir()
+                .join("manifests/overlays/policy-and-defaulting/mutating-admission-policy.yaml"),
+        )
+        .unwrap(),
+    );
+    assert_eq!(
+        policies(&with, "MutatingAdmissionPolicy"),
+        shipped,
+        "the policy is the shipped file"
+    );
+
+    let alone = helm_render(
+        &helm,
+        &["-f", "charts/kim/ci/policy-and-defaulting-values.yaml"],
+    );
+    let built = yaml_docs(&run_tool(
+        &kubectl,
+        &["kustomize", "manifests/overlays/policy-and-defaulting"],
+    ));
+    let mut rendered = policies(&alone, "MutatingAdmissionPolicy");
+    rendered.extend(policies(&alone, "ValidatingAdmissionPolicy"));
+    let diff = compare(&rendered, &built);
+    assert!(
+        diff.is_empty(),
+        "helm template (policy and defaulting) differs from kubectl kustomize manifests/overlays/policy-and-defaulting:\n{}",
+        diff.join("\n")
+    );
+    assert!(
+        !alone.iter().any(|d| d["kind"]
+            .as_str()
+            .is_some_and(|k| k.ends_with("WebhookConfiguration"))),
+        "no webhook configuration"
+    );
+
+    // kimHistory on the webhook: its retired vocabulary has default messages too, so the
+    // policy must be generated with it.
+    let refused = |args: &[&str], message: &str| {
+        let mut all = vec!["template"];
+        all.extend(RELEASE);
+        all.extend(args);
+        let out = Command::new(&helm)
+            .args(&all)
+            .current_dir(manifest_dir())
+            .env("HOME", std::env::temp_dir())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} rendered");
+        assert!(stderr.contains(message), "{args:?}: {stderr}");
+    };
+    refused(
+        &[
+            "--set",
+            "mutatingAdmissionPolicy.enabled=true",
+            "--set",
+            "webhook.compat=kimHistory",
+        ],
+        "mutatingAdmissionPolicy.content is required",
+    );
+    refused(
+        &[
+            "--set",
+            "mutatingAdmissionPolicy.enabled=true",
+            "--set",
+            "mutatingAdmissionPolicy.content=kind: Secret",
+        ],
+        "mutatingAdmissionPolicy.content: kind Secret; expected the output of kim policy --format map",
+    );
+    let generated = Command::new(env!("CARGO_BIN_EXE_kim"))
+        .args(["policy", "--format", "map", "--compat", "kimHistory"])
+        .output()
+        .unwrap();
+    assert!(generated.status.success());
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("map.yaml");
+    std::fs::write(&file, &generated.stdout).unwrap();
+    let custom = helm_render(
+        &helm,
+        &[
+            "--set",
+            "mutatingAdmissionPolicy.enabled=true",
+            "--set",
+            "webhook.compat=kimHistory",
+            "--set-file",
+            &format!("mutatingAdmissionPolicy.content={}", file.display()),
+        ],
+    );
+    let rendered = policies(&custom, "MutatingAdmissionPolicy");
+    assert_eq!(
+        rendered,
+        yaml_docs(&String::from_utf8(generated.stdout).unwrap())
+    );
+    assert!(
+        rendered[0].to_string().contains("(retired KIM vocabulary)"),
+        "the retired vocabulary's default messages are in the policy"
+    );
+    let text = std::fs::read_to_string(&file).unwrap();
+    let unbound = &text[..text.find("kind: MutatingAdmissionPolicyBinding").unwrap()];
+    std::fs::write(&file, &unbound[..unbound.rfind("---").unwrap()]).unwrap();
+    refused(
+        &[
+            "--set",
+            "mutatingAdmissionPolicy.enabled=true",
+            "--set-file",
+            &format!("mutatingAdmissionPolicy.content={}", file.display()),
+        ],
+        "has no binding",
+    );
+}

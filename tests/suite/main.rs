@@ -29,6 +29,7 @@ mod real_kubectl;
 mod real_lifecycle;
 mod real_load;
 mod real_manifests;
+mod real_map;
 mod real_namespaces;
 mod real_rollout;
 mod real_shoots;

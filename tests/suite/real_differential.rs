@@ -39,22 +39,22 @@ use testenv::controlplane::{ClientCert, ControlPlane, WebhookCerts, point_webhoo
 use testenv::model::{RECONCILER, Rt, lifecycle, sample_runtimes};
 
 /// Every writer's certificate carries this group, which RBAC lets update Runtime status.
-const WRITERS_GROUP: &str = "kim-test:status-writers";
+pub(crate) const WRITERS_GROUP: &str = "kim-test:status-writers";
 /// The admin's identity as the control plane's client certificate names it.
-const ADMIN: (&str, &[&str]) = ("testenv-admin", &["system:masters"]);
+pub(crate) const ADMIN: (&str, &[&str]) = ("testenv-admin", &["system:masters"]);
 
 /// One status write of the corpus.
 #[derive(Clone)]
-struct Write {
-    source: String,
-    spec: Value,
+pub(crate) struct Write {
+    pub(crate) source: String,
+    pub(crate) spec: Value,
     /// The stored status before the write (`None`: none).
-    old: Option<Value>,
+    pub(crate) old: Option<Value>,
     /// The written status (`None`: the write removes it).
-    new: Option<Value>,
-    deleting: bool,
-    user: String,
-    groups: Vec<String>,
+    pub(crate) new: Option<Value>,
+    pub(crate) deleting: bool,
+    pub(crate) user: String,
+    pub(crate) groups: Vec<String>,
 }
 
 fn status_of(rt: &Rt) -> Option<Value> {
@@ -78,7 +78,7 @@ fn from_pair(source: String, old: &Rt, new: &Rt, user: &str, groups: &[String]) 
 }
 
 /// The corpus: every status-model case of the suite, in a fixed order.
-fn corpus() -> Vec<Write> {
+pub(crate) fn corpus() -> Vec<Write> {
     let mut out = Vec::new();
     for c in illegal_writes() {
         let old = c.old.clone().unwrap_or_else(|| c.new.clone());
@@ -181,9 +181,9 @@ fn corpus() -> Vec<Write> {
 }
 
 /// A policy in force: the webhook's flags, and the [`Policy`] they load.
-struct Variant {
-    name: &'static str,
-    flags: Vec<String>,
+pub(crate) struct Variant {
+    pub(crate) name: &'static str,
+    pub(crate) flags: Vec<String>,
 }
 
 #[derive(Parser)]
@@ -193,7 +193,7 @@ struct Flags {
 }
 
 impl Variant {
-    fn policy(&self) -> Policy {
+    pub(crate) fn policy(&self) -> Policy {
         let mut argv = vec!["kim".to_string()];
         argv.extend(self.flags.iter().cloned());
         Flags::try_parse_from(argv)
@@ -333,7 +333,12 @@ fn policy_objects(policy: &Policy, ns: &str, suffix: &str) -> Vec<Value> {
 
 /// The shipped webhook configurations, renamed `<name>-<suffix>`, selecting `ns`, calling
 /// the webhook on `addr`.
-fn webhook_objects(addr: std::net::SocketAddr, ca_pem: &str, ns: &str, suffix: &str) -> Vec<Value> {
+pub(crate) fn webhook_objects(
+    addr: std::net::SocketAddr,
+    ca_pem: &str,
+    ns: &str,
+    suffix: &str,
+) -> Vec<Value> {
     let text =
         std::fs::read_to_string(repo().join("manifests/base/webhook-configurations.yaml")).unwrap();
     let mut docs: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap();
@@ -365,7 +370,12 @@ fn runtime_object(w: &Write, name: &str, ns: &str) -> DynamicObject {
 
 /// Creates `name` in `ns` with the write's stored status (and deletion), without admission.
 /// `Err`: the CRD schema refused the stored status.
-async fn store(api: &Api<DynamicObject>, w: &Write, name: &str, ns: &str) -> Result<(), String> {
+pub(crate) async fn store(
+    api: &Api<DynamicObject>,
+    w: &Write,
+    name: &str,
+    ns: &str,
+) -> Result<(), String> {
     api.create(&PostParams::default(), &runtime_object(w, name, ns))
         .await
         .map_err(|e| format!("create: {e}"))?;
