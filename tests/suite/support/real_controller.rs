@@ -636,3 +636,231 @@ pub fn ready_at_generation(generation: i64) -> impl Fn(Option<&DynamicObject>) -
         })
     }
 }
+
+/// What [`HeldShootWrite::answer`] tells gardener-apiserver about one held write.
+#[derive(Debug, Clone)]
+pub enum Admission {
+    /// Allowed: stored as written.
+    Allow,
+    /// Refused with this HTTP code and message (as a failing admission webhook answers).
+    Deny { code: u16, message: String },
+}
+
+/// One write of a Shoot that gardener-apiserver holds in admission ([`RealEnv::hold_shoot_writes`])
+/// until the test answers it: the writer's request waits meanwhile.
+pub struct HeldShootWrite {
+    /// The AdmissionReview's `request` (`operation`, `subResource`, `object`, `oldObject`,
+    /// `userInfo`, …).
+    pub request: Value,
+    answer: tokio::sync::oneshot::Sender<Admission>,
+}
+
+impl HeldShootWrite {
+    /// Answers the write (dropping it unanswered allows it).
+    pub fn answer(self, admission: Admission) {
+        let _ = self.answer.send(admission);
+    }
+}
+
+/// The writes a [`RealEnv::hold_shoot_writes`] hook holds, in the order gardener-apiserver sent
+/// them.
+pub struct ShootWriteHold {
+    writes: tokio::sync::mpsc::UnboundedReceiver<HeldShootWrite>,
+    configurations: Api<ValidatingWebhookConfiguration>,
+    name: String,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl ShootWriteHold {
+    /// The next held write; panics naming `what` if none comes within [`LIMIT`].
+    pub async fn next(&mut self, what: &str) -> HeldShootWrite {
+        match tokio::time::timeout(LIMIT, self.writes.recv()).await {
+            Ok(Some(w)) => w,
+            _ => panic!("{what}: no such write of the Shoot within {LIMIT:?}"),
+        }
+    }
+
+    /// Deletes the configuration (writes no longer wait), then stops the hook's server; writes
+    /// still held are allowed.
+    pub async fn remove(self) {
+        self.configurations
+            .delete(&self.name, &DeleteParams::default())
+            .await
+            .unwrap_or_else(|e| panic!("deleting {}: {e}", self.name));
+        self.task.abort();
+    }
+}
+
+impl RealEnv {
+    /// Holds every write of Shoot `shoot` with one of `operations` (`CREATE`, `UPDATE`,
+    /// `DELETE`) on `resource` (`shoots`, `shoots/status`) in gardener-apiserver's admission
+    /// until the test answers it ([`ShootWriteHold::next`], [`HeldShootWrite::answer`]): a
+    /// ValidatingWebhookConfiguration (gardener-apiserver runs the admission webhooks of the
+    /// garden's configurations) pointing at a webhook server of the test's own, with the
+    /// longest timeout kube allows (30 s; a write not answered by then is allowed). Other
+    /// Shoots' writes are allowed at once. Returns once the configuration takes effect (a
+    /// dry-run Shoot creation reached the hook).
+    pub async fn hold_shoot_writes(
+        &self,
+        shoot: &str,
+        resource: &str,
+        operations: &[&str],
+    ) -> ShootWriteHold {
+        use axum::extract::State;
+        use std::sync::atomic::{AtomicBool, Ordering};
+
+        #[derive(Clone)]
+        struct Hook {
+            target: String,
+            writes: tokio::sync::mpsc::UnboundedSender<HeldShootWrite>,
+            probed: Arc<AtomicBool>,
+        }
+        async fn review(
+            State(hook): State<Hook>,
+            axum::Json(review): axum::Json<Value>,
+        ) -> axum::Json<Value> {
+            let request = review["request"].clone();
+            let uid = request["uid"].clone();
+            let mut response = json!({"uid": uid, "allowed": true});
+            if request["dryRun"] == true {
+                hook.probed.store(true, Ordering::SeqCst);
+            } else if request["name"] == hook.target.as_str() {
+                let (tx, rx) = tokio::sync::oneshot::channel();
+                let held = HeldShootWrite {
+                    request,
+                    answer: tx,
+                };
+                if hook.writes.send(held).is_ok()
+                    && let Ok(Admission::Deny { code, message }) = rx.await
+                {
+                    response = json!({"uid": uid, "allowed": false,
+                                      "status": {"code": code, "message": message}});
+                }
+            }
+            axum::Json(json!({
+                "apiVersion": "admission.k8s.io/v1",
+                "kind": "AdmissionReview",
+                "response": response,
+            }))
+        }
+
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let certs = testenv::controlplane::WebhookCerts::generate();
+        let probed = Arc::new(AtomicBool::new(false));
+        let (tx, writes) = tokio::sync::mpsc::unbounded_channel();
+        let hook = Hook {
+            target: shoot.to_string(),
+            writes: tx,
+            probed: probed.clone(),
+        };
+        let app = axum::Router::new()
+            .route("/validate", axum::routing::post(review))
+            .with_state(hook);
+        let tls = axum_server::tls_rustls::RustlsConfig::from_pem_file(
+            certs.dir.path().join("tls.crt"),
+            certs.dir.path().join("tls.key"),
+        )
+        .await
+        .expect("the hook's serving certificate loads");
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = axum_server::tls_rustls::from_tcp_rustls(listener, tls).expect("listener");
+        let task = tokio::spawn(async move {
+            let _ = server.serve(app.into_make_service()).await;
+        });
+        let config_name = format!("kim-test-hold-shoot-writes-{shoot}");
+        let ca_bundle =
+            base64::Engine::encode(&base64::engine::general_purpose::STANDARD, &certs.ca_pem);
+        let configuration: ValidatingWebhookConfiguration = serde_json::from_value(json!({
+            "metadata": {"name": config_name},
+            "webhooks": [{
+                "name": "hold-shoot-writes.kim-test.example.com",
+                "rules": [
+                    {"apiGroups": ["core.gardener.cloud"], "apiVersions": ["v1beta1"],
+                     "resources": [resource], "operations": operations},
+                    // The probe below: a dry-run creation.
+                    {"apiGroups": ["core.gardener.cloud"], "apiVersions": ["v1beta1"],
+                     "resources": ["shoots"], "operations": ["CREATE"]},
+                ],
+                "clientConfig": {
+                    "url": format!("https://{addr}/validate"),
+                    "caBundle": ca_bundle,
+                },
+                "sideEffects": "NoneOnDryRun",
+                "admissionReviewVersions": ["v1"],
+                // A configuration still cached after its removal calls a stopped server:
+                // ignored then.
+                "failurePolicy": "Ignore",
+                "timeoutSeconds": 30,
+            }],
+        }))
+        .unwrap();
+        let configurations: Api<ValidatingWebhookConfiguration> =
+            Api::all(self.stack.cp.admin().await);
+        configurations
+            .create(&PostParams::default(), &configuration)
+            .await
+            .expect("the hook's configuration");
+        self.probe_shoot_hook(&probed).await;
+        ShootWriteHold {
+            writes,
+            configurations,
+            name: config_name,
+            task,
+        }
+    }
+
+    /// Dry-run creations of a valid Shoot until one reaches a hook (`probed` set): a
+    /// configuration takes effect a moment after it is stored (gardener-apiserver's informer).
+    async fn probe_shoot_hook(&self, probed: &Arc<std::sync::atomic::AtomicBool>) {
+        let mut runtime: kim::api::Runtime = serde_saphyr::from_str(
+            &std::fs::read_to_string(repo().join("samples/runtimes/aws-minimal.yaml"))
+                .expect("aws-minimal.yaml"),
+        )
+        .expect("the sample");
+        runtime.spec.shoot.name = "hook-probe".to_string();
+        runtime.spec.shoot.secret_binding_name = "hyperscaler-aws".to_string();
+        let probe = kim::testing::gardener::runtime_to_shoot(
+            &runtime,
+            &crate::support::reconciler::config(),
+        )
+        .expect("the probe Shoot");
+        // Without the structured-authentication ConfigMap it would name (and Gardener checks
+        // exists), since nothing creates that one for a probe.
+        let mut probe = serde_json::to_value(&probe).expect("the probe Shoot as JSON");
+        if let Some(api_server) = probe
+            .pointer_mut("/spec/kubernetes/kubeAPIServer")
+            .and_then(Value::as_object_mut)
+        {
+            api_server.remove("structuredAuthentication");
+        }
+        let probe: DynamicObject = serde_json::from_value(probe).expect("the probe Shoot");
+        let shoots = self.shoots().await;
+        let dry_run = PostParams {
+            dry_run: true,
+            ..PostParams::default()
+        };
+        let reached = crate::support::eventually(LIMIT, || {
+            let (shoots, probe, dry_run, probed) = (
+                shoots.clone(),
+                probe.clone(),
+                dry_run.clone(),
+                probed.clone(),
+            );
+            async move {
+                if let Err(e) = shoots.create(&dry_run, &probe).await {
+                    panic!("a dry-run creation of the probe Shoot: {e}");
+                }
+                probed
+                    .load(std::sync::atomic::Ordering::SeqCst)
+                    .then_some(())
+            }
+        })
+        .await;
+        assert!(
+            reached.is_some(),
+            "the Shoot hook did not take effect within {LIMIT:?}"
+        );
+    }
+}
