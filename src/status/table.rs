@@ -289,46 +289,50 @@ use Origin::{Kim, KimCompatible as Compat, Seed};
 
 /// Condition type names used by the reconciler (status model §2).
 pub mod types {
-    pub(crate) const PROVISIONED: &str = "Provisioned";
-    pub(crate) const KUBECONFIG_READY: &str = "KubeconfigReady";
-    pub(crate) const CONFIGURED: &str = "Configured";
-    pub(crate) const DEPROVISIONED: &str = "Deprovisioned";
+    /// `Provisioned`: the Shoot.
+    pub const PROVISIONED: &str = "Provisioned";
+    /// `KubeconfigReady`: the kubeconfig Secret.
+    pub const KUBECONFIG_READY: &str = "KubeconfigReady";
+    /// `Configured`: the administrators' bindings.
+    pub const CONFIGURED: &str = "Configured";
+    /// `Deprovisioned`: the Shoot's deletion.
+    pub const DEPROVISIONED: &str = "Deprovisioned";
 }
 
 /// Reason names the reconciler writes (docs/reconciler.md), spelled once here and used in
 /// [`REASONS`] below and by `crate::reconciler`.
 pub mod reasons {
     /// `Provisioned=Unknown`: Runtime accepted, nothing created yet (step 2).
-    pub(crate) const INITIALISED: &str = "Initialised";
+    pub const INITIALISED: &str = "Initialised";
     /// `Provisioned=Unknown`: Shoot created / creation in progress / retryable Gardener failure.
-    pub(crate) const PENDING: &str = "Pending";
+    pub const PENDING: &str = "Pending";
     /// `Provisioned=True`: Gardener finished creating the Shoot.
-    pub(crate) const SHOOT_CREATION_COMPLETED: &str = "ShootCreationCompleted";
+    pub const SHOOT_CREATION_COMPLETED: &str = "ShootCreationCompleted";
     /// `Provisioned=Unknown`: Shoot update submitted or in progress.
-    pub(crate) const PROCESSING: &str = "Processing";
+    pub const PROCESSING: &str = "Processing";
     /// `Provisioned=True`: Shoot update finished.
-    pub(crate) const CONFIGURATION_COMPLETED: &str = "ConfigurationCompleted";
+    pub const CONFIGURATION_COMPLETED: &str = "ConfigurationCompleted";
     /// `Provisioned=False` / `Deprovisioned=False`: a Gardener API call failed (retried).
-    pub(crate) const GARDENER_ERR: &str = "GardenerErr";
+    pub const GARDENER_ERR: &str = "GardenerErr";
     /// `Provisioned=False`: Gardener reports that creation failed for good.
-    pub(crate) const CREATION_ERR: &str = "CreationErr";
+    pub const CREATION_ERR: &str = "CreationErr";
     /// `Provisioned=False`: the Runtime cannot be converted into a Shoot.
-    pub(crate) const CONVERSION_ERR: &str = "ConversionErr";
+    pub const CONVERSION_ERR: &str = "ConversionErr";
     /// `Provisioned=False`: audit logging is mandatory and no tenant is configured for the
     /// Runtime's provider and region.
-    pub(crate) const AUDIT_LOG_ERR: &str = "AuditLogErr";
+    pub const AUDIT_LOG_ERR: &str = "AuditLogErr";
     /// `Provisioned=False`: Gardener reports that the update failed for good.
-    pub(crate) const PROCESSING_ERR: &str = "ProcessingErr";
+    pub const PROCESSING_ERR: &str = "ProcessingErr";
     /// `KubeconfigReady=True`: kubeconfig Secret written or rotated.
-    pub(crate) const KUBECONFIG_CREATED: &str = "KubeconfigCreated";
+    pub const KUBECONFIG_CREATED: &str = "KubeconfigCreated";
     /// `KubeconfigReady=False`: requesting the kubeconfig or writing the Secret failed.
-    pub(crate) const KUBERNETES_ERR: &str = "KubernetesErr";
+    pub const KUBERNETES_ERR: &str = "KubernetesErr";
     /// `Configured=True`: administrators' bindings applied.
-    pub(crate) const ADMINISTRATORS_CONFIGURED: &str = "AdministratorsConfigured";
+    pub const ADMINISTRATORS_CONFIGURED: &str = "AdministratorsConfigured";
     /// `Configured=False`: applying the bindings failed (retried).
-    pub(crate) const CONFIGURATION_ERROR: &str = "ConfigurationError";
+    pub const CONFIGURATION_ERROR: &str = "ConfigurationError";
     /// `Deprovisioned=Unknown`: Shoot deletion requested / in progress; `False`: it failed.
-    pub(crate) const GARDENER_SHOOT_DELETED: &str = "GardenerShootDeleted";
+    pub const GARDENER_SHOOT_DELETED: &str = "GardenerShootDeleted";
 }
 
 /// Every (type, reason) pair of status model §2, in the spec's order.
