@@ -78,11 +78,17 @@ fn strip_managed_fields<K: Resource>(object: &mut K) {
 /// kubectl's annotation holding the last applied configuration.
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
-/// The watch configuration of every cache: the first list from kube-apiserver's watch cache
-/// (`resourceVersion=0`) instead of a quorum read of etcd. (kube-runtime's default semantic
-/// made no difference to the controller's memory at 10 000 Runtimes: 211 against 204 MiB.)
-fn watch_config() -> watcher::Config {
-    watcher::Config::default().any_semantic()
+/// The watch configuration of every cache. Streamed ([`Settings::streaming_lists`]): the first
+/// list arrives as watch events, one object at a time, so no list answer is ever held whole (a
+/// cold start at 10 000 Runtimes peaks about a quarter lower, BENCHMARKS.md). Otherwise the
+/// first list comes from the API server's watch cache (`resourceVersion=0`) rather than a
+/// quorum read of etcd.
+fn watch_config(ctx: &Ctx) -> watcher::Config {
+    if ctx.settings.streaming_lists {
+        watcher::Config::default().streaming_lists()
+    } else {
+        watcher::Config::default().any_semantic()
+    }
 }
 
 /// Tells `own` about the object of a watch event (see [`OwnWrites::delivered`]). Not the
@@ -108,7 +114,7 @@ pub(crate) fn watches(
 ) {
     let own = ctx.caches.runtimes.own_writes();
     let gone = ctx.clone();
-    let runtimes = watcher(ctx.runtimes.clone(), watch_config())
+    let runtimes = watcher(ctx.runtimes.clone(), watch_config(ctx))
         .default_backoff()
         .modify(strip_managed_fields)
         .reflect(writers.runtimes)
@@ -130,7 +136,7 @@ pub(crate) fn watches(
         ctx.settings.garden.clone(),
         &ctx.settings.config.namespace(),
     );
-    let shoots = watcher(heads, watch_config())
+    let shoots = watcher(heads, watch_config(ctx))
         .default_backoff()
         .modify(ShootHead::slim)
         .reflect(writers.shoots)
@@ -143,7 +149,7 @@ pub(crate) fn watches(
     // An Api of `PartialObjectMeta` watches metadata only: no kubeconfig crosses the wire.
     let secrets_meta: kube::Api<PartialObjectMeta<Secret>> =
         kube::Api::namespaced(ctx.settings.kcp.clone(), &ctx.settings.namespace);
-    let secrets = watcher(secrets_meta, watch_config().labels(&selector))
+    let secrets = watcher(secrets_meta, watch_config(ctx).labels(&selector))
         .default_backoff()
         .modify(strip_managed_fields)
         .reflect(writers.secrets)

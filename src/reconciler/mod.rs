@@ -109,6 +109,13 @@ pub struct ControllerArgs {
     #[arg(long, env = "KIM_GARDENER_RETRY_SECONDS", default_value_t = 60)]
     pub gardener_retry_seconds: u64,
 
+    /// Fill the caches by streaming the first list as watch events (`sendInitialEvents=true`,
+    /// the WatchList feature, on by default in kube-apiserver 1.34+) instead of one list answer
+    /// held in memory whole. `false` for a control cluster or Gardener whose API server has
+    /// WatchList off (its watches are then refused with 422 and the caches never fill).
+    #[arg(long, env = "KIM_STREAMING_LISTS", default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub streaming_lists: bool,
+
     /// Runtimes reconciled in parallel (KIM's default, 25: a reconcile mostly waits on API
     /// round trips).
     #[arg(long, env = "KIM_CONCURRENCY", default_value_t = context::DEFAULT_CONCURRENCY)]
@@ -218,6 +225,7 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
     settings.runtime_client_cache = args.runtime_client_cache;
     settings.runtime_timeout = timeout;
     settings.transient_error_grace = Duration::from_secs(args.transient_error_grace_seconds);
+    settings.streaming_lists = args.streaming_lists;
     if args.leader_elect {
         settings.leader_election = Some(LeaderElection {
             lease_name: args.lease_name.clone(),
