@@ -1,5 +1,5 @@
 //! kim's integration tests, one test binary (`cargo test --test suite`): one module per area,
-//! each named as the file it lives in (`reconciler_failures::…`, `webhook_tls::…`), the shared
+//! each named as the file it lives in (`real_failures::…`, `webhook_tls::…`), the shared
 //! helpers in [`support`]. The tests run in one process, side by side on the test harness's
 //! threads: process-wide state (the tracing subscriber, the rustls crypto provider) is set up
 //! once by `support` and nothing here changes environment variables or the current directory.
@@ -24,6 +24,7 @@ mod real_adversarial;
 mod real_audit;
 mod real_crd;
 mod real_differential;
+mod real_failures;
 mod real_faults;
 mod real_gardener_failures;
 mod real_kubectl;
@@ -36,7 +37,6 @@ mod real_rollout;
 mod real_shoots;
 mod real_takeover;
 mod real_vap;
-mod reconciler_failures;
 mod reconciler_faults;
 mod reconciler_ops;
 mod reconciler_samples;

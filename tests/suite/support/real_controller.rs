@@ -864,3 +864,223 @@ impl RealEnv {
         );
     }
 }
+
+impl Kcp {
+    /// [`Kcp::spawn`] with `extra` flags after the usual ones (`--resync-seconds 1`, …).
+    fn spawn_with(&self, config: &std::path::Path, rust_log: &str, extra: &[&str]) -> Process {
+        let args = testenv::process::kim_controller_args(
+            &self.dir.path().join("kcp.kubeconfig"),
+            &self.dir.path().join("garden.kubeconfig"),
+            config,
+            NS,
+            true,
+        );
+        Process::spawn(
+            std::process::Command::new(env!("CARGO_BIN_EXE_kim"))
+                .args(args)
+                .args(["--lease-duration-seconds", "6"])
+                .args(extra)
+                .env_remove("KUBECONFIG")
+                .env("RUST_LOG", rust_log),
+        )
+        .expect("spawn kim controller")
+    }
+}
+
+impl RealEnv {
+    /// [`RealEnv::spawn_controller`] with `extra` flags after the usual ones (later flags
+    /// win: `--resync-seconds 1`, `--transient-error-grace-seconds 2`, …).
+    pub fn spawn_controller_with(&self, rust_log: &str, extra: &[&str]) -> Process {
+        self.kcp.spawn_with(&self.config, rust_log, extra)
+    }
+}
+
+/// A test admission webhook installed on a kube-apiserver ([`install_admission_hook`]): every
+/// write matching its rules is answered by the test's decision, as a failing webhook of a
+/// real installation answers (`status.code` passes through kube-apiserver to the writer: a
+/// denial with 409 is the writer's Conflict, with 500 an internal error).
+pub struct AdmissionHook {
+    configurations: Api<ValidatingWebhookConfiguration>,
+    name: String,
+    task: tokio::task::JoinHandle<()>,
+    seen: Arc<std::sync::Mutex<Vec<(Value, Admission)>>>,
+}
+
+impl AdmissionHook {
+    /// The writes judged so far (the AdmissionReview's `request`, and the answer), in order;
+    /// dry-run probes left out.
+    pub fn seen(&self) -> Vec<(Value, Admission)> {
+        self.seen.lock().unwrap().clone()
+    }
+
+    /// Deletes the configuration (writes are no longer judged), then stops the hook's server.
+    pub async fn remove(self) {
+        match self
+            .configurations
+            .delete(&self.name, &DeleteParams::default())
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => panic!("deleting {}: {e}", self.name),
+        }
+        self.task.abort();
+    }
+}
+
+/// Installs a ValidatingWebhookConfiguration `kim-test-<id>` on the kube-apiserver of `admin`
+/// for the writes `rules` (admissionregistration `rules`) select, pointing at a webhook server
+/// of the test's own that answers each (non-dry-run) write with `decide(request)`
+/// (`request`: the AdmissionReview's, with `operation`, `subResource`, `name`, `object`,
+/// `userInfo`, …). `failurePolicy: Ignore` (a configuration still cached after
+/// [`AdmissionHook::remove`] calls a stopped server), timeout 10 s. Returns once the
+/// configuration takes effect: a second webhook of the configuration, selecting only ConfigMaps
+/// labelled `kim-test/hook-probe=<id>`, has seen a dry-run creation of one in `default`.
+pub async fn install_admission_hook(
+    admin: kube::Client,
+    id: &str,
+    rules: Value,
+    decide: impl Fn(&Value) -> Admission + Send + Sync + 'static,
+) -> AdmissionHook {
+    use axum::extract::State;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    type Decide = dyn Fn(&Value) -> Admission + Send + Sync;
+    #[derive(Clone)]
+    struct Hook {
+        decide: Arc<Decide>,
+        seen: Arc<std::sync::Mutex<Vec<(Value, Admission)>>>,
+        probed: Arc<AtomicBool>,
+    }
+    async fn review(
+        State(hook): State<Hook>,
+        axum::Json(review): axum::Json<Value>,
+    ) -> axum::Json<Value> {
+        let request = review["request"].clone();
+        let uid = request["uid"].clone();
+        let response = if request["dryRun"] == true {
+            hook.probed.store(true, Ordering::SeqCst);
+            json!({"uid": uid, "allowed": true})
+        } else {
+            let answer = (hook.decide)(&request);
+            hook.seen.lock().unwrap().push((request, answer.clone()));
+            match answer {
+                Admission::Allow => json!({"uid": uid, "allowed": true}),
+                Admission::Deny { code, message } => {
+                    let reason = match code {
+                        403 => "Forbidden",
+                        409 => "Conflict",
+                        429 => "TooManyRequests",
+                        500 => "InternalError",
+                        503 => "ServiceUnavailable",
+                        _ => "",
+                    };
+                    json!({"uid": uid, "allowed": false,
+                           "status": {"code": code, "reason": reason, "message": message}})
+                }
+            }
+        };
+        axum::Json(json!({
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "response": response,
+        }))
+    }
+
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let certs = testenv::controlplane::WebhookCerts::generate();
+    let probed = Arc::new(AtomicBool::new(false));
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let hook = Hook {
+        decide: Arc::new(decide),
+        seen: seen.clone(),
+        probed: probed.clone(),
+    };
+    let app = axum::Router::new()
+        .route("/validate", axum::routing::post(review))
+        .with_state(hook);
+    let tls = axum_server::tls_rustls::RustlsConfig::from_pem_file(
+        certs.dir.path().join("tls.crt"),
+        certs.dir.path().join("tls.key"),
+    )
+    .await
+    .expect("the hook's serving certificate loads");
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = axum_server::tls_rustls::from_tcp_rustls(listener, tls).expect("listener");
+    let task = tokio::spawn(async move {
+        let _ = server.serve(app.into_make_service()).await;
+    });
+    let name = format!("kim-test-{id}");
+    let client_config = json!({
+        "url": format!("https://{addr}/validate"),
+        "caBundle": base64::Engine::encode(&base64::engine::general_purpose::STANDARD, &certs.ca_pem),
+    });
+    let probe_label = "kim-test/hook-probe";
+    let configuration: ValidatingWebhookConfiguration = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "webhooks": [
+            {
+                "name": "hook.kim-test.example.com",
+                "rules": rules,
+                "clientConfig": client_config,
+                "sideEffects": "NoneOnDryRun",
+                "admissionReviewVersions": ["v1"],
+                "failurePolicy": "Ignore",
+                "timeoutSeconds": 10,
+            },
+            {
+                "name": "probe.kim-test.example.com",
+                "rules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                           "resources": ["configmaps"], "operations": ["CREATE"]}],
+                "objectSelector": {"matchLabels": {probe_label: id}},
+                "clientConfig": client_config,
+                "sideEffects": "NoneOnDryRun",
+                "admissionReviewVersions": ["v1"],
+                "failurePolicy": "Ignore",
+                "timeoutSeconds": 10,
+            },
+        ],
+    }))
+    .expect("a ValidatingWebhookConfiguration");
+    let configurations: Api<ValidatingWebhookConfiguration> = Api::all(admin.clone());
+    configurations
+        .create(&PostParams::default(), &configuration)
+        .await
+        .unwrap_or_else(|e| panic!("creating {name}: {e}"));
+    let config_maps: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(admin, "default");
+    let probe: k8s_openapi::api::core::v1::ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": format!("kim-test-probe-{id}"), "labels": {probe_label: id}},
+    }))
+    .expect("a ConfigMap");
+    let dry_run = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let reached = crate::support::eventually(LIMIT, || {
+        let (config_maps, probe, dry_run, probed) = (
+            config_maps.clone(),
+            probe.clone(),
+            dry_run.clone(),
+            probed.clone(),
+        );
+        async move {
+            if let Err(e) = config_maps.create(&dry_run, &probe).await {
+                panic!("a dry-run creation of the probe ConfigMap: {e}");
+            }
+            probed.load(Ordering::SeqCst).then_some(())
+        }
+    })
+    .await;
+    assert!(
+        reached.is_some(),
+        "the admission hook {name} did not take effect within {LIMIT:?}"
+    );
+    AdmissionHook {
+        configurations,
+        name,
+        task,
+        seen,
+    }
+}
