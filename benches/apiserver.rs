@@ -3,14 +3,28 @@
 //!
 //! 1. **Admission** (`admission`): paced JSON merge patches on `runtimes/status` (a whole `Ready`
 //!    status, one condition message changed per write so that every write is a change), open
-//!    loop, each latency from the scheduled send time, in four set-ups switched on the same
+//!    loop, each latency from the scheduled send time, in five set-ups switched on the same
 //!    server: (a) no admission, (b) the generated ValidatingAdmissionPolicy, (c) kim's webhooks as
-//!    shipped pointed at one `kim webhook` process, (d) both. A set-up counts as in force once two
-//!    probe writes in a row show it (kim's counters move, a writer the model does not list is
-//!    refused or not): kube-apiserver's policy metrics count refusals only, so they cannot tell.
-//!    Rounds visit every set-up, in reverse order every other round. Per set-up and rate: client
-//!    latencies, CPU per 1 000 writes of every process, and kube-apiserver's own webhook and
-//!    admission-step durations.
+//!    shipped pointed at one `kim webhook` process, (d) both, (e) the same webhook configurations
+//!    pointed at the null webhook ([`null_webhook`]: kim's server code, certificates and TLS and
+//!    HTTP settings, a handler that answers `allowed: true` without reading the object), the
+//!    price of a call itself. A set-up counts as in force once two probe writes in a row show it
+//!    (kim's or the null webhook's counters move, a writer the model does not list is refused or
+//!    not): kube-apiserver's policy metrics count refusals only, so they cannot tell. Rounds visit
+//!    every set-up, in reverse order every other round; each starts with a warm-up at the lowest
+//!    rate. Per set-up and rate: client latencies, CPU per 1 000 writes of every process, the
+//!    webhook process's CPU per call (its threads' nanoseconds on CPU, `/proc/<pid>/task/*/
+//!    schedstat`), kube-apiserver's connections to it (and sockets it opened during the pass:
+//!    TLS handshakes), the HTTP version of the calls, and kube-apiserver's own webhook and
+//!    admission-step durations. Each round also runs a **paired pass**: the same rate in all,
+//!    the writes going in turn to three namespaces ([`PAIRED_NS`]), one matched by no webhook,
+//!    one by kim's and one by the null webhook's configurations (as shipped plus a
+//!    `namespaceSelector`), so that the three are measured under the same load at the same
+//!    moments (the machine is shared). kim's webhooks are judged against the null webhook's, in
+//!    the set-ups and in the paired pass, at the measured rate nearest to 30 writes/s (below
+//!    what kube-apiserver sustains here): added p50 and p99 over no webhook at most 1.1 times
+//!    the null webhook's, kim's CPU per call at most twice its CPU per review in the webhook
+//!    bench.
 //! 2. **Controller at scale** (`scale`): kim's CRD and `manifests/base` installed, the controller
 //!    as its ServiceAccount with the shipped RBAC, Gardener and one runtime cluster as testenv
 //!    servers in this process. N Runtimes created through kube-apiserver are provisioned by a cold
@@ -41,6 +55,8 @@
 
 #[path = "support/audit_seed.rs"]
 mod audit_seed;
+#[path = "support/null_webhook.rs"]
+mod null_webhook;
 #[path = "support/procinfo.rs"]
 mod procinfo;
 
@@ -76,6 +92,11 @@ const PASS_POLL: Duration = Duration::from_millis(250);
 const TARGET_RATE: f64 = 200.0;
 
 fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == null_webhook::SERVE_NULL) {
+        let dir = args.get(i + 1).context("--serve-null DIR")?;
+        return null_webhook::serve(Path::new(dir));
+    }
     let _ = rustls::crypto::ring::default_provider().install_default();
     let cfg = Config::from_env()?;
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -690,6 +711,8 @@ struct Webhook {
     proc: Process,
     addr: SocketAddr,
     metrics_addr: SocketAddr,
+    /// For the null webhook: a client of its `GET /counts` (it has no kim metrics).
+    null: Option<reqwest::Client>,
 }
 
 impl Webhook {
@@ -698,7 +721,30 @@ impl Webhook {
         args.extend(["--log-format".into(), "json".into()]);
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_kim"));
         cmd.args(&args).env_remove("RUST_LOG");
-        let mut proc = Process::spawn(&mut cmd).context("spawning kim webhook")?;
+        let proc = Process::spawn(&mut cmd).context("spawning kim webhook")?;
+        Webhook::started(proc, None).await
+    }
+
+    /// The null webhook ([`null_webhook`]): this binary re-executed, with the certificates of
+    /// `certs`, the environment and log format of [`Webhook::start`].
+    async fn start_null(certs: &WebhookCerts) -> anyhow::Result<Webhook> {
+        let mut cmd = Command::new(std::env::current_exe().context("this bench's binary")?);
+        cmd.arg(null_webhook::SERVE_NULL)
+            .arg(certs.dir.path())
+            .env_remove("RUST_LOG");
+        let proc = Process::spawn(&mut cmd).context("spawning the null webhook")?;
+        // No idle connection kept: the webhook's connections are kube-apiserver's only.
+        let client = reqwest::Client::builder()
+            .no_proxy()
+            .pool_max_idle_per_host(0)
+            .tls_certs_only([reqwest::Certificate::from_pem(certs.ca_pem.as_bytes())?])
+            .timeout(Duration::from_secs(30))
+            .build()?;
+        Webhook::started(proc, Some(client)).await
+    }
+
+    /// Waits for the start-up line with the addresses.
+    async fn started(mut proc: Process, null: Option<reqwest::Client>) -> anyhow::Result<Webhook> {
         let limit = Duration::from_secs(60);
         let addr = proc.logged("addr", limit).await.map_err(|e| anyhow!(e))?;
         let metrics_addr = proc
@@ -709,11 +755,16 @@ impl Webhook {
             proc,
             addr: addr.parse()?,
             metrics_addr: metrics_addr.parse()?,
+            null,
         })
     }
 
     /// Reviews answered on `/mutate` and on `/validate` so far.
     async fn counts(&self) -> anyhow::Result<(f64, f64)> {
+        if self.null.is_some() {
+            let c = self.null_counts().await?;
+            return Ok((c["mutate"], c["validate"]));
+        }
         let m = scrape_http(self.metrics_addr).await?;
         let on = |path: &str| {
             sum_where(&m, "kim_webhook_requests_total", |l| {
@@ -721,6 +772,24 @@ impl Webhook {
             })
         };
         Ok((on("/mutate"), on("/validate")))
+    }
+
+    /// The null webhook's `GET /counts` (`validate`, `mutate`, `http1`, `http2`); empty for
+    /// kim.
+    async fn null_counts(&self) -> anyhow::Result<BTreeMap<String, f64>> {
+        let Some(client) = &self.null else {
+            return Ok(BTreeMap::new());
+        };
+        let url = format!("https://{}/counts", self.addr);
+        client
+            .get(&url)
+            .send()
+            .await
+            .with_context(|| format!("GET {url}"))?
+            .error_for_status()?
+            .json()
+            .await
+            .with_context(|| format!("GET {url}"))
     }
 }
 
@@ -744,10 +813,24 @@ async fn wait_in_force(
     want: InForce,
     seq: &AtomicU64,
 ) -> anyhow::Result<Duration> {
+    wait_in_force_all(client, mallory, &[(webhook, want)], seq).await
+}
+
+/// [`wait_in_force`] with several webhook processes, each of which must show its own `want`
+/// (the same `vap` in each).
+async fn wait_in_force_all(
+    client: &kube::Client,
+    mallory: Option<&kube::Client>,
+    hooks: &[(&Webhook, InForce)],
+    seq: &AtomicU64,
+) -> anyhow::Result<Duration> {
     let t0 = Instant::now();
     let mut streak = 0;
     loop {
-        let k0 = webhook.counts().await?;
+        let mut k0 = Vec::with_capacity(hooks.len());
+        for (webhook, _) in hooks {
+            k0.push(webhook.counts().await?);
+        }
         patch_status(
             client,
             NS,
@@ -756,7 +839,10 @@ async fn wait_in_force(
         )
         .await
         .map_err(|e| anyhow!("probe write: {e}"))?;
-        let k1 = webhook.counts().await?;
+        let mut k1 = Vec::with_capacity(hooks.len());
+        for (webhook, _) in hooks {
+            k1.push(webhook.counts().await?);
+        }
         let vap = match mallory {
             None => false,
             Some(m) => {
@@ -775,11 +861,16 @@ async fn wait_in_force(
                 }
             }
         };
-        let seen = InForce {
-            vap,
-            mutate: k1.0 > k0.0,
-            validate: k1.1 > k0.1,
-        };
+        let seen: Vec<InForce> = k0
+            .iter()
+            .zip(&k1)
+            .map(|(k0, k1)| InForce {
+                vap,
+                mutate: k1.0 > k0.0,
+                validate: k1.1 > k0.1,
+            })
+            .collect();
+        let want: Vec<InForce> = hooks.iter().map(|(_, w)| *w).collect();
         streak = if seen == want { streak + 1 } else { 0 };
         if streak >= 2 {
             return Ok(t0.elapsed());
@@ -820,34 +911,85 @@ async fn mallory(cp: &ControlPlane) -> anyhow::Result<kube::Client> {
 // ---------------------------------------------------------------------------------------------
 // Part 1: admission
 
+/// Which webhook process a set-up's webhook configurations point at.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Hooks {
+    None,
+    /// `kim webhook`.
+    Kim,
+    /// The null webhook ([`null_webhook`]): kim's transport, a handler that does nothing.
+    Null,
+}
+
 struct Setup {
     label: &'static str,
     vap: bool,
-    hooks: bool,
+    hooks: Hooks,
 }
 
-const SETUPS: [Setup; 4] = [
+const SETUPS: [Setup; 5] = [
     Setup {
         label: "(a) none",
         vap: false,
-        hooks: false,
+        hooks: Hooks::None,
     },
     Setup {
         label: "(b) VAP",
         vap: true,
-        hooks: false,
+        hooks: Hooks::None,
     },
     Setup {
         label: "(c) webhooks",
         vap: false,
-        hooks: true,
+        hooks: Hooks::Kim,
     },
     Setup {
         label: "(d) VAP+webhooks",
         vap: true,
-        hooks: true,
+        hooks: Hooks::Kim,
+    },
+    Setup {
+        label: "(e) null webhooks",
+        vap: false,
+        hooks: Hooks::Null,
     },
 ];
+
+/// Indexes of (a), (c) and (e) in [`SETUPS`].
+const NONE: usize = 0;
+const KIM: usize = 2;
+const NULL: usize = 4;
+
+/// The rate kim's webhooks are judged against the null webhook's at (the nearest measured
+/// one): below the ~67 writes/s at which kube-apiserver saturates the two cores here, so that
+/// the added latency is the call's, not a queue's.
+const NULL_RATE: f64 = 30.0;
+
+/// kim's server CPU per review in the webhook bench, µs (BENCHMARKS.md, "Webhook benchmark",
+/// 2026-12-02: medians 49.2–52.3 µs over both hooks and two runs): a call from kube-apiserver
+/// should cost kim at most twice that.
+const REVIEW_CPU_US: f64 = 50.0;
+
+/// The namespaces of the paired pass, whose writes go round robin to one Runtime in each: the
+/// first is matched by no webhook, the second by kim's, the third by the null webhook's (each
+/// configuration as shipped plus a `namespaceSelector` on its namespace).
+const PAIRED_NS: [&str; 3] = ["bench-none", "bench-kim", "bench-null"];
+/// How the paired pass's three targets are labelled.
+const PAIRED: [&str; 3] = ["(a) none", "(c) kim", "(e) null"];
+
+/// How often a pass samples the webhook process's sockets.
+const CONN_SAMPLE: Duration = Duration::from_millis(50);
+
+/// The TCP connections kube-apiserver had open to the set-up's webhook process in one pass.
+#[derive(Clone, Copy, Default)]
+struct Conns {
+    /// kube-apiserver's connections at the start and at the end of the pass.
+    at_start: usize,
+    at_end: usize,
+    /// Sockets the process opened during the pass (sampled every [`CONN_SAMPLE`]): each a
+    /// connection accepted, so a TLS handshake.
+    new: usize,
+}
 
 /// One set-up at one rate, pooled over the rounds.
 #[derive(Default)]
@@ -858,7 +1000,21 @@ struct Pass {
     latencies_ns: Vec<u64>,
     window_s: f64,
     cpu: Cpu,
+    /// CPU seconds of kim's and of the null webhook's threads
+    /// ([`procinfo::threads_cpu_secs`]: nanoseconds, where [`Cpu`] counts clock ticks).
+    hook_cpu: (f64, f64),
     metrics: Metrics,
+    /// Per round, for set-ups with webhooks.
+    conns: Vec<Conns>,
+    /// Calls the null webhook answered over HTTP/1.1 and over HTTP/2, and their body bytes.
+    null_http: (f64, f64),
+    null_bytes: f64,
+    /// kim's `kim_webhook_request_duration_seconds`: sum (seconds) and count.
+    kim_handler: (f64, f64),
+    /// The set-up's webhooks are the null webhook's.
+    on_null: bool,
+    /// Calls to the set-up's webhook process (both hooks).
+    hook_calls: f64,
 }
 
 impl Pass {
@@ -871,7 +1027,17 @@ impl Pass {
         self.latencies_ns.extend(o.latencies_ns);
         self.window_s += o.window_s;
         self.cpu = self.cpu.plus(o.cpu);
+        self.hook_cpu.0 += o.hook_cpu.0;
+        self.hook_cpu.1 += o.hook_cpu.1;
         add_into(&mut self.metrics, &o.metrics);
+        self.conns.extend(o.conns);
+        self.null_http.0 += o.null_http.0;
+        self.null_http.1 += o.null_http.1;
+        self.null_bytes += o.null_bytes;
+        self.kim_handler.0 += o.kim_handler.0;
+        self.kim_handler.1 += o.kim_handler.1;
+        self.on_null |= o.on_null;
+        self.hook_calls += o.hook_calls;
     }
 
     fn percentile_ms(&self, p: f64) -> f64 {
@@ -889,14 +1055,49 @@ impl Pass {
     }
 }
 
-/// The admission part's control plane, webhook process and objects.
+/// kube-apiserver's calls to the webhooks (mutating and validating) in `m`.
+fn webhook_calls(m: &Metrics) -> f64 {
+    hist(
+        m,
+        "apiserver_admission_webhook_admission_duration_seconds",
+        |l| l.get("operation").is_some_and(|o| o == "UPDATE"),
+    )
+    .count
+}
+
+/// A webhook configuration `doc` for the paired pass: each webhook matches namespace `ns` only
+/// (`namespaceSelector`); with `prefix`, the configuration and its webhooks are renamed
+/// `<prefix>-<name>` and `<prefix>.<name>` (so that it can be installed beside kim's and
+/// kube-apiserver's metrics tell them apart). Nothing else changes.
+fn paired_doc(doc: &Value, ns: &str, prefix: Option<&str>) -> Value {
+    let mut d = doc.clone();
+    if let Some(p) = prefix {
+        d["metadata"]["name"] = json!(format!("{p}-{}", name_of(doc)));
+    }
+    for hook in d["webhooks"].as_array_mut().into_iter().flatten() {
+        hook["namespaceSelector"] = json!({"matchLabels": {"kubernetes.io/metadata.name": ns}});
+        if let Some(p) = prefix {
+            hook["name"] = json!(format!("{p}.{}", hook["name"].as_str().unwrap_or_default()));
+        }
+    }
+    d
+}
+
+/// The admission part's control plane, webhook processes and objects.
 struct AdmissionEnv {
     cp: ControlPlane,
     client: kube::Client,
     api: ApiMetrics,
     _certs: WebhookCerts,
     webhook: Webhook,
+    null: Webhook,
+    /// kim's webhook configurations, pointed at `webhook`.
     hook_docs: Vec<Value>,
+    /// The same configurations pointed at `null`.
+    null_docs: Vec<Value>,
+    /// The paired pass's configurations: kim's on [`PAIRED_NS`]`[1]`, the null webhook's (other
+    /// names) on [`PAIRED_NS`]`[2]`.
+    paired_docs: Vec<Value>,
     vap_docs: Vec<Value>,
     names: Vec<String>,
     mallory: kube::Client,
@@ -912,15 +1113,29 @@ impl AdmissionEnv {
         let api = ApiMetrics::new(&cp)?;
         let certs = WebhookCerts::generate();
         let webhook = Webhook::start(&certs).await?;
+        let null = Webhook::start_null(&certs).await?;
         let text =
             std::fs::read_to_string(repo().join("manifests/base/webhook-configurations.yaml"))
                 .context("manifests/base/webhook-configurations.yaml")?;
         let mut hook_docs: Vec<Value> =
             serde_saphyr::from_multiple(&text).context("webhook configurations")?;
         hook_docs.retain(|d| !d.is_null());
+        let mut null_docs = hook_docs.clone();
         for d in &mut hook_docs {
             point_webhooks_at(d, webhook.addr, &certs.ca_pem);
         }
+        for d in &mut null_docs {
+            point_webhooks_at(d, null.addr, &certs.ca_pem);
+        }
+        let paired_docs: Vec<Value> = hook_docs
+            .iter()
+            .map(|d| paired_doc(d, PAIRED_NS[1], None))
+            .chain(
+                null_docs
+                    .iter()
+                    .map(|d| paired_doc(d, PAIRED_NS[2], Some("null"))),
+            )
+            .collect();
         let vap_docs = kim::status::vap::objects(&kim::status::Policy::builtin());
         let template = load_template()?;
         let names: Vec<String> = (0..cfg.objects).map(|i| format!("paced-{i:04}")).collect();
@@ -934,6 +1149,16 @@ impl AdmissionEnv {
                 o
             })
             .collect();
+        let mut objects = objects;
+        for ns in PAIRED_NS {
+            create_namespace(&cp, ns).await;
+            objects.extend(names.iter().map(String::as_str).chain([PROBE]).map(|n| {
+                let mut o = runtime_object(&template, n, n);
+                o["metadata"]["namespace"] = json!(ns);
+                o["status"] = ready_status(0);
+                o
+            }));
+        }
         let (refused, first) = seed(&client, objects, 16).await?;
         ensure!(
             refused.is_empty(),
@@ -947,16 +1172,154 @@ impl AdmissionEnv {
             api,
             _certs: certs,
             webhook,
+            null,
             hook_docs,
+            null_docs,
+            paired_docs,
             vap_docs,
             names,
             seq: AtomicU64::new(1),
         })
     }
 
-    /// Installs or removes the policy and the webhook configurations, then waits until a
+    /// kim's `kim_webhook_request_duration_seconds` so far: sum (seconds) and count.
+    async fn kim_handler(&self) -> anyhow::Result<(f64, f64)> {
+        let m = scrape_http(self.webhook.metrics_addr).await?;
+        let all = |_: &BTreeMap<String, String>| true;
+        Ok((
+            sum_where(&m, "kim_webhook_request_duration_seconds_sum", all),
+            sum_where(&m, "kim_webhook_request_duration_seconds_count", all),
+        ))
+    }
+
+    /// CPU seconds of kim's and of the null webhook's threads so far.
+    fn hook_cpu(&self) -> (f64, f64) {
+        let of = |w: &Webhook| procinfo::threads_cpu_secs(w.proc.id()).unwrap_or(f64::NAN);
+        (of(&self.webhook), of(&self.null))
+    }
+
+    /// The paired pass's set-up: no policy, kim's webhooks on [`PAIRED_NS`]`[1]`, the null
+    /// webhook's on [`PAIRED_NS`]`[2]`; waits until two probe rounds in a row (one write to
+    /// [`PROBE`] in each namespace) show each write reach exactly its webhook process.
+    async fn configure_paired(&self) -> anyhow::Result<Duration> {
+        for d in &self.vap_docs {
+            delete_doc(&self.client, d).await?;
+        }
+        for d in &self.paired_docs {
+            apply_doc(&self.client, d).await?;
+        }
+        let t0 = Instant::now();
+        let mut streak = 0;
+        loop {
+            let mut as_wanted = true;
+            for (i, ns) in PAIRED_NS.iter().enumerate() {
+                let k0 = (self.webhook.counts().await?, self.null.counts().await?);
+                patch_status(
+                    &self.client,
+                    ns,
+                    PROBE,
+                    &ready_status(self.seq.fetch_add(1, Ordering::Relaxed)),
+                )
+                .await
+                .map_err(|e| anyhow!("probe write in {ns}: {e}"))?;
+                let k1 = (self.webhook.counts().await?, self.null.counts().await?);
+                let both = |a: (f64, f64), b: (f64, f64)| b.0 > a.0 && b.1 > a.1;
+                let none = |a: (f64, f64), b: (f64, f64)| b == a;
+                as_wanted &= match i {
+                    0 => none(k0.0, k1.0) && none(k0.1, k1.1),
+                    1 => both(k0.0, k1.0) && none(k0.1, k1.1),
+                    _ => none(k0.0, k1.0) && both(k0.1, k1.1),
+                };
+            }
+            streak = if as_wanted { streak + 1 } else { 0 };
+            if streak >= 2 {
+                return Ok(t0.elapsed());
+            }
+            ensure!(
+                t0.elapsed() < Duration::from_secs(60),
+                "the paired set-up is not in force after 60 s"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// `secs` of writes at `rate` in all, open loop, round robin over [`PAIRED_NS`]: one pass
+    /// per namespace, each with its share of the writes, its latencies and the CPU and calls
+    /// of its webhook process (none, kim, the null webhook); kube-apiserver's metrics and the
+    /// other processes' CPU go to the first.
+    async fn paced_paired(&self, rate: f64, secs: Duration) -> anyhow::Result<[Pass; 3]> {
+        let n = (rate * secs.as_secs_f64()).round().max(3.0) as u64;
+        let period = Duration::from_secs_f64(1.0 / rate);
+        let m0 = self.api.scrape().await?;
+        let kim0 = self.webhook.counts().await?;
+        let null0 = self.null.counts().await?;
+        let hooks0 = self.hook_cpu();
+        let cpu0 = Cpu::now(&self.cp, Some(self.webhook.proc.id()));
+        let start = Instant::now() + Duration::from_millis(20);
+        let mut tasks = Vec::with_capacity(n as usize);
+        for i in 0..n {
+            let due = start + period.mul_f64(i as f64);
+            tokio::time::sleep_until(due.into()).await;
+            let client = self.client.clone();
+            let target = (i % 3) as usize;
+            let name = self.names[(i / 3) as usize % self.names.len()].clone();
+            let k = self.seq.fetch_add(1, Ordering::Relaxed);
+            tasks.push(tokio::spawn(async move {
+                let r = patch_status(&client, PAIRED_NS[target], &name, &ready_status(k)).await;
+                (target, due.elapsed(), r)
+            }));
+        }
+        let mut passes: [Pass; 3] = Default::default();
+        for t in tasks {
+            let (target, took, r) = t.await.context("write task")?;
+            let pass = &mut passes[target];
+            pass.writes += 1;
+            pass.latencies_ns.push(took.as_nanos() as u64);
+            if let Err(e) = r {
+                pass.errors += 1;
+                pass.first_error.get_or_insert(e);
+            }
+        }
+        let window = start.elapsed().as_secs_f64();
+        let cpu1 = Cpu::now(&self.cp, Some(self.webhook.proc.id()));
+        let hooks1 = self.hook_cpu();
+        let kim1 = self.webhook.counts().await?;
+        let null1 = self.null.counts().await?;
+        let m1 = self.api.scrape().await?;
+        for p in &mut passes {
+            p.window_s = window;
+        }
+        passes[0].cpu = cpu1.minus(cpu0);
+        passes[0].metrics = delta(&m1, &m0);
+        passes[1].hook_cpu.0 = hooks1.0 - hooks0.0;
+        passes[1].hook_calls = (kim1.0 - kim0.0) + (kim1.1 - kim0.1);
+        passes[2].hook_cpu.1 = hooks1.1 - hooks0.1;
+        passes[2].hook_calls = (null1.0 - null0.0) + (null1.1 - null0.1);
+        passes[2].on_null = true;
+        Ok(passes)
+    }
+
+    /// The webhook process of `s`, if any.
+    fn hook_of(&self, s: &Setup) -> Option<&Webhook> {
+        match s.hooks {
+            Hooks::None => None,
+            Hooks::Kim => Some(&self.webhook),
+            Hooks::Null => Some(&self.null),
+        }
+    }
+
+    /// Installs or removes the policy and the webhook configurations (kim's and the null
+    /// webhook's have the same names: applying one replaces the other), then waits until a
     /// probe shows the set-up in force.
     async fn configure(&self, s: &Setup) -> anyhow::Result<Duration> {
+        // The paired pass's null webhook configuration (its kim one has kim's names).
+        for d in self
+            .paired_docs
+            .iter()
+            .filter(|d| name_of(d) != name_of(&self.hook_docs[0]))
+        {
+            delete_doc(&self.client, d).await?;
+        }
         for d in &self.vap_docs {
             if s.vap {
                 apply_doc(&self.client, d).await?;
@@ -964,34 +1327,67 @@ impl AdmissionEnv {
                 delete_doc(&self.client, d).await?;
             }
         }
-        for d in &self.hook_docs {
-            if s.hooks {
-                apply_doc(&self.client, d).await?;
-            } else {
+        let docs = match s.hooks {
+            Hooks::None | Hooks::Kim => &self.hook_docs,
+            Hooks::Null => &self.null_docs,
+        };
+        for d in docs {
+            if s.hooks == Hooks::None {
                 delete_doc(&self.client, d).await?;
+            } else {
+                apply_doc(&self.client, d).await?;
             }
         }
-        let want = InForce {
+        let want = |on: bool| InForce {
             vap: s.vap,
-            mutate: s.hooks,
-            validate: s.hooks,
+            mutate: on,
+            validate: on,
         };
-        wait_in_force(
+        wait_in_force_all(
             &self.client,
             Some(&self.mallory),
-            &self.webhook,
-            want,
+            &[
+                (&self.webhook, want(s.hooks == Hooks::Kim)),
+                (&self.null, want(s.hooks == Hooks::Null)),
+            ],
             &self.seq,
         )
         .await
     }
 
-    /// `secs` of writes at `rate`, open loop; latencies from the scheduled send times.
-    async fn paced(&self, rate: f64, secs: Duration) -> anyhow::Result<Pass> {
+    /// `secs` of writes at `rate`, open loop; latencies from the scheduled send times. The
+    /// connections of `hook` (the set-up's webhook process) are sampled meanwhile.
+    async fn paced(
+        &self,
+        rate: f64,
+        secs: Duration,
+        hook: Option<&Webhook>,
+    ) -> anyhow::Result<Pass> {
         let n = (rate * secs.as_secs_f64()).round().max(1.0) as u64;
         let period = Duration::from_secs_f64(1.0 / rate);
         let m0 = self.api.scrape().await?;
+        let h0 = self.null.null_counts().await?;
+        let k0 = self.kim_handler().await?;
+        let hooks0 = self.hook_cpu();
         let cpu0 = Cpu::now(&self.cp, Some(self.webhook.proc.id()));
+        // Connections: kube-apiserver's at the start (its peers), then every socket of the
+        // webhook process seen until the writes end: a socket not open at the start is a
+        // connection accepted meanwhile.
+        let port = hook.map(|h| h.addr.port());
+        let first = port.map(procinfo::established_peers).unwrap_or_default();
+        let stop = Arc::new(AtomicBool::new(false));
+        let sampler = hook.map(|h| {
+            let (stop, pid) = (stop.clone(), h.proc.id());
+            tokio::spawn(async move {
+                let first = procinfo::socket_inodes(pid);
+                let mut seen = first.clone();
+                while !stop.load(Ordering::Relaxed) {
+                    tokio::time::sleep(CONN_SAMPLE).await;
+                    seen.extend(procinfo::socket_inodes(pid));
+                }
+                seen.difference(&first).count()
+            })
+        });
         let start = Instant::now() + Duration::from_millis(20);
         let mut tasks = Vec::with_capacity(n as usize);
         for i in 0..n {
@@ -1017,10 +1413,32 @@ impl AdmissionEnv {
         }
         let window = start.elapsed();
         let cpu1 = Cpu::now(&self.cp, Some(self.webhook.proc.id()));
+        let hooks1 = self.hook_cpu();
+        stop.store(true, Ordering::Relaxed);
+        if let (Some(port), Some(sampler)) = (port, sampler) {
+            pass.conns.push(Conns {
+                at_start: first.len(),
+                at_end: procinfo::established_peers(port).len(),
+                new: sampler.await.context("connection sampler")?,
+            });
+        }
+        let h1 = self.null.null_counts().await?;
+        let k1 = self.kim_handler().await?;
+        pass.kim_handler = (k1.0 - k0.0, k1.1 - k0.1);
         let m1 = self.api.scrape().await?;
         pass.window_s = window.as_secs_f64();
         pass.cpu = cpu1.minus(cpu0);
+        pass.hook_cpu = (hooks1.0 - hooks0.0, hooks1.1 - hooks0.1);
         pass.metrics = delta(&m1, &m0);
+        let moved = |k: &str| h1.get(k).copied().unwrap_or(0.0) - h0.get(k).copied().unwrap_or(0.0);
+        pass.null_http = (moved("http1"), moved("http2"));
+        pass.null_bytes = moved("bytes");
+        pass.on_null = hook.is_some_and(|h| h.null.is_some());
+        pass.hook_calls = if hook.is_some() {
+            webhook_calls(&pass.metrics)
+        } else {
+            0.0
+        };
         Ok(pass)
     }
 }
@@ -1035,43 +1453,89 @@ async fn admission_part(cfg: &Config) -> anyhow::Result<()> {
     );
     let env = AdmissionEnv::start(cfg).await?;
     println!(
-        "   control plane up (kube-apiserver + etcd RSS {} MiB), kim webhook pid {}; load {}",
+        "   control plane up (kube-apiserver + etcd RSS {} MiB), kim webhook pid {}, null webhook pid {}; load {}",
         env.cp.rss_kib() / 1024,
         env.webhook.proc.id(),
+        env.null.proc.id(),
         procinfo::loadavg()
     );
+    // The warm-up runs at the lowest measured rate: a rate kube-apiserver does not sustain
+    // would leave a queue behind for the pass that follows.
+    let warmup_rate = cfg.rates.iter().copied().fold(f64::INFINITY, f64::min);
     let mut passes: HashMap<(usize, usize), Pass> = HashMap::new();
+    // The paired pass by rate: none, kim, null.
+    let mut paired: HashMap<usize, [Pass; 3]> = HashMap::new();
     let mut idle = Cpu::default();
+    let mut idle_hooks = (0.0, 0.0);
     let mut idle_s = 0.0;
     for round in 0..cfg.rounds {
         // The servers' own CPU with no writes (kube-apiserver's controllers, etcd's ticks),
         // subtracted from the per-write figures.
         let window = Duration::from_secs(3);
         let c0 = Cpu::now(&env.cp, Some(env.webhook.proc.id()));
+        let h0 = env.hook_cpu();
         tokio::time::sleep(window).await;
         idle = idle.plus(Cpu::now(&env.cp, Some(env.webhook.proc.id())).minus(c0));
+        let h1 = env.hook_cpu();
+        idle_hooks.0 += h1.0 - h0.0;
+        idle_hooks.1 += h1.1 - h0.1;
         idle_s += window.as_secs_f64();
+        // The set-ups, then the paired pass (index `SETUPS.len()`).
         let order: Vec<usize> = if round % 2 == 0 {
-            (0..SETUPS.len()).collect()
+            (0..=SETUPS.len()).collect()
         } else {
-            (0..SETUPS.len()).rev().collect()
+            (0..=SETUPS.len()).rev().collect()
         };
         for s in order {
+            if s == SETUPS.len() {
+                let took = env.configure_paired().await?;
+                if !cfg.warmup.is_zero() {
+                    let _ = env.paced_paired(warmup_rate, cfg.warmup).await?;
+                }
+                for (r, &rate) in cfg.rates.iter().enumerate() {
+                    let ps = env.paced_paired(rate, cfg.secs).await?;
+                    println!(
+                        "   round {} paired            {rate:>5.0}/s: p50 {} ms, p99 {} ms (none / kim / null), {} errors (in force after {:.1} s; load {})",
+                        round + 1,
+                        ps.iter()
+                            .map(|p| format!("{:.2}", p.percentile_unsorted_ms(0.50)))
+                            .collect::<Vec<_>>()
+                            .join(" / "),
+                        ps.iter()
+                            .map(|p| format!("{:.2}", p.percentile_unsorted_ms(0.99)))
+                            .collect::<Vec<_>>()
+                            .join(" / "),
+                        ps.iter().map(|p| p.errors).sum::<u64>(),
+                        took.as_secs_f64(),
+                        procinfo::loadavg()
+                    );
+                    let pooled = paired.entry(r).or_default();
+                    for (into, p) in pooled.iter_mut().zip(ps) {
+                        into.add(p);
+                    }
+                }
+                continue;
+            }
             let setup = &SETUPS[s];
             let took = env.configure(setup).await?;
+            let hook = env.hook_of(setup);
             if !cfg.warmup.is_zero() {
-                let _ = env.paced(TARGET_RATE, cfg.warmup).await?;
+                let _ = env.paced(warmup_rate, cfg.warmup, hook).await?;
             }
             for (r, &rate) in cfg.rates.iter().enumerate() {
-                let p = env.paced(rate, cfg.secs).await?;
+                let p = env.paced(rate, cfg.secs, hook).await?;
                 println!(
-                    "   round {} {:<17} {rate:>5.0}/s: {} writes, p50 {:.2} ms, p99 {:.2} ms, {} errors (in force after {:.1} s; load {})",
+                    "   round {} {:<17} {rate:>5.0}/s: {} writes, p50 {:.2} ms, p99 {:.2} ms, {} errors{} (in force after {:.1} s; load {})",
                     round + 1,
                     setup.label,
                     p.writes,
                     p.percentile_unsorted_ms(0.50),
                     p.percentile_unsorted_ms(0.99),
                     p.errors,
+                    p.conns.first().map_or(String::new(), |c| format!(
+                        ", webhook connections {} -> {}, {} new",
+                        c.at_start, c.at_end, c.new
+                    )),
                     took.as_secs_f64(),
                     procinfo::loadavg()
                 );
@@ -1079,7 +1543,10 @@ async fn admission_part(cfg: &Config) -> anyhow::Result<()> {
             }
         }
     }
-    for p in passes.values_mut() {
+    for p in passes
+        .values_mut()
+        .chain(paired.values_mut().flat_map(|ps| ps.iter_mut()))
+    {
         p.latencies_ns.sort_unstable();
     }
     let rss = (
@@ -1093,7 +1560,9 @@ async fn admission_part(cfg: &Config) -> anyhow::Result<()> {
         kim: idle.kim / idle_s,
         bench: idle.bench / idle_s,
     };
-    report_admission(cfg, &passes, idle, rss, api_rss);
+    let idle_hooks = (idle_hooks.0 / idle_s, idle_hooks.1 / idle_s);
+    report_admission(cfg, &passes, idle, idle_hooks, rss, api_rss);
+    report_paired(cfg, &paired, idle, idle_hooks);
     drop(env);
     Ok(())
 }
@@ -1127,6 +1596,7 @@ fn report_admission(
     cfg: &Config,
     passes: &HashMap<(usize, usize), Pass>,
     idle: Cpu,
+    idle_hooks: (f64, f64),
     kim_rss: (f64, f64),
     api_rss: f64,
 ) {
@@ -1187,11 +1657,55 @@ fn report_admission(
         row("                      kim webhook", &|p| {
             num(p.per_k(p.cpu.kim), 3)
         });
+        row("                      null webhook", &|p| {
+            num(p.per_k(p.hook_cpu.1), 3)
+        });
         row("                      this process (client)", &|p| {
             num(p.per_k(p.cpu.bench), 3)
         });
-        row(&format!("cores busy, all four (of {n}) %"), &|p| {
-            num(p.cpu.total() / p.window_s * 100.0, 0)
+        row(&format!("cores busy, all five (of {n}) %"), &|p| {
+            num((p.cpu.total() + p.hook_cpu.1) / p.window_s * 100.0, 0)
+        });
+        for (name, less_idle) in [
+            ("webhook process CPU µs per call", false),
+            ("  less its idle CPU", true),
+        ] {
+            row(name, &|p| match webhook_cpu_us(p, idle_hooks, less_idle) {
+                Some(us) => num(us, 1),
+                None => "-".into(),
+            });
+        }
+        row("webhook connections per round: start>end+new", &|p| {
+            if p.conns.is_empty() {
+                return "-".into();
+            }
+            p.conns
+                .iter()
+                .map(|c| format!("{}>{}+{}", c.at_start, c.at_end, c.new))
+                .collect::<Vec<_>>()
+                .join(" ")
+        });
+        row("null webhook calls over HTTP/1.1 / HTTP/2", &|p| {
+            if !p.on_null {
+                "-".into()
+            } else {
+                format!("{} / {}", p.null_http.0, p.null_http.1)
+            }
+        });
+        row("null webhook: review body bytes, mean", &|p| {
+            let calls = p.null_http.0 + p.null_http.1;
+            if !p.on_null || calls == 0.0 {
+                "-".into()
+            } else {
+                num(p.null_bytes / calls, 0)
+            }
+        });
+        row("kim's own time per call, mean µs (histogram)", &|p| {
+            if p.kim_handler.1 == 0.0 {
+                "-".into()
+            } else {
+                num(p.kim_handler.0 / p.kim_handler.1 * 1e6, 1)
+            }
         });
         let update = |l: &BTreeMap<String, String>, ty: &str| {
             l.get("operation").is_some_and(|o| o == "UPDATE")
@@ -1263,17 +1777,20 @@ fn report_admission(
         }
     }
     println!(
-        "idle CPU (no writes, {} windows of 3 s): kube-apiserver {:.1} ms/s, etcd {:.1} ms/s, kim {:.1} ms/s, this process {:.1} ms/s",
+        "idle CPU (no writes, {} windows of 3 s): kube-apiserver {:.1} ms/s, etcd {:.1} ms/s, kim {:.2} ms/s, null webhook {:.2} ms/s, this process {:.1} ms/s",
         cfg.rounds,
         idle.apiserver * 1e3,
         idle.etcd * 1e3,
-        idle.kim * 1e3,
+        idle_hooks.0 * 1e3,
+        idle_hooks.1 * 1e3,
         idle.bench * 1e3
     );
     println!(
         "kim webhook RSS after all passes: VmRSS {:.1} MiB, VmHWM {:.1} MiB; kube-apiserver + etcd RSS {api_rss:.0} MiB",
         kim_rss.0, kim_rss.1
     );
+
+    report_against_null(cfg, passes, idle_hooks);
 
     // Targets, at the measured rate nearest to 200/s.
     let Some((r, &rate)) = cfg.rates.iter().enumerate().min_by(|a, b| {
@@ -1328,6 +1845,238 @@ fn report_admission(
     );
     let errors: u64 = passes.values().map(|p| p.errors).sum();
     target("errors, all passes", "0", errors as f64, errors == 0);
+}
+
+/// CPU µs of the pass's webhook process (kim in (c) and (d), the null webhook in (e)) per call
+/// from kube-apiserver, less its idle CPU (`idle_hooks`: kim's and the null webhook's, seconds
+/// per second) when `less_idle`; `None` without webhooks or calls.
+fn webhook_cpu_us(p: &Pass, idle_hooks: (f64, f64), less_idle: bool) -> Option<f64> {
+    let calls = p.hook_calls;
+    if calls == 0.0 {
+        return None;
+    }
+    let (cpu, idle) = if p.on_null {
+        (p.hook_cpu.1, idle_hooks.1)
+    } else {
+        (p.hook_cpu.0, idle_hooks.0)
+    };
+    let cpu = if less_idle {
+        cpu - idle * p.window_s
+    } else {
+        cpu
+    };
+    Some(cpu / calls * 1e6)
+}
+
+/// The measured rate nearest to [`NULL_RATE`], with its index.
+fn null_rate(cfg: &Config) -> Option<(usize, f64)> {
+    cfg.rates
+        .iter()
+        .copied()
+        .enumerate()
+        .min_by(|a, b| (a.1 - NULL_RATE).abs().total_cmp(&(b.1 - NULL_RATE).abs()))
+}
+
+/// kim's webhooks, (c), against the null webhook, (e), at the measured rate nearest to
+/// [`NULL_RATE`]: added latency over (a) and CPU per call.
+fn report_against_null(
+    cfg: &Config,
+    passes: &HashMap<(usize, usize), Pass>,
+    idle_hooks: (f64, f64),
+) {
+    let Some((r, rate)) = null_rate(cfg) else {
+        return;
+    };
+    let (Some(a), Some(c), Some(e)) = (
+        passes.get(&(NONE, r)),
+        passes.get(&(KIM, r)),
+        passes.get(&(NULL, r)),
+    ) else {
+        return;
+    };
+    judge_against_null(
+        &format!("set-ups (a), (c), (e) in turn, at {rate:.0} writes/s"),
+        [a, c, e],
+        idle_hooks,
+    );
+}
+
+/// Prints the targets of kim's webhooks against the null webhook's for one measure: `[a, c,
+/// e]` are the writes with no webhook, with kim's and with the null webhook's.
+fn judge_against_null(what: &str, [a, c, e]: [&Pass; 3], idle_hooks: (f64, f64)) {
+    println!();
+    println!(
+        "== kim's webhooks (c) against the null webhooks (e): {what} ({} cores; {} / {} / {} writes in (a) / (c) / (e); load now {})",
+        cores(),
+        a.writes,
+        c.writes,
+        e.writes,
+        procinfo::loadavg()
+    );
+    println!(
+        "{:<60} {:>10} {:>10}  verdict",
+        "target", "wanted", "measured"
+    );
+    let target = |what: &str, wanted: &str, measured: f64, met: bool| {
+        println!(
+            "{what:<60} {wanted:>10} {:>10}  {}",
+            num(measured, 3),
+            verdict(met)
+        );
+    };
+    for (q, name) in [(0.5, "p50"), (0.99, "p99")] {
+        let kim = c.percentile_ms(q) - a.percentile_ms(q);
+        let null = e.percentile_ms(q) - a.percentile_ms(q);
+        println!(
+            "   added {name} vs (a): kim {} ms, null {} ms",
+            num(kim, 3),
+            num(null, 3)
+        );
+        // A ratio needs a positive denominator; the verdict compares the differences.
+        let ratio = if null > 0.0 { kim / null } else { f64::NAN };
+        target(
+            &format!("kim's added {name} ÷ the null webhook's added {name}"),
+            "<= 1.1",
+            ratio,
+            kim <= 1.1 * null,
+        );
+    }
+    let us = |p: &Pass| webhook_cpu_us(p, idle_hooks, true).unwrap_or(f64::NAN);
+    let (kim_us, null_us) = (us(c), us(e));
+    println!(
+        "   webhook process CPU per call (less idle): kim {} µs, null {} µs, kim − null {} µs (kim's own work)",
+        num(kim_us, 1),
+        num(null_us, 1),
+        num(kim_us - null_us, 1)
+    );
+    target(
+        &format!("kim CPU µs per call ÷ {REVIEW_CPU_US} µs (webhook bench)"),
+        "<= 2",
+        kim_us / REVIEW_CPU_US,
+        kim_us <= 2.0 * REVIEW_CPU_US,
+    );
+    let errors = a.errors + c.errors + e.errors;
+    target("errors in (a), (c), (e)", "0", errors as f64, errors == 0);
+}
+
+/// The paired pass: per rate a table (none, kim, null), then the targets against the null
+/// webhook at the rate nearest to [`NULL_RATE`].
+fn report_paired(
+    cfg: &Config,
+    paired: &HashMap<usize, [Pass; 3]>,
+    idle: Cpu,
+    idle_hooks: (f64, f64),
+) {
+    if paired.is_empty() {
+        return;
+    }
+    println!();
+    println!(
+        "== paired pass: each write in turn to a namespace with no webhook, kim's, the null webhook's ({})",
+        PAIRED_NS.join(", ")
+    );
+    let w = 52;
+    for (r, &rate) in cfg.rates.iter().enumerate() {
+        let Some(ps) = paired.get(&r) else {
+            continue;
+        };
+        println!("-- {rate:.0} writes/s in all");
+        print!("{:<w$}", "");
+        for label in PAIRED {
+            print!(" {label:>17}");
+        }
+        println!();
+        let row = |name: &str, f: &dyn Fn(&Pass) -> String| {
+            print!("{name:<w$}");
+            for p in ps {
+                print!(" {:>17}", f(p));
+            }
+            println!();
+        };
+        row("writes (errors)", &|p| {
+            format!("{} ({})", p.writes, p.errors)
+        });
+        for (name, q) in [
+            ("client p50 ms", 0.50),
+            ("client p99 ms", 0.99),
+            ("client p99.9 ms", 0.999),
+            ("client max ms", 1.0),
+        ] {
+            row(name, &|p| num(p.percentile_ms(q), 2));
+        }
+        let base = &ps[0];
+        row("added p50 / p99 vs (a), ms", &|p| {
+            format!(
+                "{} / {}",
+                num(p.percentile_ms(0.5) - base.percentile_ms(0.5), 2),
+                num(p.percentile_ms(0.99) - base.percentile_ms(0.99), 2)
+            )
+        });
+        row("webhook calls per write", &|p| {
+            num(p.hook_calls / p.writes.max(1) as f64, 2)
+        });
+        row("webhook process CPU µs per call, less idle", &|p| {
+            webhook_cpu_us(p, idle_hooks, true).map_or("-".into(), |us| num(us, 1))
+        });
+        // kube-apiserver's own view of each process's calls (the null webhook's names start
+        // with `null.`).
+        for (label, ty) in [("mutating", "admit"), ("validating", "validating")] {
+            let h = |null: bool| {
+                hist(
+                    &base.metrics,
+                    "apiserver_admission_webhook_admission_duration_seconds",
+                    |l| {
+                        l.get("type").is_some_and(|t| t == ty)
+                            && l.get("operation").is_some_and(|o| o == "UPDATE")
+                            && l.get("name").is_some_and(|n| n.starts_with("null.")) == null
+                    },
+                )
+            };
+            let cell = |h: Hist| {
+                if h.count == 0.0 {
+                    "-".into()
+                } else {
+                    format!("{}, {}", num(h.mean_ms(), 2), num(h.quantile_ms(0.99), 1))
+                }
+            };
+            println!(
+                "{:<w$} {:>17} {:>17} {:>17}",
+                format!("apiserver webhook {label}: mean, p99 ms"),
+                "-",
+                cell(h(false)),
+                cell(h(true))
+            );
+        }
+        let all: u64 = ps.iter().map(|p| p.writes).sum();
+        println!(
+            "kube-apiserver CPU per write, all three: {} ms (less idle {} ms); cores busy, all five: {} %",
+            num(base.cpu.apiserver / all.max(1) as f64 * 1e3, 3),
+            num(
+                (base.cpu.apiserver - idle.apiserver * base.window_s) / all.max(1) as f64 * 1e3,
+                3
+            ),
+            num(
+                (base.cpu.total() - base.cpu.kim + ps[1].hook_cpu.0 + ps[2].hook_cpu.1)
+                    / base.window_s
+                    * 100.0,
+                0
+            )
+        );
+        for (label, p) in PAIRED.iter().zip(ps) {
+            if let Some(e) = &p.first_error {
+                println!("   {label} first error: {e}");
+            }
+        }
+    }
+    if let Some((r, rate)) = null_rate(cfg)
+        && let Some([a, c, e]) = paired.get(&r)
+    {
+        judge_against_null(
+            &format!("paired pass, {rate:.0} writes/s in all"),
+            [a, c, e],
+            idle_hooks,
+        );
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

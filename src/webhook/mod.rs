@@ -7,7 +7,8 @@
 //!
 //! - [`run`] is what `kim webhook` calls; `init_tracing` sets up logs first.
 //! - [`start`] starts a server in-process (tests, benches) and returns a [`Running`] with the
-//!   bound addresses and a shutdown handle.
+//!   bound addresses and a shutdown handle; [`start_with_hooks`] the same transport with other
+//!   handlers (benches).
 
 pub(crate) mod certs;
 pub(crate) mod devcerts;
@@ -15,7 +16,7 @@ pub mod metrics;
 mod server;
 
 pub(crate) use crate::telemetry::LogFormat;
-pub use server::{BODY_LIMIT, Running, Settings, start};
+pub use server::{BODY_LIMIT, Running, Settings, start, start_with_hooks};
 
 use crate::status::Policy;
 use anyhow::{Context, bail};

@@ -199,6 +199,21 @@ impl std::fmt::Debug for Running {
 /// Errors: the certificate cannot be read or does not load (bad PEM, key/certificate
 /// mismatch), or a listener cannot be bound.
 pub async fn start(settings: Settings) -> anyhow::Result<Running> {
+    start_serving(settings, None).await
+}
+
+/// [`start`] with `hooks` on the HTTPS listener in place of kim's `/validate` and `/mutate`
+/// (`/healthz` and `/readyz` stay): the same listeners, rustls configuration and certificate
+/// reload, HTTP/1.1 and HTTP/2 settings, metrics listener and shutdown. For benches that
+/// measure this transport under another handler (the null webhook of `benches/apiserver.rs`);
+/// not a stable API. Requests to `hooks` are not counted in kim's metrics.
+///
+/// Errors: as [`start`].
+pub async fn start_with_hooks(settings: Settings, hooks: Router) -> anyhow::Result<Running> {
+    start_serving(settings, Some(hooks)).await
+}
+
+async fn start_serving(settings: Settings, hooks: Option<Router>) -> anyhow::Result<Running> {
     certs::install_default_provider();
     let dir = settings.cert_dir.clone();
     let (pair, loaded) = tokio::task::spawn_blocking(move || certs::load_dir(&dir))
@@ -253,7 +268,7 @@ pub async fn start(settings: Settings) -> anyhow::Result<Running> {
         .http2()
         .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
         .max_pending_accept_reset_streams(MAX_CONCURRENT_STREAMS as usize);
-    let app = router(state.clone());
+    let app = router(state.clone(), hooks);
     let server = tokio::spawn(server.serve(app.into_make_service()));
 
     let (metrics_stop, mut stop_rx) = tokio::sync::watch::channel(false);
@@ -379,13 +394,18 @@ impl Drop for Running {
     }
 }
 
-fn router(state: Arc<AppState>) -> Router {
-    Router::new()
-        .route("/validate", post(validate))
-        .route("/mutate", post(mutate))
+/// The HTTPS routes: kim's hooks, or `hooks` in their place ([`start_with_hooks`]).
+fn router(state: Arc<AppState>, hooks: Option<Router>) -> Router {
+    let health = Router::new()
         .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz))
-        .with_state(state)
+        .route("/readyz", get(readyz));
+    match hooks {
+        None => health
+            .route("/validate", post(validate))
+            .route("/mutate", post(mutate))
+            .with_state(state),
+        Some(hooks) => health.with_state(state).merge(hooks),
+    }
 }
 
 fn metrics_router(state: Arc<AppState>) -> Router {
