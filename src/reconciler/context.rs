@@ -70,8 +70,9 @@ pub struct Settings {
     pub runtime_timeout: Duration,
     /// Whether the caches' first list is streamed as watch events (`sendInitialEvents`, the
     /// WatchList feature of kube-apiserver 1.34+ and of API servers built on it) instead of one
-    /// list answer held in memory whole: a cold start at 10 000 Runtimes peaks about a quarter
-    /// lower (BENCHMARKS.md). Default `true`; `false` for an API server with WatchList off.
+    /// list answer held in memory whole: a cold start at 10 000 Runtimes peaks about a tenth
+    /// lower (BENCHMARKS.md). Default `false`: with it on, the first list needs only `watch`
+    /// rights and a stuck watch holds the first fill (tests pin both).
     pub streaming_lists: bool,
     /// Leader election; `None` runs the Controller at once.
     pub leader_election: Option<LeaderElection>,
@@ -99,7 +100,7 @@ impl Settings {
             gardener_retry_delay: Duration::from_secs(60),
             transient_error_grace: Duration::from_secs(60),
             runtime_timeout: super::deadline::DEFAULT_REQUEST_TIMEOUT,
-            streaming_lists: true,
+            streaming_lists: false,
             leader_election: None,
             metrics: Arc::new(Metrics::new()),
             reporter: "kim-controller".to_string(),

@@ -80,7 +80,7 @@ const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
 /// The watch configuration of every cache. Streamed ([`Settings::streaming_lists`]): the first
 /// list arrives as watch events, one object at a time, so no list answer is ever held whole (a
-/// cold start at 10 000 Runtimes peaks about a quarter lower, BENCHMARKS.md). Otherwise the
+/// cold start at 10 000 Runtimes peaks about a tenth lower, BENCHMARKS.md). Otherwise the
 /// first list comes from the API server's watch cache (`resourceVersion=0`) rather than a
 /// quorum read of etcd.
 fn watch_config(ctx: &Ctx) -> watcher::Config {

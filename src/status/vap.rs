@@ -83,8 +83,9 @@ pub(crate) fn lit(s: &str) -> String {
             '\\' => out.push_str("\\\\"),
             '\'' => out.push_str("\\'"),
             '\n' => out.push_str("\\n"),
-            // A raw control character ends a CEL string literal with a syntax error.
-            c if c.is_control() => {
+            // A raw control character ends a CEL string literal with a syntax error; U+FFFE
+            // and U+FFFF are refused by the YAML reader of `kubectl apply --server-side`.
+            c if c.is_control() || c == '\u{fffe}' || c == '\u{ffff}' => {
                 let _ = write!(out, "\\u{:04x}", c as u32);
             }
             c => out.push(c),
@@ -526,6 +527,7 @@ mod tests {
     fn cel_literals_escape_quotes_and_backslashes() {
         assert_eq!(lit("a'b\\c"), "'a\\'b\\\\c'");
         assert_eq!(lit("a\rb\u{7}c\nd"), "'a\\u000db\\u0007c\\nd'");
+        assert_eq!(lit("a\u{fffe}b\u{ffff}"), "'a\\ufffeb\\uffff'");
     }
 
     #[test]
