@@ -12,7 +12,7 @@
 //! change; `observedGeneration` set from `object.metadata.generation` when missing, `null` or
 //! 0; an empty `message` set to the table's default message of (type, reason), a CEL map
 //! literal generated from the [`Policy`] in force (built-in table, switches, policy file).
-//! Nothing else is touched; a list of more than [`MAX_CONDITIONS`] conditions is left alone,
+//! Nothing else is touched; a list of more than `MAX_CONDITIONS` conditions is left alone,
 //! as the webhook leaves it (validation refuses it).
 //!
 //! **Patch type: `JSONPatch`.** The webhook answers with an RFC 6902 patch; the policy emits
@@ -42,7 +42,7 @@
 //! write that needs a stamp does (a changed status, a new condition, a new time). On a
 //! subresource write kube-apiserver ignores the request's `managedFields` and starts from the
 //! stored ones, so a status writer can neither clear nor set them. The latest
-//! `managedFields[*].time` is the policy's request time; its limits are in [`limitations`].
+//! `managedFields[*].time` is the policy's request time; its limits are in `limitations`.
 
 use super::Policy;
 use super::table::MAX_CONDITIONS;
@@ -79,7 +79,7 @@ pub(crate) fn limitations() -> Vec<String> {
 }
 
 /// Whether the generated policy reads `s` as a set `lastTransitionTime`, as its CEL does
-/// (`valid_time`): [`RFC3339`] matches, the instant lies within CEL's timestamp range (years 1
+/// (`valid_time`): `RFC3339` matches, the instant lies within CEL's timestamp range (years 1
 /// and 9999 only with `Z`), and it is not Go's zero time. kim's own defaulting reads more
 /// spellings (lower-case `t` and `z`, a leap second).
 pub fn reads_as_time(s: &str) -> bool {
@@ -110,7 +110,7 @@ pub(crate) fn markdown() -> String {
 }
 
 /// The table's default messages as a CEL map literal `{type: {reason: message}}`: the entry
-/// [`Policy::reason`] gives for each (type, reason) the policy allows, the first of a name.
+/// `Policy::reason` gives for each (type, reason) the policy allows, the first of a name.
 pub fn messages(policy: &Policy) -> String {
     let mut types = Vec::new();
     let mut seen_types = BTreeSet::new();
