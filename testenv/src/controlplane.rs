@@ -681,7 +681,12 @@ impl ControlPlane {
                 .map_err(cleanup)?;
         }
 
-        let mut child = Command::new("bash")
+        // A shell cannot trap a signal it was started with ignored, and a test run started in
+        // the background of a non-interactive shell (`nohup cargo test &`, some CI runners)
+        // ignores SIGINT: coreutils' `env` resets the three the supervisor traps.
+        let mut child = Command::new("env")
+            .arg("--default-signal=HUP,INT,TERM")
+            .arg("bash")
             .arg("-c")
             .arg(SUPERVISOR)
             .arg("testenv-control-plane")
