@@ -34,558 +34,36 @@
 //! last. Each test names its Runtimes (and so Shoots, Secrets and runtime clusters) on its own,
 //! and deletes them through the controller at its end.
 
-use crate::support::real::NS;
 use crate::support::real_controller::*;
+use crate::support::real_shared::*;
 use crate::support::reconciler::GARDEN_NS;
-use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::flowcontrol::v1::{FlowSchema, PriorityLevelConfiguration};
 use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, PolicyRule};
 use k8s_openapi::jiff::{SignedDuration, Timestamp, Unit};
+use kim::status::table::{reasons, types};
 use kim::status::{CondStatus, State};
 use kim::testing::reconciler::binding_name;
 use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::{WatchStreamExt as _, watcher};
-use kube::{Api, Resource, ResourceExt};
+use kube::runtime::watcher;
+use kube::{Api, ResourceExt};
 use serde_json::{Value, json};
-use std::fmt::Debug;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
 use testenv::controlplane::ControlPlane;
 use testenv::gardenlet::Event as Did;
-use testenv::process::Process;
 
 // ---- the environment the tests share ----
 
 /// How many tests this module has: the shared environment stops after the last of them.
 const TESTS: usize = 10;
 
-/// The environment, and what it needs to be handed from test to test.
-struct Shared {
-    /// First field: dropped before the runtime its gardenlet runs on.
-    env: RealEnv,
-    /// The rules of [`GARDEN_ROLE`] as installed (restored before each test).
-    garden_rules: Vec<PolicyRule>,
-    /// Where the gardenlet (and every task the environment spawned) runs: the tests' own
-    /// runtimes end with each test.
-    _runtime: tokio::runtime::Runtime,
-}
+static ENV: SharedEnv = SharedEnv::new(TESTS, "real-adversarial-env");
 
-/// The shared environment, once started, and how many tests have finished with it.
-struct Slot {
-    shared: Option<Arc<Shared>>,
-    /// Stops the webhook process and removes the kubeconfig directory when this process exits
-    /// without the last test having stopped the environment (a filtered run): its standard
-    /// input is a pipe from this process, and it acts on end of file. The control planes stop
-    /// the same way on their own.
-    watchdog: Option<std::process::Child>,
-    finished: usize,
-}
-
-static SLOT: tokio::sync::Mutex<Slot> = tokio::sync::Mutex::const_new(Slot {
-    shared: None,
-    watchdog: None,
-    finished: 0,
-});
-
-/// One test's use of the shared environment: the others wait until it is dropped.
-struct Turn {
-    slot: tokio::sync::MutexGuard<'static, Slot>,
-    shared: Option<Arc<Shared>>,
-}
-
-impl std::ops::Deref for Turn {
-    type Target = RealEnv;
-    fn deref(&self) -> &RealEnv {
-        &self.shared.as_ref().expect("the environment").env
-    }
-}
-
-impl Drop for Turn {
-    fn drop(&mut self) {
-        let mine = self.shared.take();
-        self.slot.finished += 1;
-        if self.slot.finished < TESTS {
-            return;
-        }
-        // The last test: stop everything (the watchdog first, so that it cannot signal a
-        // process id that has been reused).
-        if let Some(mut w) = self.slot.watchdog.take() {
-            let _ = w.kill();
-            let _ = w.wait();
-        }
-        drop(mine);
-        if let Some(shared) = self.slot.shared.take().and_then(Arc::into_inner) {
-            // A runtime cannot be dropped on one of another runtime's threads.
-            let _ = std::thread::spawn(move || drop(shared)).join();
-        }
-    }
-}
-
-/// Waits for the turn of the calling test, starting the environment if no test did yet, and
-/// undoes what an earlier test may have left behind when it failed half-way: the gardenlet
-/// paused, the garden user's Role changed, the flow-control jail.
+/// Waits for the turn of the calling test ([`SharedEnv::turn`]); the flow-control jail of
+/// [`a_runtime_deleted_while_the_shoot_watch_is_stuck_still_deletes_its_shoot`] is removed
+/// first ([`remove_jail`]).
 async fn turn() -> Turn {
-    let mut slot = SLOT.lock().await;
-    let shared = match &slot.shared {
-        Some(s) => s.clone(),
-        None => {
-            let s = Arc::new(start_shared().await);
-            slot.watchdog = Some(watchdog(&s.env));
-            slot.shared = Some(s.clone());
-            s
-        }
-    };
-    let env = &shared.env;
-    env.gardenlet.resume();
-    remove_jail(env).await;
-    if env.role_rules((GARDEN_NS, GARDEN_ROLE)).await != shared.garden_rules {
-        env.set_role_rules((GARDEN_NS, GARDEN_ROLE), &shared.garden_rules)
-            .await;
-        wait_garden_access(env, "list", true).await;
-    }
-    Turn {
-        slot,
-        shared: Some(shared),
-    }
-}
-
-async fn start_shared() -> Shared {
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("real-adversarial-env")
-            .enable_all()
-            .build()
-            .expect("a runtime for the shared environment");
-        let env = runtime.block_on(RealEnv::start());
-        // Not taken (the test is gone): dropped here, off every runtime.
-        let _ = tx.send((runtime, env));
-    });
-    let (runtime, env) = rx
-        .await
-        .expect("the shared environment did not start (its panic is printed above)");
-    let garden_rules = env.role_rules((GARDEN_NS, GARDEN_ROLE)).await;
-    Shared {
-        env,
-        garden_rules,
-        _runtime: runtime,
-    }
-}
-
-fn watchdog(env: &RealEnv) -> std::process::Child {
-    let webhook = env
-        .stack
-        .webhook
-        .as_ref()
-        .expect("the webhook runs")
-        .proc
-        .id();
-    std::process::Command::new("sh")
-        .args([
-            "-c",
-            r#"cat >/dev/null; kill -TERM "$1" 2>/dev/null; rm -rf "$2""#,
-            "kim-test-watchdog",
-            &webhook.to_string(),
-        ])
-        .arg(env.dir.path())
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("spawn the watchdog")
-}
-
-// ---- the status the tests expect ----
-
-/// `(type, reason)` of a row of the status table (`kim::status::table::REASONS`), as the
-/// reconciler writes it; panics naming the pair when the table has no such row, so that a
-/// rename in the table fails here, not as a wait that never ends.
-fn row(condition_type: &str, reason: &str) -> (&'static str, &'static str) {
-    let r = kim::status::table::REASONS
-        .iter()
-        .find(|r| r.condition_type == condition_type && r.reason == reason)
-        .unwrap_or_else(|| panic!("the status table has no {condition_type}/{reason}"));
-    (r.condition_type, r.reason)
-}
-
-/// `status.state` of a Runtime.
-fn state(o: &DynamicObject) -> Option<&str> {
-    o.data["status"]["state"].as_str()
-}
-
-fn is(o: &DynamicObject, s: State) -> bool {
-    state(o) == Some(s.as_str())
-}
-
-/// Whether the Runtime has condition `(type, reason)` ([`row`]) with `status`.
-fn has_condition(o: &DynamicObject, (t, r): (&str, &str), status: CondStatus) -> bool {
-    o.data["status"]["conditions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .any(|c| c["type"] == t && c["reason"] == r && c["status"] == status.as_str())
-}
-
-/// A Runtime version as the failure messages show it: state and conditions.
-fn summary(o: &DynamicObject) -> String {
-    let conditions: Vec<String> = o.data["status"]["conditions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|c| {
-            format!(
-                "{}={}/{}",
-                c["type"].as_str().unwrap_or("?"),
-                c["status"].as_str().unwrap_or("?"),
-                c["reason"].as_str().unwrap_or("?")
-            )
-        })
-        .collect();
-    format!(
-        "{} gen {:?} {} [{}]",
-        o.name_any(),
-        o.metadata.generation,
-        state(o).unwrap_or("-"),
-        conditions.join(", ")
-    )
-}
-
-// ---- watch histories ----
-
-/// One event of a watch, as delivered.
-#[derive(Clone, Debug)]
-enum Seen<K> {
-    /// Added, modified, or listed (after the watch had to list again).
-    Applied(K),
-    Deleted(K),
-}
-
-impl<K> Seen<K> {
-    fn object(&self) -> &K {
-        match self {
-            Seen::Applied(o) | Seen::Deleted(o) => o,
-        }
-    }
-
-    fn applied(&self) -> Option<&K> {
-        match self {
-            Seen::Applied(o) => Some(o),
-            Seen::Deleted(_) => None,
-        }
-    }
-}
-
-/// Every version of the objects one watch delivered, in order (the watch resumes, listing
-/// again if it must, after an error: a version passed over meanwhile is missing, the latest
-/// is not).
-struct Recorder<K> {
-    api: Api<K>,
-    seen: tokio::sync::watch::Receiver<Vec<Seen<K>>>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl<K> Drop for Recorder<K> {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-impl<K> Recorder<K>
-where
-    K: Resource + Clone + serde::de::DeserializeOwned + Debug + Send + Sync + 'static,
-{
-    /// Starts watching `api` and returns once the first list is in.
-    async fn start(api: Api<K>, config: watcher::Config) -> Recorder<K> {
-        let (tx, seen) = tokio::sync::watch::channel(Vec::new());
-        let (listed_tx, listed) = tokio::sync::oneshot::channel();
-        let stream = watcher(api.clone(), config);
-        let task = tokio::spawn(async move {
-            let mut listed_tx = Some(listed_tx);
-            let mut stream = std::pin::pin!(stream.default_backoff());
-            while let Some(event) = stream.next().await {
-                match event {
-                    Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => {
-                        tx.send_modify(|h| h.push(Seen::Applied(o)))
-                    }
-                    Ok(watcher::Event::Delete(o)) => tx.send_modify(|h| h.push(Seen::Deleted(o))),
-                    Ok(watcher::Event::InitDone) => {
-                        if let Some(l) = listed_tx.take() {
-                            let _ = l.send(());
-                        }
-                    }
-                    Ok(watcher::Event::Init) | Err(_) => {}
-                }
-            }
-        });
-        tokio::time::timeout(LIMIT, listed)
-            .await
-            .unwrap_or_else(|_| panic!("no first list of the recorder's watch within {LIMIT:?}"))
-            .expect("the recorder's watch");
-        Recorder { api, seen, task }
-    }
-
-    /// How many events were delivered so far (a mark for [`Recorder::since`]).
-    fn len(&self) -> usize {
-        self.seen.borrow().len()
-    }
-
-    /// The events delivered from `mark` on.
-    fn since(&self, mark: usize) -> Vec<Seen<K>> {
-        self.seen.borrow()[mark..].to_vec()
-    }
-
-    /// Waits (at most [`LIMIT`]) until `f` returns `Some` for the events so far; panics with
-    /// `what` and `context()`.
-    async fn wait_for<T>(
-        &self,
-        what: &str,
-        mut f: impl FnMut(&[Seen<K>]) -> Option<T>,
-        context: impl FnOnce() -> String,
-    ) -> T {
-        let mut rx = self.seen.clone();
-        let mut out = None;
-        let waited = tokio::time::timeout(
-            LIMIT,
-            rx.wait_for(|h| {
-                out = f(h);
-                out.is_some()
-            }),
-        )
-        .await;
-        match (waited, out) {
-            (Ok(Ok(_)), Some(v)) => v,
-            _ => panic!("{what}: not within {LIMIT:?}\n{}", context()),
-        }
-    }
-
-    /// Waits until the watch has delivered object `name` as it is stored now (a quorum read):
-    /// every change made before this call is in the history then.
-    async fn caught_up(&self, name: &str, context: impl FnOnce() -> String) {
-        let now = self
-            .api
-            .get(name)
-            .await
-            .unwrap_or_else(|e| panic!("reading {name}: {e}"));
-        let rv = now.meta().resource_version.clone();
-        self.wait_for(
-            &format!("{name} at resourceVersion {rv:?} delivered"),
-            |h| {
-                h.iter()
-                    .any(|s| {
-                        s.object().name_any() == name && s.object().meta().resource_version == rv
-                    })
-                    .then_some(())
-            },
-            context,
-        )
-        .await;
-    }
-}
-
-// ---- one test's controller ----
-
-/// The controller of one test, with a watch of the Runtimes started before it.
-struct Run<'a> {
-    env: &'a RealEnv,
-    controller: Process,
-    metrics_addr: String,
-    runtimes: Recorder<DynamicObject>,
-    /// The webhook's denials before the controller started.
-    denied_before: u64,
-}
-
-impl<'a> Run<'a> {
-    /// Starts recording the Runtimes, then `kim controller` as deployed.
-    async fn start(env: &'a RealEnv) -> Run<'a> {
-        let runtimes = Recorder::start(env.runtimes().await, watcher::Config::default()).await;
-        let denied_before = webhook_denials(env).await;
-        let mut controller = env.spawn_controller("info,kim=debug");
-        let metrics_addr = controller
-            .logged("metrics_addr", LIMIT)
-            .await
-            .unwrap_or_else(|e| panic!("kim controller: {e}"));
-        Run {
-            env,
-            controller,
-            metrics_addr,
-            runtimes,
-            denied_before,
-        }
-    }
-
-    /// The Runtime versions recorded and the controller's output, for a failure message.
-    fn context(&self) -> String {
-        let versions: Vec<String> = self
-            .runtimes
-            .since(0)
-            .iter()
-            .map(|s| match s {
-                Seen::Applied(o) => summary(o),
-                Seen::Deleted(o) => format!("{} deleted", o.name_any()),
-            })
-            .collect();
-        format!(
-            "Runtime versions seen:\n  {}\ncontroller stdout:\n{}\nstderr:\n{}",
-            versions.join("\n  "),
-            self.controller.stdout(),
-            self.controller.stderr()
-        )
-    }
-
-    /// The first version of Runtime `name` recorded from `mark` on for which `f` holds, and its
-    /// position in the history.
-    async fn version(
-        &self,
-        name: &str,
-        mark: usize,
-        what: &str,
-        f: impl Fn(&DynamicObject) -> bool,
-    ) -> (usize, DynamicObject) {
-        self.runtimes
-            .wait_for(
-                &format!("Runtime {name} {what}"),
-                |h| {
-                    h.iter()
-                        .enumerate()
-                        .skip(mark)
-                        .filter_map(|(i, s)| Some((i, s.applied()?)))
-                        .find(|(_, o)| o.name_any() == name && f(o))
-                        .map(|(i, o)| (i, o.clone()))
-                },
-                || self.context(),
-            )
-            .await
-    }
-
-    /// Waits until Runtime `name` is `Ready` (a version from `mark` on); returns its position.
-    async fn ready(&self, name: &str, mark: usize) -> (usize, DynamicObject) {
-        self.version(name, mark, "Ready", |o| is(o, State::Ready))
-            .await
-    }
-
-    /// The versions of Runtime `name` recorded from `mark` on, up to its state as stored now.
-    async fn versions_since(&self, name: &str, mark: usize) -> Vec<DynamicObject> {
-        self.runtimes.caught_up(name, || self.context()).await;
-        self.runtimes
-            .since(mark)
-            .iter()
-            .filter_map(Seen::applied)
-            .filter(|o| o.name_any() == name)
-            .cloned()
-            .collect()
-    }
-
-    /// Asserts that Runtime `name` stayed `Ready` from `mark` on, up to now.
-    async fn stayed_ready(&self, name: &str, mark: usize) {
-        let versions = self.versions_since(name, mark).await;
-        let all_ready = versions.iter().all(|o| is(o, State::Ready));
-        assert!(
-            all_ready,
-            "Runtime {name} did not stay Ready: {:#?}",
-            versions.iter().map(summary).collect::<Vec<_>>()
-        );
-    }
-
-    /// `kim_controller_reconciles_total` now.
-    async fn reconciles(&self) -> u64 {
-        reconciles(&self.metrics_addr).await
-    }
-
-    /// Waits until more than `done` reconciles have finished (a counter only the test's own
-    /// change can move past `done`: the Runtimes are idle otherwise).
-    async fn reconciled_past(&self, done: u64, what: &str) {
-        let addr = self.metrics_addr.clone();
-        let seen = crate::support::eventually(LIMIT, || {
-            let addr = addr.clone();
-            async move { (reconciles(&addr).await > done).then_some(()) }
-        })
-        .await;
-        assert!(
-            seen.is_some(),
-            "{what}: no reconcile finished within {LIMIT:?}"
-        );
-    }
-
-    /// Deletes Runtimes `names` (as the admin) and waits until they are gone, with their Shoots;
-    /// then stops the controller (SIGTERM: it releases the Lease) and checks that neither the
-    /// webhook nor the controller's own check denied any of its status writes.
-    async fn finish(mut self, names: &[&str]) {
-        let api = self.env.runtimes().await;
-        let mut uids = Vec::new();
-        for name in names {
-            let Some(rt) = api.get_opt(name).await.expect("reading a Runtime") else {
-                continue;
-            };
-            uids.push((*name, rt.uid().unwrap_or_default()));
-            match api.delete(name, &DeleteParams::default()).await {
-                Ok(_) => {}
-                Err(kube::Error::Api(s)) if s.code == 404 => {}
-                Err(e) => panic!("deleting Runtime {name}: {e}"),
-            }
-        }
-        for (name, uid) in &uids {
-            self.runtimes
-                .wait_for(
-                    &format!("Runtime {name} gone"),
-                    |h| {
-                        h.iter()
-                            .any(|s| matches!(s, Seen::Deleted(o) if o.uid().as_ref() == Some(uid)))
-                            .then_some(())
-                    },
-                    || self.context(),
-                )
-                .await;
-            assert!(
-                self.env.shoot(name).await.is_none(),
-                "the Shoot of {name} is gone once the Runtime is"
-            );
-        }
-        let denied = webhook_denials(self.env).await - self.denied_before;
-        let (out, err) = self.controller.terminate(Duration::from_secs(20));
-        assert_eq!(
-            denied, 0,
-            "the webhook denied {denied} status writes\ncontroller stdout:\n{out}\nstderr:\n{err}"
-        );
-        for needle in ["status write denied", "StatusWriteDenied"] {
-            assert!(
-                !out.contains(needle) && !err.contains(needle),
-                "the controller logged {needle:?}:\n{out}\n{err}"
-            );
-        }
-    }
-}
-
-async fn webhook_denials(env: &RealEnv) -> u64 {
-    env.stack
-        .webhook
-        .as_ref()
-        .expect("the webhook runs")
-        .count("/validate", "denied")
-        .await
-}
-
-/// `kim_controller_reconciles_total` of the controller whose `/metrics` is on `addr`.
-async fn reconciles(addr: &str) -> u64 {
-    let name = "kim_controller_reconciles_total";
-    let text = reqwest::Client::builder()
-        .no_proxy()
-        .timeout(Duration::from_secs(10))
-        .build()
-        .unwrap()
-        .get(format!("http://{addr}/metrics"))
-        .send()
-        .await
-        .expect("scrape the controller's /metrics")
-        .text()
-        .await
-        .expect("the metrics");
-    text.lines()
-        .find_map(|l| l.strip_prefix(&format!("{name} ")))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no {name} in:\n{text}"))
+    ENV.turn(remove_jail).await
 }
 
 // ---- the objects around a Runtime ----
@@ -597,15 +75,6 @@ const MANAGED_BY: (&str, &str) = (
 );
 /// The label of the administrators' bindings kim makes in a runtime cluster.
 const BINDING_LABEL: &str = "reconciler.kyma-project.io/managed-by";
-
-/// The kubeconfig Secret of the Runtime named (and with runtime ID) `name`.
-fn secret_name(name: &str) -> String {
-    format!("kubeconfig-{name}")
-}
-
-async fn secrets(env: &RealEnv) -> Api<Secret> {
-    Api::namespaced(env.stack.cp.admin().await, NS)
-}
 
 /// Records the kubeconfig Secret of Runtime `name`.
 async fn record_secret(env: &RealEnv, name: &str) -> Recorder<Secret> {
@@ -772,28 +241,6 @@ impl Run<'_> {
             summary(&runtime),
             self.context()
         );
-    }
-
-    /// Waits until the reconcile of Runtime `name` that runs now (if any) has ended and the
-    /// watch has delivered what it wrote: the test triggers one more (an annotation, no new
-    /// generation), which runs after it (kube-runtime runs one reconcile of a Runtime at a
-    /// time), and waits for `kim_controller_reconciles_total` to move (it counts a reconcile
-    /// when it ends; no other Runtime is reconciled meanwhile).
-    async fn settle(&self, name: &str) {
-        static TOUCHES: AtomicUsize = AtomicUsize::new(0);
-        let touch = TOUCHES.fetch_add(1, Ordering::Relaxed);
-        let before = self.reconciles().await;
-        let patch =
-            json!({"metadata": {"annotations": {"example.com/touched": touch.to_string()}}});
-        self.env
-            .runtimes()
-            .await
-            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-            .expect("annotate the Runtime");
-        self.reconciled_past(before, "a reconcile after the annotation")
-            .await;
-        self.runtimes.caught_up(name, || self.context()).await;
     }
 }
 
@@ -1212,7 +659,7 @@ async fn a_runtime_deleted_while_the_shoot_watch_is_stuck_still_deletes_its_shoo
     .await;
     let run = Run::start(&env).await;
     let rt = env.create_runtime(name).await;
-    let pending = row("Provisioned", "Pending");
+    let pending = row(types::PROVISIONED, reasons::PENDING);
     run.version(name, 0, "Pending, its Shoot created", |o| {
         is(o, State::Pending) && has_condition(o, pending, CondStatus::Unknown)
     })
@@ -1353,7 +800,7 @@ async fn a_status_edited_by_another_writer_is_reconciled_back() {
     let run = Run::start(&env).await;
     env.create_runtime(name).await;
     run.ready(name, 0).await;
-    let configuration_error = row("Configured", "ConfigurationError");
+    let configuration_error = row(types::CONFIGURED, reasons::CONFIGURATION_ERROR);
     let api = env.runtimes().await;
     let mut tries = 0;
     let edited = loop {
@@ -1418,7 +865,7 @@ async fn a_second_runtime_naming_the_same_shoot_fails_and_its_deletion_spares_th
             obj["spec"]["shoot"]["secretBindingName"] = json!("hyperscaler-aws");
         })
         .await;
-    let conversion = row("Provisioned", "ConversionErr");
+    let conversion = row(types::PROVISIONED, reasons::CONVERSION_ERR);
     run.version(intruder, 0, "Failed with ConversionErr", |o| {
         is(o, State::Failed) && has_condition(o, conversion, CondStatus::False)
     })
@@ -1504,28 +951,6 @@ async fn a_spec_changed_twice_in_a_row_ends_with_the_last_one() {
         [binding_name("c@myorg.com")]
     );
     run.finish(&[name]).await;
-}
-
-/// Whether the garden user may `verb` Shoots in the project namespace.
-async fn wait_garden_access(env: &RealEnv, verb: &str, allowed: bool) {
-    let client = env.garden_client().await;
-    let access = Access {
-        verb,
-        group: "core.gardener.cloud",
-        resource: "shoots",
-        namespace: GARDEN_NS,
-        name: None,
-    };
-    let seen = crate::support::eventually(LIMIT, || {
-        let client = client.clone();
-        async move { (Kcp::can(&client, &access).await == allowed).then_some(()) }
-    })
-    .await;
-    assert!(
-        seen.is_some(),
-        "{GARDEN_USER} {verb} shoots: not {} within {LIMIT:?}",
-        if allowed { "allowed" } else { "forbidden" }
-    );
 }
 
 /// The controller's JSON log lines saying its Shoot watch failed with a 403.

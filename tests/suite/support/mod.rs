@@ -8,6 +8,7 @@ pub mod logs;
 pub mod ops;
 pub mod real;
 pub mod real_controller;
+pub mod real_shared;
 pub mod reconciler;
 
 pub use testenv::tls::*;
