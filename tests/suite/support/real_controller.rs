@@ -1084,3 +1084,210 @@ pub async fn install_admission_hook(
         seen,
     }
 }
+
+impl RealEnv {
+    /// [`RealEnv::spawn_controller_with`] on the converter configuration `config` instead of
+    /// [`RealEnv::config`] (`--config` cannot be given twice).
+    pub fn spawn_controller_on(
+        &self,
+        config: &std::path::Path,
+        rust_log: &str,
+        extra: &[&str],
+    ) -> Process {
+        self.kcp.spawn_with(config, rust_log, extra)
+    }
+}
+
+/// Requests that kube-apiserver's flow control (API Priority and Fairness) sends to a
+/// FlowSchema of the test's own ([`count_requests`], [`hold_requests`]): the requests of the
+/// chosen users, verbs and resources, counted by kube-apiserver as it takes them in. Requests
+/// to an aggregated API (Gardener's) are counted too: flow control runs before the aggregator
+/// proxies them.
+pub struct FlowRule {
+    /// The FlowSchema's name (and, for [`hold_requests`], its PriorityLevelConfiguration's).
+    name: String,
+    admin: kube::Client,
+    metrics: reqwest::Client,
+    url: String,
+    /// Whether a PriorityLevelConfiguration of its own was created.
+    own_level: bool,
+}
+
+impl FlowRule {
+    /// The samples of `metric` (a family of kube-apiserver's `/metrics`) labelled with this
+    /// rule's FlowSchema, summed.
+    async fn sum(&self, metric: &str) -> u64 {
+        let text = self
+            .metrics
+            .get(format!("{}/metrics", self.url))
+            .send()
+            .await
+            .expect("scrape kube-apiserver")
+            .text()
+            .await
+            .expect("kube-apiserver's metrics");
+        let label = format!("flow_schema=\"{}\"", self.name);
+        text.lines()
+            .filter(|l| l.starts_with(metric) && l[metric.len()..].starts_with('{'))
+            .filter(|l| l.contains(&label))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .map(|v| v.round() as u64)
+            .sum()
+    }
+
+    /// Requests of the rule that kube-apiserver dispatched (began to serve) so far.
+    pub async fn dispatched(&self) -> u64 {
+        self.sum("apiserver_flowcontrol_dispatched_requests_total")
+            .await
+    }
+
+    /// Requests of the rule that waited in a queue so far.
+    pub async fn queued(&self) -> u64 {
+        self.sum("apiserver_flowcontrol_request_queue_length_after_enqueue_count")
+            .await
+    }
+
+    /// Deletes the FlowSchema (and its own priority level, if any): the requests are
+    /// classified as before.
+    pub async fn remove(self) {
+        use k8s_openapi::api::flowcontrol::v1::{FlowSchema, PriorityLevelConfiguration};
+        let gone = |r: kube::Result<()>, what: &str| match r {
+            Ok(()) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => panic!("deleting the {what} {}: {e}", self.name),
+        };
+        gone(
+            Api::<FlowSchema>::all(self.admin.clone())
+                .delete(&self.name, &DeleteParams::default())
+                .await
+                .map(|_| ()),
+            "FlowSchema",
+        );
+        if self.own_level {
+            gone(
+                Api::<PriorityLevelConfiguration>::all(self.admin.clone())
+                    .delete(&self.name, &DeleteParams::default())
+                    .await
+                    .map(|_| ()),
+                "PriorityLevelConfiguration",
+            );
+        }
+    }
+}
+
+/// Counts the requests of `subjects` matching `resource_rules` (both as a FlowSchema's
+/// `spec.rules[0]` has them) on the kube-apiserver of `cp`: a FlowSchema `kim-test-count-<id>`
+/// matched before every shipped one but `exempt`, sending them to the shipped priority level
+/// `workload-low` (served as before, only counted under this schema). Returns once
+/// kube-apiserver has taken the schema in.
+pub async fn count_requests(
+    cp: &ControlPlane,
+    id: &str,
+    subjects: Value,
+    resource_rules: Value,
+) -> FlowRule {
+    let name = format!("kim-test-count-{id}");
+    install_flow_rule(cp, &name, "workload-low", 50, subjects, resource_rules).await;
+    flow_rule(cp, name, false).await
+}
+
+/// Holds the requests of `subjects` matching `resource_rules` on the kube-apiserver of `cp`
+/// without serving them: a FlowSchema `kim-test-hold-<id>` sending them to a priority level of
+/// its own with no seats and nothing to borrow, where they wait in its queue until they time
+/// out (kube-apiserver answers 429 then), as requests wait behind a saturated priority level.
+/// Returns once kube-apiserver has taken the schema in; [`FlowRule::remove`] lets them through
+/// again.
+pub async fn hold_requests(
+    cp: &ControlPlane,
+    id: &str,
+    subjects: Value,
+    resource_rules: Value,
+) -> FlowRule {
+    use k8s_openapi::api::flowcontrol::v1::PriorityLevelConfiguration;
+    let name = format!("kim-test-hold-{id}");
+    let level: PriorityLevelConfiguration = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {"type": "Limited", "limited": {
+            "nominalConcurrencyShares": 0,
+            "lendablePercent": 0,
+            "borrowingLimitPercent": 0,
+            "limitResponse": {"type": "Queue",
+                              "queuing": {"queues": 1, "handSize": 1, "queueLengthLimit": 50}},
+        }},
+    }))
+    .expect("a PriorityLevelConfiguration");
+    Api::<PriorityLevelConfiguration>::all(cp.admin().await)
+        .create(&PostParams::default(), &level)
+        .await
+        .unwrap_or_else(|e| panic!("creating the priority level {name}: {e}"));
+    install_flow_rule(cp, &name, &name, 40, subjects, resource_rules).await;
+    flow_rule(cp, name, true).await
+}
+
+async fn flow_rule(cp: &ControlPlane, name: String, own_level: bool) -> FlowRule {
+    FlowRule {
+        name,
+        admin: cp.admin().await,
+        metrics: cp.http_client(cp.admin_cert()).expect("an HTTPS client"),
+        url: cp.url().to_string(),
+        own_level,
+    }
+}
+
+/// Creates FlowSchema `name` and waits until kube-apiserver's flow control has taken it in
+/// (it writes the schema's `Dangling` condition, `False`, once it has digested it).
+async fn install_flow_rule(
+    cp: &ControlPlane,
+    name: &str,
+    level: &str,
+    precedence: u32,
+    subjects: Value,
+    resource_rules: Value,
+) {
+    use k8s_openapi::api::flowcontrol::v1::FlowSchema;
+    let schema: FlowSchema = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {
+            "priorityLevelConfiguration": {"name": level},
+            "matchingPrecedence": precedence,
+            "distinguisherMethod": {"type": "ByUser"},
+            "rules": [{"subjects": subjects, "resourceRules": resource_rules}],
+        },
+    }))
+    .expect("a FlowSchema");
+    let schemas = Api::<FlowSchema>::all(cp.admin().await);
+    schemas
+        .create(&PostParams::default(), &schema)
+        .await
+        .unwrap_or_else(|e| panic!("creating the FlowSchema {name}: {e}"));
+    let digested = crate::support::eventually(LIMIT, || {
+        let schemas = schemas.clone();
+        async move {
+            let fs = schemas.get(name).await.ok()?;
+            // As JSON: the condition's field types differ between Kubernetes versions.
+            let status = serde_json::to_value(&fs.status).unwrap_or_default();
+            status["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|c| c["type"] == "Dangling" && c["status"] == "False")
+                .then_some(())
+        }
+    })
+    .await;
+    assert!(
+        digested.is_some(),
+        "kube-apiserver did not take in the FlowSchema {name} within {LIMIT:?}"
+    );
+}
+
+/// The FlowSchema subject of the controller's ServiceAccount ([`CONTROLLER_SA`]).
+pub fn controller_subject() -> Value {
+    json!({"kind": "ServiceAccount",
+           "serviceAccount": {"namespace": CONTROLLER_SA.0, "name": CONTROLLER_SA.1}})
+}
+
+/// The FlowSchema subject of the user `name`.
+pub fn user_subject(name: &str) -> Value {
+    json!({"kind": "User", "user": {"name": name}})
+}
