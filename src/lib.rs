@@ -11,6 +11,7 @@ pub mod cli;
 pub mod crd;
 mod exposition;
 pub mod gardener;
+pub mod memory;
 pub mod reconciler;
 mod schema;
 mod signal;
