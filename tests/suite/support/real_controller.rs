@@ -1291,3 +1291,200 @@ pub fn controller_subject() -> Value {
 pub fn user_subject(name: &str) -> Value {
     json!({"kind": "User", "user": {"name": name}})
 }
+
+impl RealEnv {
+    /// [`RealEnv::create_sample`] with `edit` applied after the naming (administrators, worker
+    /// limits, …).
+    pub async fn create_sample_with(
+        &self,
+        file: &str,
+        name: &str,
+        edit: impl FnOnce(&mut Value),
+    ) -> DynamicObject {
+        self.stack
+            .create_sample(file, name, |obj| {
+                name_sample(obj, name);
+                let provider = obj["spec"]["shoot"]["provider"]["type"]
+                    .as_str()
+                    .unwrap_or("aws")
+                    .to_string();
+                obj["spec"]["shoot"]["secretBindingName"] =
+                    json!(format!("hyperscaler-{provider}"));
+                edit(obj);
+            })
+            .await
+    }
+
+    /// Holds the writes of Shoots `shoots` that admission `rules` select (admissionregistration
+    /// `rules` on `core.gardener.cloud` `v1beta1`) and `hold(request)` picks, each in
+    /// gardener-apiserver's admission until the test answers it ([`ShootWriteHolds::next`],
+    /// [`HeldShootWrite::answer`]): one ValidatingWebhookConfiguration `kim-test-hold-<id>`
+    /// pointing at a webhook server of the test's own, with the longest timeout kube allows
+    /// (30 s; a write not answered by then is allowed). Every other write it is called for is
+    /// allowed at once. Returns once the configuration takes effect (a dry-run Shoot creation
+    /// reached the hook).
+    pub async fn hold_shoot_writes_of(
+        &self,
+        id: &str,
+        shoots: &[String],
+        rules: Value,
+        hold: impl Fn(&Value) -> bool + Send + Sync + 'static,
+    ) -> ShootWriteHolds {
+        use axum::extract::State;
+        use std::collections::HashMap;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
+
+        type Pick = dyn Fn(&Value) -> bool + Send + Sync;
+        #[derive(Clone)]
+        struct Hook {
+            writes: Arc<HashMap<String, UnboundedSender<HeldShootWrite>>>,
+            hold: Arc<Pick>,
+            probed: Arc<AtomicBool>,
+        }
+        async fn review(
+            State(hook): State<Hook>,
+            axum::Json(review): axum::Json<Value>,
+        ) -> axum::Json<Value> {
+            let request = review["request"].clone();
+            let uid = request["uid"].clone();
+            let mut response = json!({"uid": uid, "allowed": true});
+            let target = request["name"]
+                .as_str()
+                .and_then(|n| hook.writes.get(n))
+                .cloned();
+            if request["dryRun"] == true {
+                hook.probed.store(true, Ordering::SeqCst);
+            } else if let Some(tx) = target
+                && (hook.hold)(&request)
+            {
+                let (answer, rx) = tokio::sync::oneshot::channel();
+                if tx.send(HeldShootWrite { request, answer }).is_ok()
+                    && let Ok(Admission::Deny { code, message }) = rx.await
+                {
+                    response = json!({"uid": uid, "allowed": false,
+                                      "status": {"code": code, "message": message}});
+                }
+            }
+            axum::Json(json!({
+                "apiVersion": "admission.k8s.io/v1",
+                "kind": "AdmissionReview",
+                "response": response,
+            }))
+        }
+
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let certs = testenv::controlplane::WebhookCerts::generate();
+        let probed = Arc::new(AtomicBool::new(false));
+        let mut senders = HashMap::new();
+        let mut receivers = HashMap::new();
+        for shoot in shoots {
+            let (tx, rx) = unbounded_channel();
+            senders.insert(shoot.clone(), tx);
+            receivers.insert(shoot.clone(), tokio::sync::Mutex::new(rx));
+        }
+        let hook = Hook {
+            writes: Arc::new(senders),
+            hold: Arc::new(hold),
+            probed: probed.clone(),
+        };
+        let app = axum::Router::new()
+            .route("/validate", axum::routing::post(review))
+            .with_state(hook);
+        let tls = axum_server::tls_rustls::RustlsConfig::from_pem_file(
+            certs.dir.path().join("tls.crt"),
+            certs.dir.path().join("tls.key"),
+        )
+        .await
+        .expect("the hook's serving certificate loads");
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = axum_server::tls_rustls::from_tcp_rustls(listener, tls).expect("listener");
+        let task = tokio::spawn(async move {
+            let _ = server.serve(app.into_make_service()).await;
+        });
+        let config_name = format!("kim-test-hold-{id}");
+        let mut rules = rules.as_array().cloned().expect("a list of rules");
+        // The probe below: a dry-run creation.
+        rules.push(
+            json!({"apiGroups": ["core.gardener.cloud"], "apiVersions": ["v1beta1"],
+                          "resources": ["shoots"], "operations": ["CREATE"]}),
+        );
+        let configuration: ValidatingWebhookConfiguration = serde_json::from_value(json!({
+            "metadata": {"name": config_name},
+            "webhooks": [{
+                "name": "hold-shoot-writes.kim-test.example.com",
+                "rules": rules,
+                "clientConfig": {
+                    "url": format!("https://{addr}/validate"),
+                    "caBundle": base64::Engine::encode(
+                        &base64::engine::general_purpose::STANDARD,
+                        &certs.ca_pem,
+                    ),
+                },
+                "sideEffects": "NoneOnDryRun",
+                "admissionReviewVersions": ["v1"],
+                // A configuration still cached after its removal calls a stopped server:
+                // ignored then.
+                "failurePolicy": "Ignore",
+                "timeoutSeconds": 30,
+            }],
+        }))
+        .unwrap();
+        let configurations: Api<ValidatingWebhookConfiguration> =
+            Api::all(self.stack.cp.admin().await);
+        configurations
+            .create(&PostParams::default(), &configuration)
+            .await
+            .unwrap_or_else(|e| panic!("creating {config_name}: {e}"));
+        self.probe_shoot_hook(&probed).await;
+        ShootWriteHolds {
+            writes: receivers,
+            configurations,
+            name: config_name,
+            task,
+        }
+    }
+}
+
+/// The writes a [`RealEnv::hold_shoot_writes_of`] hook holds, per Shoot in the order
+/// gardener-apiserver sent them.
+pub struct ShootWriteHolds {
+    writes: std::collections::HashMap<
+        String,
+        tokio::sync::Mutex<tokio::sync::mpsc::UnboundedReceiver<HeldShootWrite>>,
+    >,
+    configurations: Api<ValidatingWebhookConfiguration>,
+    name: String,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl ShootWriteHolds {
+    /// The next held write of Shoot `shoot`; `Err` naming `what` if none comes within
+    /// [`LIMIT`]. Panics for a Shoot the hook does not hold.
+    pub async fn next(&self, shoot: &str, what: &str) -> Result<HeldShootWrite, String> {
+        let mut rx = self
+            .writes
+            .get(shoot)
+            .unwrap_or_else(|| panic!("the hook holds no write of Shoot {shoot}"))
+            .lock()
+            .await;
+        match tokio::time::timeout(LIMIT, rx.recv()).await {
+            Ok(Some(w)) => Ok(w),
+            _ => Err(format!(
+                "{what}: no such write of Shoot {shoot} held within {LIMIT:?}"
+            )),
+        }
+    }
+
+    /// Deletes the configuration (writes no longer wait), then stops the hook's server; writes
+    /// still held are allowed.
+    pub async fn remove(self) {
+        self.configurations
+            .delete(&self.name, &DeleteParams::default())
+            .await
+            .unwrap_or_else(|e| panic!("deleting {}: {e}", self.name));
+        self.task.abort();
+    }
+}
