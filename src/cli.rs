@@ -1,7 +1,8 @@
 //! The offline subcommands of `kim` (`review`, `check`, `policy`, `crd`): files in, verdicts
-//! out. Each returns the process exit code — 0 allowed, 1 denied, 2 unreadable input or a
-//! Runtime the API server's schema check refuses (`crate::schema`) — and writes errors as
-//! one line each (`file: position: what was expected`), never a backtrace.
+//! out. Each returns the process exit code — 0 allowed, 1 denied, 2 unreadable input, a
+//! Runtime the API server's schema check refuses (`crate::schema`) or output that cannot be
+//! written — and writes errors as one line each (`file: position: what was expected`), never
+//! a backtrace.
 
 use crate::admission::{self, Hook};
 use crate::schema;
@@ -17,8 +18,9 @@ use std::path::Path;
 pub const EXIT_ALLOWED: u8 = 0;
 /// Exit code: denied.
 pub(crate) const EXIT_DENIED: u8 = 1;
-/// Exit code: unreadable input (missing file, YAML/JSON syntax error, invalid policy file), or
-/// a Runtime the API server would refuse against the CRD schema.
+/// Exit code: unreadable input (missing file, YAML/JSON syntax error, invalid policy file), a
+/// Runtime the API server would refuse against the CRD schema, or output that cannot be
+/// written (a closed pipe, a full disk).
 pub(crate) const EXIT_INPUT: u8 = 2;
 
 /// `kim review`: an AdmissionReview file in, the webhook's answer out.
@@ -195,7 +197,9 @@ pub fn review(args: &ReviewArgs, out: &mut dyn Write, err: &mut dyn Write) -> u8
     let pretty = serde_json::from_slice::<Value>(&outcome.body)
         .and_then(|v| serde_json::to_string_pretty(&v))
         .unwrap_or_else(|_| String::from_utf8_lossy(&outcome.body).into_owned());
-    let _ = writeln!(out, "{pretty}");
+    if let Err(code) = emit(out, err, &format!("{pretty}\n")) {
+        return code;
+    }
     if outcome.allowed {
         EXIT_ALLOWED
     } else {
@@ -258,7 +262,7 @@ pub fn check(args: &CheckArgs, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
     };
     let (from, to) = (state(old.as_ref()), state(Some(&new)));
     let deleting = status::Snapshot::of_object(&new).deleting;
-    match args.output {
+    let text = match args.output {
         Output::Json => {
             let v = serde_json::json!({
                 "allowed": decision.violations.allowed(),
@@ -271,13 +275,12 @@ pub fn check(args: &CheckArgs, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
                 "patch": decision.patch,
                 "warnings": decision.warnings,
             });
-            let _ = writeln!(
-                out,
-                "{}",
-                serde_json::to_string_pretty(&v).unwrap_or_default()
-            );
+            format!("{}\n", serde_json::to_string_pretty(&v).unwrap_or_default())
         }
         Output::Text => {
+            // Writing to a String cannot fail.
+            use std::fmt::Write as _;
+            let mut text = String::new();
             let verdict = if decision.violations.allowed() {
                 "ALLOWED".to_string()
             } else {
@@ -288,31 +291,35 @@ pub fn check(args: &CheckArgs, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
                 )
             };
             let _ = writeln!(
-                out,
+                text,
                 "{verdict}: {from} -> {to}{}",
                 if deleting { " (deleting)" } else { "" }
             );
             // Denying violations first, then the allowed ones with what became of them.
             for v in decision.violations.iter().filter(|v| v.denies()) {
-                let _ = writeln!(out, "  {}", v.line());
+                let _ = writeln!(text, "  {}", v.line());
             }
             for v in decision.violations.iter().filter(|v| !v.denies()) {
-                let _ = writeln!(out, "  [{}] ({}) {}", v.rule, v.action, v.message);
+                let _ = writeln!(text, "  [{}] ({}) {}", v.rule, v.action, v.message);
             }
             if !decision.patch.0.is_empty() {
                 let _ = writeln!(
-                    out,
+                    text,
                     "defaulting (JSONPatch, {} operation(s)):",
                     decision.patch.0.len()
                 );
                 for op in &decision.patch.0 {
-                    let _ = writeln!(out, "  {}", serde_json::to_string(op).unwrap_or_default());
+                    let _ = writeln!(text, "  {}", serde_json::to_string(op).unwrap_or_default());
                 }
             }
             if !writer_checked {
-                let _ = writeln!(out, "note: writer not checked (no --user)");
+                let _ = writeln!(text, "note: writer not checked (no --user)");
             }
+            text
         }
+    };
+    if let Err(code) = emit(out, err, &text) {
+        return code;
     }
     if decision.violations.allowed() {
         EXIT_ALLOWED
@@ -321,7 +328,7 @@ pub fn check(args: &CheckArgs, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
     }
 }
 
-/// Runs `kim policy`.
+/// Runs `kim policy`; writes the document to `out`, errors to `err` (exit 2).
 pub fn policy(args: &PolicyCmdArgs, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
     if args.runtime_namespace.is_some() {
         return fail(
@@ -329,27 +336,40 @@ pub fn policy(args: &PolicyCmdArgs, out: &mut dyn Write, err: &mut dyn Write) ->
             "--runtime-namespace is no longer accepted: the generated bindings judge Runtime status writes in every namespace, as kim's webhook configurations do (the status model does not depend on the namespace); drop the flag",
         );
     }
-    match args.policy.load() {
+    let document = match args.policy.load() {
         Ok(p) if args.format == Format::Vap => {
             if let Err(e) = status::vap::check_size(&p) {
                 return fail(err, &e);
             }
-            let _ = write!(out, "{}", status::vap::yaml(&p));
-            EXIT_ALLOWED
+            status::vap::yaml(&p)
         }
         Ok(p) if args.format == Format::Map => {
             if let Err(e) = status::map::check_size(&p) {
                 return fail(err, &e);
             }
-            let _ = write!(out, "{}", status::map::yaml(&p));
-            EXIT_ALLOWED
+            status::map::yaml(&p)
         }
-        Ok(p) => {
-            let _ = write!(out, "{}", render::render(&p, args.format));
-            EXIT_ALLOWED
-        }
-        Err(e) => fail(err, &e.to_string()),
-    }
+        Ok(p) => render::render(&p, args.format),
+        Err(e) => return fail(err, &e.to_string()),
+    };
+    emit(out, err, &document).err().unwrap_or(EXIT_ALLOWED)
+}
+
+/// Runs `kim crd`; writes the CRD (YAML) to `out`, a write error to `err` (exit 2).
+pub fn crd(out: &mut dyn Write, err: &mut dyn Write) -> u8 {
+    emit(out, err, &crate::crd::crd_yaml())
+        .err()
+        .unwrap_or(EXIT_ALLOWED)
+}
+
+/// Writes a command's whole output to `out` and flushes it.
+///
+/// Errors: the output cannot be written (a closed pipe, a full disk: `kim policy > /dev/full`);
+/// one line on `err`, and the exit code ([`EXIT_INPUT`]): the command did not do its job.
+fn emit(out: &mut dyn Write, err: &mut dyn Write, text: &str) -> Result<(), u8> {
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(|e| fail(err, &format!("cannot write the output: {e}")))
 }
 
 /// The API server's schema check ([`schema::check`]) of each labelled object: one line per

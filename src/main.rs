@@ -42,15 +42,13 @@ fn main() -> ExitCode {
         Command::Check(a) => offline(|out, err| cli::check(&a, out, err)),
         Command::Audit(a) => audit(a),
         Command::Policy(a) => offline(|out, err| cli::policy(&a, out, err)),
-        Command::Crd => offline(|out, _| {
-            let _ = write!(out, "{}", kim::crd::crd_yaml());
-            cli::EXIT_ALLOWED
-        }),
+        Command::Crd => offline(cli::crd),
     }
 }
 
 /// Runs an offline command with stdout/stderr locked. Only here: a server must never hold the
-/// stdout lock, or every log line written from another thread would block forever.
+/// stdout lock, or every log line written from another thread would block forever. The
+/// command writes and flushes its output itself and fails when that fails (`cli`).
 fn offline(f: impl FnOnce(&mut dyn Write, &mut dyn Write) -> u8) -> ExitCode {
     let mut out = std::io::stdout().lock();
     let mut err = std::io::stderr().lock();

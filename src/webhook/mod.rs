@@ -11,6 +11,7 @@
 //!   handlers (benches).
 
 pub(crate) mod certs;
+mod connections;
 pub(crate) mod devcerts;
 pub mod metrics;
 mod server;

@@ -13,8 +13,32 @@
 //! On the metrics listener (`--metrics-addr`): `GET /metrics` (OpenMetrics text; the Prometheus
 //! text format 0.0.4 for `Accept: text/plain`), plus
 //! `/healthz` and `/readyz` with the same meaning.
+//!
+//! How long an HTTPS connection stays open (fields of [`Settings`], production defaults in
+//! parentheses):
+//! - until the TLS handshake is done: `handshake_timeout` (10 s) from the TCP accept (a client
+//!   that sends no ClientHello or stops mid-handshake);
+//! - until the first request head has arrived: `header_timeout` (10 s) after the handshake (a
+//!   client that sends nothing, only the HTTP/2 preface or part of a head). hyper-util reads
+//!   the first bytes to tell HTTP/1.1 from HTTP/2 without a timer, so this is axum-server's
+//!   first-request timeout, not hyper's header read timeout;
+//! - with no request in flight: `idle_timeout` (120 s). kube-apiserver closes its own idle
+//!   connections to a webhook after 90 s (Go's `http.Transport.IdleConnTimeout`), so it closes
+//!   them first and never sends a request into kim's close. HTTP/1.1: hyper's header read
+//!   timeout, which runs from the end of a response until the next head is read, so a head
+//!   after the first may also take that long. HTTP/2: GOAWAY, then close (hyper has no idle
+//!   timeout for HTTP/2: `connections.rs`);
+//! - HTTP/2, a client that stops answering: a PING after `ping_interval` (30 s) without a
+//!   frame from it, closed when the ACK is not back within `ping_timeout` (20 s);
+//! - a request body: `body_timeout` (30 s), then a 400 review.
+//!
+//! At most `max_connections` (1024) are open; one more is closed before its handshake. A
+//! connection takes about 13 KiB after the handshake, 27 KiB (HTTP/1.1) to 34 KiB (HTTP/2)
+//! after a request (the process's RSS, debug build, 2026-12-03): 1024 fit in the shipped
+//! 128 MiB memory limit with room for the reviews, some 3 000 would not.
 
 use super::certs::{self, ReloadSettings};
+use super::connections::{Capped, PerConnection};
 use super::metrics::Metrics;
 use crate::admission::{self, Hook, Outcome};
 use crate::status::Policy;
@@ -26,7 +50,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum_server::Handle;
-use axum_server::tls_rustls::RustlsConfig;
+use axum_server::tls_rustls::{RustlsAcceptor, RustlsConfig};
 use http_body_util::BodyExt;
 use std::net::SocketAddr;
 use std::panic::AssertUnwindSafe;
@@ -43,9 +67,6 @@ pub const BODY_LIMIT: usize = 7 * 1024 * 1024;
 /// An oversized body is read and discarded up to this many bytes in total so that the client
 /// receives the 413 review instead of a reset connection; beyond it the connection is dropped.
 const DRAIN_LIMIT: u64 = 32 * 1024 * 1024;
-
-/// A request head must arrive within this time, or the connection is closed.
-const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Streams an HTTP/2 client may have open on one connection (hyper's default), and streams it
 /// may cancel before the server accepted them.
@@ -128,11 +149,33 @@ pub struct Settings {
     pub reload_interval: Duration,
     /// Watch the cert dir for changes (default true); the periodic re-read runs regardless.
     pub watch_cert_dir: bool,
+    /// Time allowed for the TLS handshake from the accepted TCP connection (default 10 s): a
+    /// client that sends no ClientHello or stops mid-handshake is closed after it.
+    pub handshake_timeout: Duration,
+    /// Time allowed after the handshake for the head of the first request (default 10 s): a
+    /// connection that sends nothing, only the HTTP/2 preface or part of a request head is
+    /// closed after it.
+    pub header_timeout: Duration,
+    /// A connection with no request in flight for this long is closed (default 120 s, longer
+    /// than the 90 s kube-apiserver keeps its own idle connections to a webhook, so that it is
+    /// the apiserver that closes them). HTTP/1.1: hyper's header read timeout, which also
+    /// bounds each request head after the first. HTTP/2: GOAWAY, then close.
+    pub idle_timeout: Duration,
+    /// HTTP/2: a PING is sent after this long without a frame from the client (default 30 s)…
+    pub ping_interval: Duration,
+    /// …and the connection closed if its ACK does not come within this time (default 20 s):
+    /// a peer that is gone or does not answer does not hold the connection.
+    pub ping_timeout: Duration,
+    /// Open HTTPS connections at most (default 1024); a new connection over it is closed before
+    /// the TLS handshake, so that connections a client keeps open cannot take the memory.
+    pub max_connections: usize,
 }
 
 impl Settings {
     /// Production defaults: `0.0.0.0:9443`, metrics on `0.0.0.0:8080`, the built-in policy,
-    /// 7 MiB body limit, 30 s body timeout, re-read every 5 s plus a directory watch.
+    /// 7 MiB body limit, 30 s body timeout, re-read every 5 s plus a directory watch, 10 s for
+    /// the handshake and for the first request head, 120 s idle, HTTP/2 PINGs after 30 s
+    /// answered within 20 s, 1024 connections.
     pub(crate) fn new(cert_dir: impl Into<PathBuf>) -> Settings {
         Settings {
             addr: SocketAddr::from(([0, 0, 0, 0], 9443)),
@@ -143,6 +186,12 @@ impl Settings {
             body_timeout: Duration::from_secs(30),
             reload_interval: Duration::from_secs(5),
             watch_cert_dir: true,
+            handshake_timeout: Duration::from_secs(10),
+            header_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(120),
+            ping_interval: Duration::from_secs(30),
+            ping_timeout: Duration::from_secs(20),
+            max_connections: 1024,
         }
     }
 
@@ -249,15 +298,24 @@ async fn start_serving(settings: Settings, hooks: Option<Router>) -> anyhow::Res
     });
 
     let handle = Handle::new();
-    let mut server = axum_server::tls_rustls::from_tcp_rustls(listener, tls.clone())
+    let acceptor = RustlsAcceptor::new(tls.clone())
+        .handshake_timeout(settings.handshake_timeout)
+        .acceptor(Capped::new(settings.max_connections));
+    // hyper-util's detection of HTTP/1.1 or HTTP/2 waits for the client's first bytes without a
+    // timer, and hyper's header read timeout starts only after it: without the first-request
+    // timeout, a client that completes the handshake and sends nothing keeps its connection.
+    let mut server = axum_server::from_tcp(listener)
         .context("HTTPS listener")?
-        .handle(handle.clone());
-    // axum-server turns hyper's header read timeout off; a client that never finishes its
-    // request head (slowloris) would keep its connection forever.
+        .acceptor(acceptor)
+        .handle(handle.clone())
+        .first_request_timeout(settings.header_timeout);
+    // axum-server turns hyper's header read timeout off. It runs from the end of one response
+    // until the next request head is read, so it is the idle timeout of HTTP/1.1 (the first
+    // request head is bounded by the first-request timeout above).
     server
         .http_builder()
         .http1()
-        .header_read_timeout(HEADER_READ_TIMEOUT);
+        .header_read_timeout(settings.idle_timeout);
     // kube-apiserver cancels every call that reaches the webhook's `timeoutSeconds`; a busy
     // replica may not have accepted those streams yet. h2 allows 20 such resets per connection,
     // then closes it with GOAWAY ENHANCE_YOUR_CALM, failing every other call on it (measured:
@@ -267,9 +325,14 @@ async fn start_serving(settings: Settings, hooks: Option<Router>) -> anyhow::Res
         .http_builder()
         .http2()
         .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
-        .max_pending_accept_reset_streams(MAX_CONCURRENT_STREAMS as usize);
-    let app = router(state.clone(), hooks);
-    let server = tokio::spawn(server.serve(app.into_make_service()));
+        .max_pending_accept_reset_streams(MAX_CONCURRENT_STREAMS as usize)
+        .keep_alive_interval(settings.ping_interval)
+        .keep_alive_timeout(settings.ping_timeout);
+    let app = PerConnection {
+        app: router(state.clone(), hooks),
+        idle_timeout: settings.idle_timeout,
+    };
+    let server = tokio::spawn(server.serve(app));
 
     let (metrics_stop, mut stop_rx) = tokio::sync::watch::channel(false);
     let metrics_app = metrics_router(state.clone());

@@ -319,6 +319,51 @@ fn crd_command_prints_the_committed_crd() {
     assert_eq!(stdout(&o), committed);
 }
 
+/// A command whose output cannot be written fails as an unreadable input does: exit 2 and one
+/// line on stderr naming the cause, for stdout on a full device (`kim policy > /dev/full`) and
+/// on a pipe whose reader is gone (`kim policy | true`: Rust ignores SIGPIPE, so the write
+/// fails with EPIPE). Exit 0 here would tell a script that a truncated or missing policy,
+/// CRD or verdict was written.
+#[test]
+fn output_that_cannot_be_written_is_an_error() {
+    let review = samples_dir().join("admission").join(&sample_reviews()[0].0);
+    let runtime = samples_dir().join("runtimes").join(&sample_runtimes()[0].0);
+    let (review, runtime) = (review.to_str().unwrap(), runtime.to_str().unwrap());
+    let commands: [&[&str]; 7] = [
+        &["policy"],
+        &["policy", "--format", "json"],
+        &["policy", "--format", "vap"],
+        &["policy", "--format", "map"],
+        &["crd"],
+        &["review", review],
+        &["check", "--old", "none", "--new", runtime],
+    ];
+    for args in commands {
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .expect("/dev/full");
+        let (reader, closed) = std::io::pipe().unwrap();
+        drop(reader);
+        for (stdout, cause) in [
+            (Stdio::from(full), "No space left on device"),
+            (Stdio::from(closed), "Broken pipe"),
+        ] {
+            let o = Command::new(env!("CARGO_BIN_EXE_kim"))
+                .args(args)
+                .stdout(stdout)
+                .output()
+                .expect("run kim");
+            assert_clean_error(&o);
+            let e = stderr(&o);
+            assert!(
+                e.starts_with("kim: cannot write the output: ") && e.contains(cause),
+                "{args:?}: {e}"
+            );
+        }
+    }
+}
+
 /// The shipped ValidatingAdmissionPolicy (`manifests/overlays/policy`, linked into the chart)
 /// is what its kustomization says generates it; `--runtime-namespace` (which bound the policy
 /// to one namespace in earlier kims) is refused saying why, with any format.
