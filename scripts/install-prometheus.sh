@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs Debian's `prometheus` package (Prometheus 2.42 and promtool) for the operations-kit
-# tests (tests/suite/ops_rules.rs, tests/suite/ops_metrics.rs, tests/suite/prometheus.rs). Idempotent: does
+# tests (tests/suite/ops_rules.rs, tests/suite/real_ops.rs, tests/suite/prometheus.rs). Idempotent: does
 # nothing when both binaries are there. Needs root and apt-get (CI runs as root on Debian);
 # exits non-zero when it cannot install.
 #

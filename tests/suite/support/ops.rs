@@ -1,4 +1,4 @@
-//! Helpers of the operations-kit tests (`ops_rules`, `ops_metrics`, `prometheus`): the files of
+//! Helpers of the operations-kit tests (`ops_rules`, `real_ops`, `prometheus`): the files of
 //! `manifests/overlays/monitoring`, the tools of Debian's `prometheus` package (`promtool`,
 //! `prometheus`; installed by `scripts/install-prometheus.sh`), and the metric names a PromQL
 //! expression reads.
