@@ -7,8 +7,8 @@
 //! holes this leaves in the middle of the heaps stay resident until reused, so the RSS grows
 //! well past the live heap (1.7× at 3 000 Runtimes, BENCHMARKS.md). `malloc_trim(0)` walks the
 //! arenas and hands every whole free page back (`madvise(MADV_DONTNEED)`); it keeps the
-//! allocations where they are, so it costs no copying, only the walk (milliseconds for a
-//! heap of 100 MiB, on a blocking thread).
+//! allocations where they are, so it costs no copying, only the walk, which runs on a blocking
+//! thread.
 
 use std::time::Duration;
 
