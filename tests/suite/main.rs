@@ -8,7 +8,6 @@ mod support;
 
 mod admission;
 mod api_samples;
-mod audit;
 mod audit_faults_ratcheting_and_schema;
 mod cli;
 mod control_plane;
