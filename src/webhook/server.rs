@@ -34,8 +34,12 @@
 //!
 //! At most `max_connections` (1024) are open; one more is closed before its handshake. A
 //! connection takes about 13 KiB after the handshake, 27 KiB (HTTP/1.1) to 34 KiB (HTTP/2)
-//! after a request (the process's RSS, debug build, 2026-12-03): 1024 fit in the shipped
-//! 128 MiB memory limit with room for the reviews, some 3 000 would not.
+//! after a request (the process's RSS, debug build, 2026-12-03): 1024 idle ones fit in the
+//! shipped 128 MiB memory limit, some 3 000 would not. Not bounded (measured 2026-12-03): the
+//! bodies in flight, each held whole up to [`BODY_LIMIT`] (about 20 near the limit exceed
+//! 128 MiB); an HTTP/2 client that never opens its flow-control window, or an HTTP/1.1 client
+//! that pipelines requests and never reads the answers, keeps its connection (no write
+//! timeout), so a client can hold the cap.
 
 use super::certs::{self, ReloadSettings};
 use super::connections::{Capped, PerConnection};

@@ -4,6 +4,7 @@
 //! end-to-end tests' ([`e2e`]). The status model builders are [`testenv::model`].
 #![allow(dead_code)]
 
+pub mod faults;
 pub mod logs;
 pub mod ops;
 pub mod real;

@@ -430,13 +430,25 @@ where
     pub async fn wait_for<T>(
         &self,
         what: &str,
+        f: impl FnMut(&[Seen<K>]) -> Option<T>,
+        context: impl FnOnce() -> String,
+    ) -> T {
+        self.wait_for_within(LIMIT, what, f, context).await
+    }
+
+    /// [`Recorder::wait_for`] with a limit of its own, for a state whose time grows with the
+    /// machine's load (many Runtimes under faults).
+    pub async fn wait_for_within<T>(
+        &self,
+        limit: Duration,
+        what: &str,
         mut f: impl FnMut(&[Seen<K>]) -> Option<T>,
         context: impl FnOnce() -> String,
     ) -> T {
         let mut rx = self.seen.clone();
         let mut out = None;
         let waited = tokio::time::timeout(
-            LIMIT,
+            limit,
             rx.wait_for(|h| {
                 out = f(h);
                 out.is_some()
@@ -445,7 +457,7 @@ where
         .await;
         match (waited, out) {
             (Ok(Ok(_)), Some(v)) => v,
-            _ => panic!("{what}: not within {LIMIT:?}\n{}", context()),
+            _ => panic!("{what}: not within {limit:?}\n{}", context()),
         }
     }
 
