@@ -1466,9 +1466,17 @@ async fn every_sample_is_provisioned_updated_and_deleted_while_a_rogue_client_is
             ("kube", "PATCH", "runtimes", 1),
             ("kube", "DELETE", "secrets", 1),
             ("kube", "POST", "events", 1),
-            ("gardener", "DELETE", "shoots", 1),
             ("gardener", "POST", "shoots/adminkubeconfig", 0),
         ],
+    );
+    // A pass that reads the Shoot cache before the watch delivered the controller's own DELETE
+    // deletes the Shoot once more (answered 200: Gardener's finalizer still holds it; seen on
+    // 1.37, 2026-12-03): one or two DELETEs per Runtime.
+    let shoot_deletes = window.gardener.ok("DELETE", "shoots");
+    assert!(
+        (n..=2 * n).contains(&shoot_deletes),
+        "deletion: {shoot_deletes} Shoot DELETEs for {n} Runtimes\n{}",
+        window.report()
     );
     report.push(format!(
         "  deletion ({} status writes; with the rogue's attempt 5, a GET and a denied PUT \
