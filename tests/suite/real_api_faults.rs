@@ -58,8 +58,6 @@ const TIMEOUT: Duration = Duration::from_secs(2);
 /// The administrators of every Runtime of the random-fault test (Runtimes share runtime
 /// clusters there, so they must agree on who is bound).
 const ADMINS: [&str; 2] = ["admin@myorg.com", "owner@myorg.com"];
-/// The label of the administrators' bindings kim makes in a runtime cluster.
-const BINDING_LABEL: &str = "reconciler.kyma-project.io/managed-by";
 
 /// How many tests of this module take a [`turn`] of the shared environment.
 const TESTS: usize = 4;
@@ -69,22 +67,8 @@ static ENV: SharedEnv = SharedEnv::new(TESTS, "real-api-faults-env");
 /// Waits for the turn of the calling test ([`SharedEnv::turn`]); Runtimes an earlier test
 /// left behind (its controller gone) are removed first.
 async fn turn() -> Turn {
-    ENV.turn(async |env: &RealEnv| {
-        let left = env
-            .runtimes()
-            .await
-            .list(&ListParams::default())
-            .await
-            .expect("the Runtimes");
-        for rt in left
-            .items
-            .iter()
-            .filter(|r| r.name_any().starts_with("af-"))
-        {
-            env.force_delete(&rt.name_any()).await;
-        }
-    })
-    .await
+    ENV.turn(async |env: &RealEnv| remove_left_runtimes(env).await)
+        .await
 }
 
 /// Limit of the waits for every Runtime `Ready` under faults: the time grows with the faults'

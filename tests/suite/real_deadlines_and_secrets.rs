@@ -34,9 +34,6 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 use testenv::gardenlet::{Event as Did, Operation};
 
-/// The label of the administrators' bindings kim makes in a runtime cluster.
-const BINDING_LABEL: &str = "reconciler.kyma-project.io/managed-by";
-
 /// How many tests of this module take a [`turn`] of the shared environment.
 const TESTS: usize = 5;
 
@@ -45,22 +42,8 @@ static ENV: SharedEnv = SharedEnv::new(TESTS, "real-deadlines-env");
 /// Waits for the turn of the calling test ([`SharedEnv::turn`]); Runtimes an earlier test
 /// left behind (its controller gone) are removed first.
 async fn turn() -> Turn {
-    ENV.turn(async |env: &RealEnv| {
-        let left = env
-            .runtimes()
-            .await
-            .list(&ListParams::default())
-            .await
-            .expect("the Runtimes");
-        for rt in left
-            .items
-            .iter()
-            .filter(|r| r.name_any().starts_with("af-"))
-        {
-            env.force_delete(&rt.name_any()).await;
-        }
-    })
-    .await
+    ENV.turn(async |env: &RealEnv| remove_left_runtimes(env).await)
+        .await
 }
 
 /// `kim controller` (the binary, with the clients it builds itself, `--request-timeout-seconds

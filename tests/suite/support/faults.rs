@@ -640,3 +640,24 @@ pub async fn version(
         )
         .await
 }
+
+/// The label of the administrators' bindings kim makes in a runtime cluster.
+pub const BINDING_LABEL: &str = "reconciler.kyma-project.io/managed-by";
+
+/// Force-deletes the Runtimes (named `af-…`) an earlier fault test left behind, its controller
+/// gone: the reset of a shared environment's turn.
+pub async fn remove_left_runtimes(env: &RealEnv) {
+    let left = env
+        .runtimes()
+        .await
+        .list(&kube::api::ListParams::default())
+        .await
+        .expect("the Runtimes");
+    for rt in left
+        .items
+        .iter()
+        .filter(|r| r.name_any().starts_with("af-"))
+    {
+        env.force_delete(&rt.name_any()).await;
+    }
+}
