@@ -2335,6 +2335,18 @@ impl Controller {
             .collect()
     }
 
+    /// The lines it logged about a status write answered 409 (logged at debug, so only with
+    /// `APISERVER_BENCH_CONTROLLER_RUST_LOG=kim=debug`), at most `top`.
+    fn conflicts(&self, top: usize) -> Vec<String> {
+        self.proc
+            .stdout()
+            .lines()
+            .filter(|l| l.contains("409 Conflict"))
+            .take(top)
+            .map(str::to_string)
+            .collect()
+    }
+
     fn stop(&mut self) {
         self.proc.terminate(Duration::from_secs(30));
     }
@@ -2708,6 +2720,9 @@ async fn scale_part(cfg: &Config, n: usize, build: &Build) -> anyhow::Result<Sca
     print_by_resource("runtime cluster", &prov_runtime.by, n);
     for w in ctl.warnings(5) {
         println!("     {w}");
+    }
+    for c in ctl.conflicts(10) {
+        println!("     {c}");
     }
 
     // The first complete reconcile pass of a controller started cold with all N Ready. It

@@ -228,6 +228,34 @@ impl<K: Resource<DynamicType = ()> + Clone + 'static> Cached<K> {
         written
     }
 
+    /// What the cache knows of object `name`, for a log line after a write it served went
+    /// stale (a 409): the store's resourceVersion, and the age and replaced versions of the
+    /// own write on top of it, if any.
+    pub(crate) fn explain(&self, name: &str) -> String {
+        let stored = self
+            .store
+            .get(&ObjectRef::new(name).within(&self.namespace))
+            .and_then(|o| o.resource_version());
+        let memory = self.lock();
+        let own = memory.own.get(name).map(|o| {
+            format!(
+                "own write {:?} {} ms old replacing {:?}",
+                o.written.resource_version(),
+                o.at.elapsed().as_millis(),
+                o.replaced
+            )
+        });
+        let delivered = memory
+            .delivered
+            .get(name)
+            .map(|(v, at)| format!("delivered {v:?}, last {} ms ago", at.elapsed().as_millis()));
+        format!(
+            "store {stored:?}; {}; {}",
+            own.as_deref().unwrap_or("no own write"),
+            delivered.as_deref().unwrap_or("nothing delivered lately")
+        )
+    }
+
     /// Forgets the own writes of `name` (deleted).
     pub(crate) fn forget(&self, name: &str) {
         self.lock().own.remove(name);

@@ -285,6 +285,12 @@ impl<'a> Pass<'a> {
                 Ok(written) => break written,
                 Err(e) if error::is_conflict(&e) && !reread => {
                     reread = true;
+                    tracing::debug!(
+                        runtime = %self.key(),
+                        sent = ?self.rt.resource_version(),
+                        cache = %self.ctx.caches.runtimes.explain(&self.rt.name_any()),
+                        "status write answered 409 Conflict; reading the Runtime again"
+                    );
                     self.reread_after_conflict(e).await?;
                 }
                 Err(e) => {
