@@ -28,6 +28,7 @@ use kube::ResourceExt;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use serde_json::json;
+use std::borrow::Cow;
 
 /// Writes `Terminating`, `Deprovisioned=False/GardenerErr` and returns the error (deletion
 /// reports every error, see [`Pass::reports`]).
@@ -133,6 +134,10 @@ async fn owned_shoot(pass: &mut Pass<'_>) -> Result<Option<Shoot>, Error> {
 async fn request_deletion(pass: &mut Pass<'_>, shoot: &Shoot) -> Result<Action, Error> {
     let ctx = pass.ctx;
     let name = shoot.name_any();
+    // The copy the deletion replaces: the annotated one once the annotation is written. Recorded
+    // as replacing the unannotated copy, the deletion would not stand in the cache when the
+    // watch delivered the annotation first, and the next pass would delete again.
+    let mut latest = Cow::Borrowed(shoot);
     if !confirmed(shoot) {
         let patch = json!({"metadata": {"annotations": {ANNOTATION_CONFIRM_DELETION: "true"}}});
         let annotated = timed(
@@ -143,7 +148,10 @@ async fn request_deletion(pass: &mut Pass<'_>, shoot: &Shoot) -> Result<Action, 
         )
         .await;
         match annotated {
-            Ok(annotated) => wrote_shoot(ctx, &name, Some(shoot), &annotated),
+            Ok(annotated) => {
+                wrote_shoot(ctx, &name, Some(shoot), &annotated);
+                latest = Cow::Owned(annotated);
+            }
             Err(e) if error::is_not_found(&e) => {}
             Err(e) => {
                 let what = format!("confirming the deletion of Shoot {name}");
@@ -160,7 +168,7 @@ async fn request_deletion(pass: &mut Pass<'_>, shoot: &Shoot) -> Result<Action, 
     {
         Ok(answer) => {
             if let Some(deleting) = answer.left() {
-                wrote_shoot(ctx, &name, Some(shoot), &deleting);
+                wrote_shoot(ctx, &name, Some(&latest), &deleting);
             }
             tracing::info!(runtime = %pass.key(), shoot = %name, "Shoot deletion requested")
         }
