@@ -78,16 +78,25 @@ fn strip_managed_fields<K: Resource>(object: &mut K) {
 /// kubectl's annotation holding the last applied configuration.
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
+/// Objects per page of a cache's first list (kube-runtime's default is 500). A page is decoded
+/// whole, with what the cache then drops (`managedFields`, a Shoot's conditions and
+/// constraints): 500 Shoots of ~19 KiB held at once raised a cold start's peak above the
+/// provisioning's at 10 000 Runtimes (BENCHMARKS.md). 100 per page cost 100 LISTs per cache at
+/// 10 000, each from the API server's watch cache.
+const LIST_PAGE_SIZE: u32 = 100;
+
 /// The watch configuration of every cache. Streamed ([`Settings::streaming_lists`]): the first
 /// list arrives as watch events, one object at a time, so no list answer is ever held whole (a
 /// cold start at 10 000 Runtimes peaks about a tenth lower, BENCHMARKS.md). Otherwise the
 /// first list comes from the API server's watch cache (`resourceVersion=0`) rather than a
-/// quorum read of etcd.
+/// quorum read of etcd, in pages of [`LIST_PAGE_SIZE`].
 fn watch_config(ctx: &Ctx) -> watcher::Config {
     if ctx.settings.streaming_lists {
         watcher::Config::default().streaming_lists()
     } else {
-        watcher::Config::default().any_semantic()
+        watcher::Config::default()
+            .any_semantic()
+            .page_size(LIST_PAGE_SIZE)
     }
 }
 
