@@ -29,7 +29,7 @@
 //! Lease's and the kubeconfig Secret's versions from watches. Tests wait for a state that stays
 //! (`Ready`, a Runtime gone, a counter past a value, a gauge of a replica that leads or not).
 //!
-//! The tests share one environment ([`turn`]): started by the first, used by one test at a time
+//! The tests share one environment ([`turn`], `support/real_shared.rs`): started by the first, used by one test at a time
 //! (each starts the controllers it needs and stops them), stopped after the last. Each test
 //! names its Runtimes (and so Shoots, Secrets and runtime clusters) on its own.
 
@@ -39,17 +39,19 @@ use crate::support::ops::{
 };
 use crate::support::real::{NS, VALIDATE_HOOK, repo};
 use crate::support::real_controller::*;
+use crate::support::real_shared::{Recorder, Seen, SharedEnv, Turn};
 use crate::support::reconciler::{CONTROLLER_USER, GARDEN_NS};
-use futures::StreamExt as _;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::api::events::v1::Event as K8sEvent;
 use k8s_openapi::api::rbac::v1::RoleBinding;
 use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::runtime::conditions::is_deleted;
-use kube::runtime::{WatchStreamExt as _, watcher};
-use kube::{Api, Resource, ResourceExt};
+use kube::runtime::watcher;
+use kube::{Api, ResourceExt};
 use serde_json::{Value, json};
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 use testenv::process::Process;
@@ -59,174 +61,55 @@ use testenv::process::Process;
 /// How many tests of this module use the shared environment: it stops after the last of them.
 const TESTS: usize = 6;
 
-struct Shared {
-    /// First field: dropped before the runtime its gardenlet runs on.
-    env: RealEnv,
-    /// Every `runtimes/status` write kube-apiserver sent to validation, recorded by a test
-    /// admission webhook beside kim's (it allows them all).
-    status_writes: AdmissionHook,
-    /// Where the gardenlet and the recording webhook run: the tests' own runtimes end with
-    /// each test.
-    _runtime: tokio::runtime::Runtime,
-}
+/// The module's environment; what it adds records every `runtimes/status` write kube-apiserver
+/// sent to validation: a test admission webhook beside kim's (it allows them all).
+static ENV: SharedEnv<AdmissionHook> =
+    SharedEnv::with_setup(TESTS, "real-ops-env", record_status_writes);
 
-struct Slot {
-    shared: Option<Arc<Shared>>,
-    /// Stops the webhook process and removes the kubeconfig directory when this process exits
-    /// without the last test having stopped the environment (a filtered run): its standard
-    /// input is a pipe from this process, and it acts on end of file. The control planes stop
-    /// the same way on their own.
-    watchdog: Option<std::process::Child>,
-    finished: usize,
-}
-
-static SLOT: tokio::sync::Mutex<Slot> = tokio::sync::Mutex::const_new(Slot {
-    shared: None,
-    watchdog: None,
-    finished: 0,
-});
-
-/// One test's use of the shared environment: the others wait until it is dropped.
-struct Turn {
-    slot: tokio::sync::MutexGuard<'static, Slot>,
-    shared: Option<Arc<Shared>>,
-}
-
-impl std::ops::Deref for Turn {
-    type Target = RealEnv;
-    fn deref(&self) -> &RealEnv {
-        &self.shared().env
-    }
-}
-
-impl Drop for Turn {
-    fn drop(&mut self) {
-        let mine = self.shared.take();
-        self.slot.finished += 1;
-        if self.slot.finished < TESTS {
-            return;
-        }
-        if let Some(mut w) = self.slot.watchdog.take() {
-            let _ = w.kill();
-            let _ = w.wait();
-        }
-        drop(mine);
-        if let Some(shared) = self.slot.shared.take().and_then(Arc::into_inner) {
-            // A runtime cannot be dropped on one of another runtime's threads.
-            let _ = std::thread::spawn(move || drop(shared)).join();
-        }
-    }
-}
-
-impl Turn {
-    fn shared(&self) -> &Shared {
-        self.shared.as_ref().expect("the environment")
-    }
-
-    /// The statuses the controller's user wrote to Runtime `name` so far (each write's
-    /// `object.status`, in the order kube-apiserver sent them to validation).
-    fn controller_writes(&self, name: &str) -> Vec<Value> {
-        self.shared()
-            .status_writes
-            .seen()
-            .into_iter()
-            .filter(|(r, _)| {
-                r["namespace"] == NS
-                    && r["name"] == name
-                    && r["userInfo"]["username"] == CONTROLLER_USER
-            })
-            .map(|(r, _)| r["object"]["status"].clone())
-            .collect()
-    }
-}
-
-/// Waits for the turn of the calling test, starting the environment if no test did yet, and
-/// undoes what an earlier test may have left behind when it failed half-way: the gardenlet
-/// paused, Runtimes (their finalizers removed).
-async fn turn() -> Turn {
-    let mut slot = SLOT.lock().await;
-    let shared = match &slot.shared {
-        Some(s) => s.clone(),
-        None => {
-            let s = Arc::new(start_shared().await);
-            slot.watchdog = Some(watchdog(&s.env));
-            slot.shared = Some(s.clone());
-            s
-        }
-    };
-    let env = &shared.env;
-    env.gardenlet.resume();
-    let left = env
-        .runtimes()
+fn record_status_writes(env: &RealEnv) -> Pin<Box<dyn Future<Output = AdmissionHook> + Send + '_>> {
+    Box::pin(async move {
+        let rules = json!([{
+            "apiGroups": ["infrastructuremanager.kyma-project.io"], "apiVersions": ["v1"],
+            "resources": ["runtimes/status"], "operations": ["UPDATE"],
+        }]);
+        install_admission_hook(env.stack.cp.admin().await, "status-writes", rules, |_| {
+            Admission::Allow
+        })
         .await
-        .list(&Default::default())
-        .await
-        .expect("listing the Runtimes");
-    for rt in left.items {
-        eprintln!("removing Runtime {} left by an earlier test", rt.name_any());
-        env.force_delete(&rt.name_any()).await;
-    }
-    Turn {
-        slot,
-        shared: Some(shared),
-    }
+    })
 }
 
-async fn start_shared() -> Shared {
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("real-ops-env")
-            .enable_all()
-            .build()
-            .expect("a runtime for the shared environment");
-        let (env, status_writes) = runtime.block_on(async {
-            let env = RealEnv::start().await;
-            let rules = json!([{
-                "apiGroups": ["infrastructuremanager.kyma-project.io"], "apiVersions": ["v1"],
-                "resources": ["runtimes/status"], "operations": ["UPDATE"],
-            }]);
-            let hook =
-                install_admission_hook(env.stack.cp.admin().await, "status-writes", rules, |_| {
-                    Admission::Allow
-                })
-                .await;
-            (env, hook)
-        });
-        let _ = tx.send((runtime, env, status_writes));
-    });
-    let (runtime, env, status_writes) = rx
-        .await
-        .expect("the shared environment did not start (its panic is printed above)");
-    Shared {
-        env,
-        status_writes,
-        _runtime: runtime,
-    }
+/// Waits for the turn of the calling test ([`SharedEnv::turn`]); Runtimes an earlier test left
+/// behind when it failed half-way are removed (their finalizers too).
+async fn turn() -> Turn<AdmissionHook> {
+    ENV.turn(async |env: &RealEnv| {
+        let left = env
+            .runtimes()
+            .await
+            .list(&Default::default())
+            .await
+            .expect("listing the Runtimes");
+        for rt in left.items {
+            eprintln!("removing Runtime {} left by an earlier test", rt.name_any());
+            env.force_delete(&rt.name_any()).await;
+        }
+    })
+    .await
 }
 
-fn watchdog(env: &RealEnv) -> std::process::Child {
-    let webhook = env
-        .stack
-        .webhook
-        .as_ref()
-        .expect("the webhook runs")
-        .proc
-        .id();
-    std::process::Command::new("sh")
-        .args([
-            "-c",
-            r#"cat >/dev/null; kill -TERM "$1" 2>/dev/null; rm -rf "$2""#,
-            "kim-test-watchdog",
-            &webhook.to_string(),
-        ])
-        .arg(env.dir.path())
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("spawn the watchdog")
+/// The statuses the controller's user wrote to Runtime `name` so far (each write's
+/// `object.status`, in the order kube-apiserver sent them to validation).
+fn controller_writes(env: &Turn<AdmissionHook>, name: &str) -> Vec<Value> {
+    env.extra()
+        .seen()
+        .into_iter()
+        .filter(|(r, _)| {
+            r["namespace"] == NS
+                && r["name"] == name
+                && r["userInfo"]["username"] == CONTROLLER_USER
+        })
+        .map(|(r, _)| r["object"]["status"].clone())
+        .collect()
 }
 
 // ---- metrics ----
@@ -514,76 +397,12 @@ async fn discard(env: &RealEnv, name: &str) {
 
 // ---- watch histories ----
 
-/// Every version of the objects one watch delivered, in order (after an error the watch
-/// resumes, listing again if it must: a version passed over meanwhile is missing, the latest
-/// is not).
-struct Versions<K> {
-    seen: tokio::sync::watch::Receiver<Vec<K>>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl<K> Drop for Versions<K> {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-impl<K> Versions<K>
-where
-    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
-{
-    /// Starts the watch; returns once its first list is in.
-    async fn record(api: Api<K>, config: watcher::Config) -> Versions<K> {
-        let (tx, seen) = tokio::sync::watch::channel(Vec::new());
-        let (listed_tx, listed) = tokio::sync::oneshot::channel();
-        let task = tokio::spawn(async move {
-            let mut listed_tx = Some(listed_tx);
-            let mut stream = std::pin::pin!(watcher(api, config).default_backoff());
-            while let Some(event) = stream.next().await {
-                match event {
-                    Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => {
-                        tx.send_modify(|h| h.push(o))
-                    }
-                    Ok(watcher::Event::InitDone) => {
-                        if let Some(l) = listed_tx.take() {
-                            let _ = l.send(());
-                        }
-                    }
-                    _ => {}
-                }
-            }
-        });
-        tokio::time::timeout(LIMIT, listed)
-            .await
-            .unwrap_or_else(|_| panic!("no first list of a recording watch within {LIMIT:?}"))
-            .expect("the recording watch");
-        Versions { seen, task }
-    }
-
-    fn all(&self) -> Vec<K> {
-        self.seen.borrow().clone()
-    }
-
-    /// Waits (at most [`LIMIT`]) until `f` finds something in the versions so far.
-    async fn wait_for<T>(&self, what: &str, mut f: impl FnMut(&[K]) -> Option<T>) -> T {
-        let mut rx = self.seen.clone();
-        let mut out = None;
-        let waited = tokio::time::timeout(
-            LIMIT,
-            rx.wait_for(|h| {
-                out = f(h);
-                out.is_some()
-            }),
-        )
-        .await;
-        match (waited, out) {
-            (Ok(Ok(_)), Some(v)) => v,
-            _ => panic!(
-                "{what}: not within {LIMIT:?}; versions: {:#?}",
-                self.seen.borrow()
-            ),
-        }
-    }
+/// The objects a [`Recorder`] delivered as added, modified or listed, in order.
+fn applied<K: Clone>(history: &[Seen<K>]) -> Vec<K> {
+    history
+        .iter()
+        .filter_map(|s| s.applied().cloned())
+        .collect()
 }
 
 /// The converter configuration the controllers run with (`docs/config.example.yaml`).
@@ -735,7 +554,7 @@ async fn both_processes_export_the_traffic_and_what_the_dashboard_and_the_alerts
             "old state gone: {series}\n{text}"
         );
     }
-    let writes = env.controller_writes(name).len() as f64;
+    let writes = controller_writes(&env, name).len() as f64;
     let issued = kubeconfigs.dispatched().await as f64;
     kubeconfigs.remove().await;
     for (series, want) in [
@@ -802,7 +621,7 @@ async fn both_processes_export_the_traffic_and_what_the_dashboard_and_the_alerts
     let after = scrape(&wh).await;
     assert_eq!(
         writes,
-        env.controller_writes(name).len() as f64,
+        controller_writes(&env, name).len() as f64,
         "no status write since"
     );
     for (series, want) in [
@@ -960,16 +779,18 @@ fn micro(t: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime>) 
     t.map(|t| t.0.as_nanosecond()).expect("a MicroTime")
 }
 
-impl Versions<Lease> {
-    /// The Lease's versions once one held by `identity` is among them.
-    async fn held_by(&self, identity: &str) -> Vec<Lease> {
-        self.wait_for(&format!("{identity} in the Lease's history"), |v| {
-            v.iter()
-                .any(|l| holder(l) == Some(identity))
-                .then(|| v.to_vec())
-        })
+/// The Lease's versions once one held by `identity` is among them.
+async fn held_by(history: &Recorder<Lease>, identity: &str) -> Vec<Lease> {
+    history
+        .wait_for(
+            &format!("{identity} in the Lease's history"),
+            |h| {
+                let v = applied(h);
+                v.iter().any(|l| holder(l) == Some(identity)).then_some(v)
+            },
+            || format!("{:#?}", applied(&history.since(0))),
+        )
         .await
-    }
 }
 
 /// In the Lease's history, where `new` took it from `old`: (when `old`'s last renewal before
@@ -1010,7 +831,7 @@ async fn only_the_lease_holder_reconciles_and_reports_and_a_standby_takes_over()
     let env = turn().await;
     let admin = env.stack.cp.admin().await;
     let leases: Api<Lease> = Api::namespaced(admin.clone(), LEASE.0);
-    let history = Versions::record(
+    let history = Recorder::start(
         leases.clone(),
         watcher::Config::default().fields(&format!("metadata.name={}", LEASE.1)),
     )
@@ -1087,7 +908,7 @@ async fn only_the_lease_holder_reconciles_and_reports_and_a_standby_takes_over()
     assert!(refused >= 1, "no renewal of a was refused");
     refuse.remove().await;
     let (expired, taken) = takeover(
-        &history.held_by(&b.identity).await,
+        &held_by(&history, &b.identity).await,
         &a.identity,
         &b.identity,
     );
@@ -1102,13 +923,18 @@ async fn only_the_lease_holder_reconciles_and_reports_and_a_standby_takes_over()
     let b_id = b.identity.clone();
     b.finish(&env, denied_before).await;
     history
-        .wait_for("b's release of the Lease when it stopped", |v| {
-            let b_last = v.iter().rposition(|l| holder(l) == Some(b_id.as_str()))?;
-            v[b_last..]
-                .iter()
-                .any(|l| holder(l).is_none())
-                .then_some(())
-        })
+        .wait_for(
+            "b's release of the Lease when it stopped",
+            |h| {
+                let v = applied(h);
+                let b_last = v.iter().rposition(|l| holder(l) == Some(b_id.as_str()))?;
+                v[b_last..]
+                    .iter()
+                    .any(|l| holder(l).is_none())
+                    .then_some(())
+            },
+            || format!("{:#?}", applied(&history.since(0))),
+        )
         .await;
     a.until("a leads again", |t| leader(t) == Some(1.0)).await;
     env.create_sample("azure-fremium.yaml", second).await;
@@ -1143,7 +969,7 @@ async fn only_the_lease_holder_reconciles_and_reports_and_a_standby_takes_over()
     })
     .await;
     let (expired, taken) = takeover(
-        &history.held_by(&c.identity).await,
+        &held_by(&history, &c.identity).await,
         &a_identity,
         &c.identity,
     );
@@ -1235,7 +1061,7 @@ async fn a_no_op_resync_writes_and_reads_nothing_and_runtime_clients_follow_the_
     let start = controller
         .reconciled_past(settled, "a reconcile after Ready")
         .await;
-    let writes = env.controller_writes(name).len();
+    let writes = controller_writes(&env, name).len();
     let (secrets, shoots, lists) = (
         secret_gets.dispatched().await,
         shoot_gets.dispatched().await,
@@ -1251,7 +1077,7 @@ async fn a_no_op_resync_writes_and_reads_nothing_and_runtime_clients_follow_the_
         binding_lists.dispatched().await - lists,
     );
     assert_eq!(
-        env.controller_writes(name).len(),
+        controller_writes(&env, name).len(),
         writes,
         "a no-op resync writes no status"
     );
@@ -1433,7 +1259,7 @@ async fn the_kubeconfig_is_rotated_without_status_writes() {
                 "resources": ["clusterrolebindings"], "clusterScope": true}]),
     )
     .await;
-    let secrets = Versions::record(
+    let secrets = Recorder::start(
         Api::<Secret>::namespaced(env.stack.cp.admin().await, NS),
         watcher::Config::default().fields(&format!("metadata.name=kubeconfig-{name}")),
     )
@@ -1442,24 +1268,33 @@ async fn the_kubeconfig_is_rotated_without_status_writes() {
     controller
         .reconciled_past(settled, "a reconcile after Ready")
         .await;
-    let writes = env.controller_writes(name).len();
+    let writes = controller_writes(&env, name).len();
     let (issued_before, lists_before) =
         (issued.dispatched().await, binding_lists.dispatched().await);
-    let mark = secrets.all().len();
+    let mark = applied(&secrets.since(0)).len();
     let kubeconfig = |s: &Secret| s.data.as_ref().and_then(|d| d.get("config")).cloned();
-    let first = kubeconfig(secrets.all().last().expect("the kubeconfig Secret"));
+    let first = kubeconfig(
+        applied(&secrets.since(0))
+            .last()
+            .expect("the kubeconfig Secret"),
+    );
     // Two rotations: two more versions, each with a kubeconfig of its own.
     secrets
-        .wait_for("two rotations of the kubeconfig", |v| {
-            let mut seen = vec![first.clone()];
-            for s in &v[mark..] {
-                let k = kubeconfig(s);
-                if !seen.contains(&k) {
-                    seen.push(k);
+        .wait_for(
+            "two rotations of the kubeconfig",
+            |h| {
+                let v = applied(h);
+                let mut seen = vec![first.clone()];
+                for s in &v[mark..] {
+                    let k = kubeconfig(s);
+                    if !seen.contains(&k) {
+                        seen.push(k);
+                    }
                 }
-            }
-            (seen.len() >= 3).then_some(())
-        })
+                (seen.len() >= 3).then_some(())
+            },
+            || format!("{} versions of the Secret", secrets.len()),
+        )
         .await;
     let both = crate::support::eventually(LIMIT, || async {
         (issued.dispatched().await >= issued_before + 2
@@ -1474,7 +1309,7 @@ async fn the_kubeconfig_is_rotated_without_status_writes() {
         binding_lists.dispatched().await - lists_before
     );
     assert_eq!(
-        env.controller_writes(name).len(),
+        controller_writes(&env, name).len(),
         writes,
         "a rotation changes no status"
     );
@@ -1631,7 +1466,7 @@ async fn a_controller_policy_file_is_in_force_and_an_invalid_one_stops_start_up(
         denied.is_some(),
         "no denial counted\nstdout:\n{stdout}\nstderr:\n{stderr}"
     );
-    let written = env.controller_writes(name);
+    let written = controller_writes(&env, name);
     assert!(written.is_empty(), "status written: {written:#?}");
     assert!(
         stdout.contains("writer"),

@@ -665,149 +665,50 @@ impl HeldShootWrite {
 /// The writes a [`RealEnv::hold_shoot_writes`] hook holds, in the order gardener-apiserver sent
 /// them.
 pub struct ShootWriteHold {
-    writes: tokio::sync::mpsc::UnboundedReceiver<HeldShootWrite>,
-    configurations: Api<ValidatingWebhookConfiguration>,
-    name: String,
-    task: tokio::task::JoinHandle<()>,
+    holds: ShootWriteHolds,
+    shoot: String,
 }
 
 impl ShootWriteHold {
     /// The next held write; panics naming `what` if none comes within [`LIMIT`].
     pub async fn next(&mut self, what: &str) -> HeldShootWrite {
-        match tokio::time::timeout(LIMIT, self.writes.recv()).await {
-            Ok(Some(w)) => w,
-            _ => panic!("{what}: no such write of the Shoot within {LIMIT:?}"),
-        }
+        self.holds
+            .next(&self.shoot, what)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// Deletes the configuration (writes no longer wait), then stops the hook's server; writes
     /// still held are allowed.
     pub async fn remove(self) {
-        self.configurations
-            .delete(&self.name, &DeleteParams::default())
-            .await
-            .unwrap_or_else(|e| panic!("deleting {}: {e}", self.name));
-        self.task.abort();
+        self.holds.remove().await
     }
 }
 
 impl RealEnv {
     /// Holds every write of Shoot `shoot` with one of `operations` (`CREATE`, `UPDATE`,
     /// `DELETE`) on `resource` (`shoots`, `shoots/status`) in gardener-apiserver's admission
-    /// until the test answers it ([`ShootWriteHold::next`], [`HeldShootWrite::answer`]): a
-    /// ValidatingWebhookConfiguration (gardener-apiserver runs the admission webhooks of the
-    /// garden's configurations) pointing at a webhook server of the test's own, with the
-    /// longest timeout kube allows (30 s; a write not answered by then is allowed). Other
-    /// Shoots' writes are allowed at once. Returns once the configuration takes effect (a
-    /// dry-run Shoot creation reached the hook).
+    /// until the test answers it ([`ShootWriteHold::next`], [`HeldShootWrite::answer`]);
+    /// [`RealEnv::hold_shoot_writes_of`] for one Shoot and every write the rule selects.
     pub async fn hold_shoot_writes(
         &self,
         shoot: &str,
         resource: &str,
         operations: &[&str],
     ) -> ShootWriteHold {
-        use axum::extract::State;
-        use std::sync::atomic::{AtomicBool, Ordering};
-
-        #[derive(Clone)]
-        struct Hook {
-            target: String,
-            writes: tokio::sync::mpsc::UnboundedSender<HeldShootWrite>,
-            probed: Arc<AtomicBool>,
-        }
-        async fn review(
-            State(hook): State<Hook>,
-            axum::Json(review): axum::Json<Value>,
-        ) -> axum::Json<Value> {
-            let request = review["request"].clone();
-            let uid = request["uid"].clone();
-            let mut response = json!({"uid": uid, "allowed": true});
-            if request["dryRun"] == true {
-                hook.probed.store(true, Ordering::SeqCst);
-            } else if request["name"] == hook.target.as_str() {
-                let (tx, rx) = tokio::sync::oneshot::channel();
-                let held = HeldShootWrite {
-                    request,
-                    answer: tx,
-                };
-                if hook.writes.send(held).is_ok()
-                    && let Ok(Admission::Deny { code, message }) = rx.await
-                {
-                    response = json!({"uid": uid, "allowed": false,
-                                      "status": {"code": code, "message": message}});
-                }
-            }
-            axum::Json(json!({
-                "apiVersion": "admission.k8s.io/v1",
-                "kind": "AdmissionReview",
-                "response": response,
-            }))
-        }
-
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let certs = testenv::controlplane::WebhookCerts::generate();
-        let probed = Arc::new(AtomicBool::new(false));
-        let (tx, writes) = tokio::sync::mpsc::unbounded_channel();
-        let hook = Hook {
-            target: shoot.to_string(),
-            writes: tx,
-            probed: probed.clone(),
-        };
-        let app = axum::Router::new()
-            .route("/validate", axum::routing::post(review))
-            .with_state(hook);
-        let tls = axum_server::tls_rustls::RustlsConfig::from_pem_file(
-            certs.dir.path().join("tls.crt"),
-            certs.dir.path().join("tls.key"),
-        )
-        .await
-        .expect("the hook's serving certificate loads");
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.set_nonblocking(true).unwrap();
-        let addr = listener.local_addr().unwrap();
-        let server = axum_server::tls_rustls::from_tcp_rustls(listener, tls).expect("listener");
-        let task = tokio::spawn(async move {
-            let _ = server.serve(app.into_make_service()).await;
-        });
-        let config_name = format!("kim-test-hold-shoot-writes-{shoot}");
-        let ca_bundle =
-            base64::Engine::encode(&base64::engine::general_purpose::STANDARD, &certs.ca_pem);
-        let configuration: ValidatingWebhookConfiguration = serde_json::from_value(json!({
-            "metadata": {"name": config_name},
-            "webhooks": [{
-                "name": "hold-shoot-writes.kim-test.example.com",
-                "rules": [
-                    {"apiGroups": ["core.gardener.cloud"], "apiVersions": ["v1beta1"],
-                     "resources": [resource], "operations": operations},
-                    // The probe below: a dry-run creation.
-                    {"apiGroups": ["core.gardener.cloud"], "apiVersions": ["v1beta1"],
-                     "resources": ["shoots"], "operations": ["CREATE"]},
-                ],
-                "clientConfig": {
-                    "url": format!("https://{addr}/validate"),
-                    "caBundle": ca_bundle,
-                },
-                "sideEffects": "NoneOnDryRun",
-                "admissionReviewVersions": ["v1"],
-                // A configuration still cached after its removal calls a stopped server:
-                // ignored then.
-                "failurePolicy": "Ignore",
-                "timeoutSeconds": 30,
-            }],
-        }))
-        .unwrap();
-        let configurations: Api<ValidatingWebhookConfiguration> =
-            Api::all(self.stack.cp.admin().await);
-        configurations
-            .create(&PostParams::default(), &configuration)
-            .await
-            .expect("the hook's configuration");
-        self.probe_shoot_hook(&probed).await;
+        let rules = json!([{"apiGroups": ["core.gardener.cloud"], "apiVersions": ["v1beta1"],
+                            "resources": [resource], "operations": operations}]);
+        let holds = self
+            .hold_shoot_writes_of(
+                &format!("shoot-writes-{shoot}"),
+                &[shoot.to_string()],
+                rules,
+                |_| true,
+            )
+            .await;
         ShootWriteHold {
-            writes,
-            configurations,
-            name: config_name,
-            task,
+            holds,
+            shoot: shoot.to_string(),
         }
     }
 

@@ -1,6 +1,6 @@
-//! What the failure and adversarial tests of `kim controller` on the real servers
-//! (`real_failures`, `real_adversarial`) share: one [`RealEnv`] handed from test to test
-//! ([`SharedEnv`]), a watch that keeps every version it delivers ([`Recorder`]), one test's
+//! What the tests of `kim controller` on the real servers (`real_failures`, `real_adversarial`,
+//! `real_api_faults`, `real_deadlines_and_secrets`, `real_ops`) share: one [`RealEnv`] handed
+//! from test to test ([`SharedEnv`]), a watch that keeps every version it delivers ([`Recorder`]), one test's
 //! controller with a watch of the Runtimes started before it ([`Run`]), and the readers of the
 //! status the tests expect ([`row`], [`short`], [`w`]).
 
@@ -16,6 +16,8 @@ use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Api, Resource, ResourceExt};
 use serde_json::{Value, json};
 use std::fmt::Debug;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -24,21 +26,27 @@ use testenv::process::Process;
 
 // ---- the environment the tests share ----
 
-/// One [`RealEnv`] for the tests of one module (a `static` there): started by the first
-/// test's [`SharedEnv::turn`], used by one test at a time, stopped when the last of the
-/// module's `tests` drops its [`Turn`].
-pub struct SharedEnv {
+/// What a module adds to its [`RealEnv`] when it starts (`X`, e.g. a test admission webhook
+/// recording writes), run on the environment's own runtime.
+pub type Setup<X> = for<'a> fn(&'a RealEnv) -> Pin<Box<dyn Future<Output = X> + Send + 'a>>;
+
+/// One [`RealEnv`] for the tests of one module (a `static` there), with what the module's
+/// [`Setup`] added (`X`, [`Turn::extra`]): started by the first test's [`SharedEnv::turn`], used
+/// by one test at a time, stopped when the last of the module's `tests` drops its [`Turn`].
+pub struct SharedEnv<X: 'static = ()> {
     /// How many tests the module has.
     tests: usize,
     /// The name of the thread the environment's runtime runs on.
     thread: &'static str,
-    slot: tokio::sync::Mutex<Slot>,
+    setup: Setup<X>,
+    slot: tokio::sync::Mutex<Slot<X>>,
 }
 
 /// The environment, and what it needs to be handed from test to test.
-struct Shared {
-    /// First field: dropped before the runtime its gardenlet runs on.
+struct Shared<X> {
+    /// First fields: dropped before the runtime their tasks run on.
     env: RealEnv,
+    extra: X,
     /// The rules of the controller's Role ([`ROLE`]) and of [`GARDEN_ROLE`] as installed
     /// (restored before each test).
     rules: Vec<PolicyRule>,
@@ -49,8 +57,8 @@ struct Shared {
 }
 
 /// The shared environment, once started, and how many tests have finished with it.
-struct Slot {
-    shared: Option<Arc<Shared>>,
+struct Slot<X> {
+    shared: Option<Arc<Shared<X>>>,
     /// Stops the webhook process and removes the kubeconfig directory when this process exits
     /// without the last test having stopped the environment (a filtered run): its standard
     /// input is a pipe from this process, and it acts on end of file. The control planes stop
@@ -60,20 +68,27 @@ struct Slot {
 }
 
 /// One test's use of the shared environment: the others wait until it is dropped.
-pub struct Turn {
-    slot: tokio::sync::MutexGuard<'static, Slot>,
+pub struct Turn<X: Send + Sync + 'static = ()> {
+    slot: tokio::sync::MutexGuard<'static, Slot<X>>,
     tests: usize,
-    shared: Option<Arc<Shared>>,
+    shared: Option<Arc<Shared<X>>>,
 }
 
-impl std::ops::Deref for Turn {
+impl<X: Send + Sync> Turn<X> {
+    /// What the module's [`Setup`] added to the environment.
+    pub fn extra(&self) -> &X {
+        &self.shared.as_ref().expect("the environment").extra
+    }
+}
+
+impl<X: Send + Sync> std::ops::Deref for Turn<X> {
     type Target = RealEnv;
     fn deref(&self) -> &RealEnv {
         &self.shared.as_ref().expect("the environment").env
     }
 }
 
-impl Drop for Turn {
+impl<X: Send + Sync> Drop for Turn<X> {
     fn drop(&mut self) {
         let mine = self.shared.take();
         self.slot.finished += 1;
@@ -98,9 +113,21 @@ impl SharedEnv {
     /// The environment of a module with `tests` tests, its runtime on a thread named `thread`;
     /// nothing starts before the first [`SharedEnv::turn`].
     pub const fn new(tests: usize, thread: &'static str) -> SharedEnv {
+        SharedEnv::with_setup(tests, thread, no_setup)
+    }
+}
+
+fn no_setup(_: &RealEnv) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+    Box::pin(async {})
+}
+
+impl<X: Send + Sync + 'static> SharedEnv<X> {
+    /// [`SharedEnv::new`] with `setup` run once the environment has started.
+    pub const fn with_setup(tests: usize, thread: &'static str, setup: Setup<X>) -> SharedEnv<X> {
         SharedEnv {
             tests,
             thread,
+            setup,
             slot: tokio::sync::Mutex::const_new(Slot {
                 shared: None,
                 watchdog: None,
@@ -114,12 +141,12 @@ impl SharedEnv {
     /// gardenlet paused, the module's own objects (`reset`), the controller's or the garden
     /// user's Role changed (restored as installed, then waited for until the access the tests
     /// take away is granted again).
-    pub async fn turn(&'static self, reset: impl AsyncFnOnce(&RealEnv)) -> Turn {
+    pub async fn turn(&'static self, reset: impl AsyncFnOnce(&RealEnv)) -> Turn<X> {
         let mut slot = self.slot.lock().await;
         let shared = match &slot.shared {
             Some(s) => s.clone(),
             None => {
-                let s = Arc::new(start_shared(self.thread).await);
+                let s = Arc::new(start_shared(self.thread, self.setup).await);
                 slot.watchdog = Some(watchdog(&s.env));
                 slot.shared = Some(s.clone());
                 s
@@ -146,7 +173,7 @@ impl SharedEnv {
     }
 }
 
-async fn start_shared(thread: &'static str) -> Shared {
+async fn start_shared<X: Send + 'static>(thread: &'static str, setup: Setup<X>) -> Shared<X> {
     let (tx, rx) = tokio::sync::oneshot::channel();
     std::thread::spawn(move || {
         let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -155,17 +182,22 @@ async fn start_shared(thread: &'static str) -> Shared {
             .enable_all()
             .build()
             .expect("a runtime for the shared environment");
-        let env = runtime.block_on(RealEnv::start());
+        let (env, extra) = runtime.block_on(async {
+            let env = RealEnv::start().await;
+            let extra = setup(&env).await;
+            (env, extra)
+        });
         // Not taken (the test is gone): dropped here, off every runtime.
-        let _ = tx.send((runtime, env));
+        let _ = tx.send((runtime, env, extra));
     });
-    let (runtime, env) = rx
+    let (runtime, env, extra) = rx
         .await
         .expect("the shared environment did not start (its panic is printed above)");
     let rules = env.role_rules(ROLE).await;
     let garden_rules = env.role_rules((GARDEN_NS, GARDEN_ROLE)).await;
     Shared {
         env,
+        extra,
         rules,
         garden_rules,
         _runtime: runtime,
