@@ -51,26 +51,6 @@ fn conditions(o: &DynamicObject) -> Vec<(String, String, String)> {
         .collect()
 }
 
-/// `kim_controller_status_writes_total` of the controller at `addr`.
-async fn status_writes(addr: &str) -> u64 {
-    let text = reqwest::Client::builder()
-        .no_proxy()
-        .build()
-        .unwrap()
-        .get(format!("http://{addr}/metrics"))
-        .timeout(Duration::from_secs(10))
-        .send()
-        .await
-        .expect("scrape the controller's /metrics")
-        .text()
-        .await
-        .expect("metrics body");
-    text.lines()
-        .find_map(|l| l.strip_prefix("kim_controller_status_writes_total "))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no kim_controller_status_writes_total in:\n{text}"))
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_runtime_is_provisioned_and_deleted_by_the_controller_serviceaccount_with_the_shipped_rbac()
  {
@@ -267,7 +247,7 @@ async fn a_runtime_is_provisioned_and_deleted_by_the_controller_serviceaccount_w
             e.note
         );
     }
-    let writes = status_writes(&metrics_addr).await;
+    let writes = crate::support::real_shared::status_writes(&metrics_addr).await;
     let (out, err) = controller.terminate(Duration::from_secs(20));
     assert!(writes >= 4, "status writes: {writes}");
     assert_eq!(

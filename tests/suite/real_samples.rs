@@ -26,6 +26,7 @@
 
 use crate::support::real::NS;
 use crate::support::real_controller::*;
+use crate::support::real_shared;
 use crate::support::reconciler::GARDEN_NS;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::api::events::v1::Event;
@@ -74,55 +75,31 @@ const MANUAL_BINDING: &str = "kim-admin-manual";
 
 // ---- the status the phases write ----
 
-/// `Type=Status/Reason`.
-fn c(condition_type: &str, status: CondStatus, reason: &str) -> String {
-    format!("{condition_type}={}/{reason}", status.as_str())
+/// A condition as [`w`] takes it: `((type, reason), status)`.
+type C = ((&'static str, &'static str), CondStatus);
+
+fn c(condition_type: &'static str, status: CondStatus, reason: &'static str) -> C {
+    ((condition_type, reason), status)
+}
+
+/// `provisioningCompleted`, as [`short`] and [`w`] print it.
+fn completed(done: bool) -> &'static str {
+    if done { " provisioningCompleted" } else { "" }
 }
 
 /// One status write as [`short`] prints it.
-fn w(state: State, conditions: &[String], op: Option<(Operation, &str)>, done: bool) -> String {
-    let op = op.map_or("-".into(), |(t, s)| format!("{}/{s}", t.as_str()));
-    let done = if done { " provisioningCompleted" } else { "" };
+fn w(state: State, conditions: &[C], op: Option<(Operation, &str)>, done: bool) -> String {
     format!(
-        "{} [{}] op {op}{done}",
-        state.as_str(),
-        conditions.join(", ")
+        "{}{}",
+        real_shared::w(state, conditions, op),
+        completed(done)
     )
 }
 
-/// A Runtime's status: state, conditions (`Type=Status/Reason`, in stored order), Gardener's
-/// last operation (`type/state`) and `provisioningCompleted`.
+/// A Runtime's status: [`real_shared::short`] and `provisioningCompleted`.
 fn short(o: &DynamicObject) -> String {
-    let s = &o.data["status"];
-    let text = |v: &Value| v.as_str().unwrap_or("?").to_string();
-    let conditions: Vec<String> = s["conditions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|c| {
-            format!(
-                "{}={}/{}",
-                text(&c["type"]),
-                text(&c["status"]),
-                text(&c["reason"])
-            )
-        })
-        .collect();
-    let op = &s["shootLastOperation"];
-    let op = match (op["type"].as_str(), op["state"].as_str()) {
-        (Some(t), Some(st)) => format!("{t}/{st}"),
-        _ => "-".into(),
-    };
-    let done = if s["provisioningCompleted"] == true {
-        " provisioningCompleted"
-    } else {
-        ""
-    };
-    format!(
-        "{} [{}] op {op}{done}",
-        s["state"].as_str().unwrap_or("-"),
-        conditions.join(", ")
-    )
+    let done = o.data["status"]["provisioningCompleted"] == true;
+    format!("{}{}", real_shared::short(o), completed(done))
 }
 
 /// The provisioning's writes: the pass that creates the Shoot (`Initialised` set and merged
@@ -155,7 +132,7 @@ fn provisioning_writes() -> Vec<String> {
     ]
 }
 
-fn kubeconfig_ready() -> String {
+fn kubeconfig_ready() -> C {
     c(
         types::KUBECONFIG_READY,
         CondStatus::True,
@@ -163,7 +140,7 @@ fn kubeconfig_ready() -> String {
     )
 }
 
-fn configured() -> String {
+fn configured() -> C {
     c(
         types::CONFIGURED,
         CondStatus::True,
@@ -171,7 +148,7 @@ fn configured() -> String {
     )
 }
 
-fn configuration_completed() -> String {
+fn configuration_completed() -> C {
     c(
         types::PROVISIONED,
         CondStatus::True,
@@ -1126,26 +1103,6 @@ where
     panic!("{what}: a conflict 20 times in a row");
 }
 
-/// `kim_controller_status_writes_total` of the controller at `addr`.
-async fn status_writes(addr: &str) -> u64 {
-    let text = reqwest::Client::builder()
-        .no_proxy()
-        .build()
-        .unwrap()
-        .get(format!("http://{addr}/metrics"))
-        .timeout(Duration::from_secs(10))
-        .send()
-        .await
-        .expect("scrape the controller's /metrics")
-        .text()
-        .await
-        .expect("metrics body");
-    text.lines()
-        .find_map(|l| l.strip_prefix("kim_controller_status_writes_total "))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no kim_controller_status_writes_total in:\n{text}"))
-}
-
 /// The names of the objects `api` lists.
 async fn object_names<K>(api: &Api<K>) -> BTreeSet<String>
 where
@@ -1520,7 +1477,7 @@ async fn every_sample_is_provisioned_updated_and_deleted_while_a_rogue_client_is
     holds.remove().await;
 
     // ---- what the webhook saw ----
-    let writes = status_writes(&metrics_addr).await;
+    let writes = real_shared::status_writes(&metrics_addr).await;
     let states = versions.states();
     let (out, err) = controller.terminate(Duration::from_secs(20));
     assert_eq!(

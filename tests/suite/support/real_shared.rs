@@ -759,10 +759,19 @@ pub async fn webhook_count(env: &RealEnv, path: &str, decision: &str) -> u64 {
         .await
 }
 
-/// The sum of the samples of metric family `name` (any labels) on `/metrics` at `addr`; 0 if
-/// it has none yet.
-pub async fn metric(addr: &str, name: &str) -> f64 {
-    let text = reqwest::Client::builder()
+/// `kim_controller_status_writes_total` of the controller at `addr`; panics if it does not
+/// export it.
+pub async fn status_writes(addr: &str) -> u64 {
+    let text = scrape(addr).await;
+    text.lines()
+        .find_map(|l| l.strip_prefix("kim_controller_status_writes_total "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no kim_controller_status_writes_total in:\n{text}"))
+}
+
+/// The `/metrics` text of the controller at `addr`.
+async fn scrape(addr: &str) -> String {
+    reqwest::Client::builder()
         .no_proxy()
         .timeout(Duration::from_secs(10))
         .build()
@@ -773,8 +782,13 @@ pub async fn metric(addr: &str, name: &str) -> f64 {
         .expect("scrape the controller's /metrics")
         .text()
         .await
-        .expect("the metrics");
-    sum_samples(&text, name, |_| true)
+        .expect("the metrics")
+}
+
+/// The sum of the samples of metric family `name` (any labels) on `/metrics` at `addr`; 0 if
+/// it has none yet.
+pub async fn metric(addr: &str, name: &str) -> f64 {
+    sum_samples(&scrape(addr).await, name, |_| true)
 }
 
 /// The sum of the samples of `name` in the Prometheus text `text` whose label set (`{…}`, or
