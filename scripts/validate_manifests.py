@@ -668,11 +668,16 @@ def check_conformance(docs: list[dict], variant: str, crate_version: str | None,
                 container_ports[p.get("name")] = p.get("containerPort")
             if container_ports.get("https") != 9443 or container_ports.get("metrics") != 8080:
                 errs.append(f"container ports {container_ports}, want https 9443, metrics 8080")
-            for probe, path in (("startupProbe", None), ("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")):
+            for probe, path in (("startupProbe", None), ("readinessProbe", "/readyz")):
                 pr = (c.get(probe) or {}).get("httpGet") or {}
                 if pr.get("scheme") != "HTTPS" or pr.get("port") not in ("https", 9443) \
                         or (path and pr.get("path") != path):
                     errs.append(f"{probe}: want HTTPS GET {path or '/healthz'} on 9443, got {pr}")
+            # Liveness on the metrics port: a full HTTPS connection cap must not restart the pod.
+            pr = (c.get("livenessProbe") or {}).get("httpGet") or {}
+            if pr.get("scheme", "HTTP") != "HTTP" or pr.get("port") not in ("metrics", 8080) \
+                    or pr.get("path") != "/healthz":
+                errs.append(f"livenessProbe: want HTTP GET /healthz on 8080, got {pr}")
             errs += check_resources(c, "webhook")
             errs += check_restricted(pod, c, "webhook")
             mounts = {m["name"]: m for m in c.get("volumeMounts") or []}

@@ -3,6 +3,7 @@
 use clap::{Parser, Subcommand};
 use kim::cli;
 use std::io::Write;
+use std::os::fd::AsFd;
 use std::process::ExitCode;
 
 /// Kyma Infrastructure Manager runtime lifecycle: the Runtime status model, its admission
@@ -46,12 +47,23 @@ fn main() -> ExitCode {
     }
 }
 
-/// Runs an offline command with stdout/stderr locked. Only here: a server must never hold the
-/// stdout lock, or every log line written from another thread would block forever. The
-/// command writes and flushes its output itself and fails when that fails (`cli`).
+/// Runs an offline command. Its output goes to a duplicate of file descriptor 1, not through
+/// `std::io::stdout()`: std's stdout takes a write refused with EBADF (stdout opened
+/// read-only) as written, so the command would exit 0 having written nothing. (A descriptor
+/// closed before the start, `kim crd >&-`, is reopened on /dev/null by Rust's runtime before
+/// `main`, indistinguishable from a caller's /dev/null: that output is discarded, exit 0.) A duplicate that cannot be made, or a write that fails, is exit 2
+/// with `kim: cannot write the output: …`, as a full disk is. The command writes and flushes
+/// its output itself and fails when that fails (`cli`).
 fn offline(f: impl FnOnce(&mut dyn Write, &mut dyn Write) -> u8) -> ExitCode {
-    let mut out = std::io::stdout().lock();
     let mut err = std::io::stderr().lock();
+    let fd = match std::io::stdout().as_fd().try_clone_to_owned() {
+        Ok(fd) => fd,
+        Err(e) => {
+            let _ = writeln!(err, "kim: cannot write the output: {e}");
+            return ExitCode::from(cli::EXIT_OUTPUT);
+        }
+    };
+    let mut out = std::io::BufWriter::new(std::fs::File::from(fd));
     let code = f(&mut out, &mut err);
     let _ = out.flush();
     ExitCode::from(code)

@@ -6,7 +6,7 @@
 //!
 //! | name | type | labels | meaning |
 //! |---|---|---|---|
-//! | `kim_webhook_requests_total` | counter | `path`, `decision` (`allowed`\|`denied`), `code` | admission answers sent |
+//! | `kim_webhook_requests_total` | counter | `path`, `decision` (`allowed`\|`denied`), `code` | admission answers sent (`code` 429: HTTP 429 over the budget of body bytes in flight, no review) |
 //! | `kim_webhook_request_duration_seconds` | histogram | `path` | server time per admission request, body read included (buckets 50 µs … 1 s) |
 //! | `kim_webhook_requests_in_flight` | gauge | — | admission requests being handled now |
 //! | `kim_webhook_cert_reloads_total` | counter | `result` (`success`\|`failure`) | certificate reloads after a change in the cert dir |
@@ -36,7 +36,8 @@ pub(crate) struct RequestLabels {
     pub path: &'static str,
     /// `allowed` or `denied`.
     pub decision: &'static str,
-    /// `response.status.code` of the review (200, 400, 403, 413, …).
+    /// `response.status.code` of the review (200, 400, 403, 413, …), or the HTTP status of an
+    /// answer without one (429 over the body budget, 500).
     pub code: u16,
 }
 

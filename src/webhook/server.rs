@@ -4,7 +4,8 @@
 //! - `POST /validate`, `POST /mutate`: AdmissionReview v1 in, AdmissionReview out, always HTTP
 //!   200 with `Content-Type: application/json`; the body comes from
 //!   [`admission::review`] or, for bodies refused here, [`admission::reject`] (413 over the
-//!   body limit, 400 for a wrong content type or an unreadable body). Query strings (the
+//!   body limit, 400 for a wrong content type or an unreadable body). Over the budget of body
+//!   bytes in flight: HTTP 429 with `Retry-After: 1` and no review. Query strings (the
 //!   apiserver's `?timeout=10s`) are ignored.
 //! - `GET /healthz`: 200 while the process runs. `GET /readyz`: 200 once the certificate is
 //!   loaded and the listener bound, 503 once shutdown began.
@@ -30,16 +31,27 @@
 //!   timeout for HTTP/2: `connections.rs`);
 //! - HTTP/2, a client that stops answering: a PING after `ping_interval` (30 s) without a
 //!   frame from it, closed when the ACK is not back within `ping_timeout` (20 s);
-//! - a request body: `body_timeout` (30 s), then a 400 review.
+//! - a request body: `body_timeout` (30 s), then a 400 review;
+//! - a write: `write_timeout` (30 s) without the socket taking a byte (a client that stops
+//!   reading, e.g. an HTTP/1.1 client that pipelines requests and never reads the answers),
+//!   then the connection is closed; HTTP/2: also a response that waits that long for the
+//!   client's flow-control window, or a connection still open that long after its idle GOAWAY
+//!   with nothing left to answer (`connections.rs`). Before (2026-12-03), both kinds of client
+//!   kept their connection for good.
 //!
 //! At most `max_connections` (1024) are open; one more is closed before its handshake. A
 //! connection takes about 13 KiB after the handshake, 27 KiB (HTTP/1.1) to 34 KiB (HTTP/2)
 //! after a request (the process's RSS, debug build, 2026-12-03): 1024 idle ones fit in the
-//! shipped 128 MiB memory limit, some 3 000 would not. Not bounded (measured 2026-12-03): the
-//! bodies in flight, each held whole up to [`BODY_LIMIT`] (about 20 near the limit exceed
-//! 128 MiB); an HTTP/2 client that never opens its flow-control window, or an HTTP/1.1 client
-//! that pipelines requests and never reads the answers, keeps its connection (no write
-//! timeout), so a client can hold the cap.
+//! shipped 128 MiB memory limit, some 3 000 would not. An HTTP/2 connection has at most 200
+//! streams open. The request bodies in flight hold at most `body_budget` ([`BODY_BUDGET`],
+//! 32 MiB) together, each at most [`BODY_LIMIT`]: a body is charged before it is read (its
+//! `Content-Length`, else as its chunks arrive), and a request over the budget is answered
+//! HTTP 429 with `Retry-After: 1`, which kube-apiserver retries (unbounded, 2026-12-03: 30
+//! HTTP/1.1 requests with 7 MiB bodies took the process to 263 MB RSS).
+//!
+//! The metrics listener has the same bounds after accepting (first request head, idle,
+//! writes, HTTP/2 PINGs) and at most 64 connections of its own; kubelet's liveness probe goes
+//! there (`/healthz`), so that a client holding the HTTPS connections does not restart the pod.
 
 use super::certs::{self, ReloadSettings};
 use super::connections::{Capped, PerConnection};
@@ -68,12 +80,26 @@ use tokio::task::JoinHandle;
 /// most 3 MiB objects, and a review carries `object` and `oldObject`).
 pub const BODY_LIMIT: usize = 7 * 1024 * 1024;
 
+/// Bytes of request bodies all requests may hold at once: 32 MiB. kube-apiserver's reviews of a
+/// Runtime are a few KiB (a thousand of them fit), and four reviews at [`BODY_LIMIT`] (objects
+/// at the apiserver's 3 MiB limit, `object` and `oldObject`) fit at once. With the 1024
+/// connections and the process itself it stays within the shipped 128 MiB memory limit:
+/// unbounded, 30 HTTP/1.1 requests with 7 MiB bodies took the process to 263 MB RSS
+/// (2026-12-03).
+pub const BODY_BUDGET: usize = 32 * 1024 * 1024;
+
+/// Open connections on the metrics listener at most: Prometheus keeps one or two, kubelet's
+/// probes open one each.
+const MAX_METRICS_CONNECTIONS: usize = 64;
+
 /// An oversized body is read and discarded up to this many bytes in total so that the client
 /// receives the 413 review instead of a reset connection; beyond it the connection is dropped.
 const DRAIN_LIMIT: u64 = 32 * 1024 * 1024;
 
 /// Streams an HTTP/2 client may have open on one connection (hyper's default), and streams it
-/// may cancel before the server accepted them.
+/// may cancel before the server accepted them. kube-apiserver's Go client opens another
+/// connection when one has this many streams open. The memory the bodies of these streams can
+/// take is bounded by [`BODY_BUDGET`] over all connections, not by this count.
 const MAX_CONCURRENT_STREAMS: u32 = 200;
 
 /// Bodies up to this size are evaluated on the async worker (microseconds of work); larger
@@ -173,13 +199,25 @@ pub struct Settings {
     /// Open HTTPS connections at most (default 1024); a new connection over it is closed before
     /// the TLS handshake, so that connections a client keeps open cannot take the memory.
     pub max_connections: usize,
+    /// A connection that makes no progress on its writes for this long is closed (default
+    /// 30 s, the longest `timeoutSeconds` kube-apiserver allows a webhook call, after which it
+    /// has given up on the answer anyway): a write the socket has not taken (a client that
+    /// stops reading), or, on HTTP/2, a response waiting for the client's flow-control window.
+    /// Also how long an HTTP/2 connection may stay open after its idle GOAWAY with nothing left
+    /// to answer.
+    pub write_timeout: Duration,
+    /// Bytes of request bodies held at once by all requests together (default
+    /// [`BODY_BUDGET`]). A body is charged before it is read, by its `Content-Length`, or as
+    /// its chunks arrive when it declares none; a request over the budget is answered HTTP 429
+    /// with `Retry-After: 1` (no AdmissionReview), which kube-apiserver retries.
+    pub body_budget: usize,
 }
 
 impl Settings {
     /// Production defaults: `0.0.0.0:9443`, metrics on `0.0.0.0:8080`, the built-in policy,
     /// 7 MiB body limit, 30 s body timeout, re-read every 5 s plus a directory watch, 10 s for
     /// the handshake and for the first request head, 120 s idle, HTTP/2 PINGs after 30 s
-    /// answered within 20 s, 1024 connections.
+    /// answered within 20 s, 1024 connections, 30 s write timeout, 32 MiB of bodies in flight.
     pub(crate) fn new(cert_dir: impl Into<PathBuf>) -> Settings {
         Settings {
             addr: SocketAddr::from(([0, 0, 0, 0], 9443)),
@@ -196,6 +234,8 @@ impl Settings {
             ping_interval: Duration::from_secs(30),
             ping_timeout: Duration::from_secs(20),
             max_connections: 1024,
+            write_timeout: Duration::from_secs(30),
+            body_budget: BODY_BUDGET,
         }
     }
 
@@ -211,13 +251,18 @@ impl Settings {
 
 struct AppState {
     /// Bounds how many large reviews are evaluated at once on the blocking pool.
-    heavy: tokio::sync::Semaphore,
+    heavy: Arc<tokio::sync::Semaphore>,
     policy: Arc<Policy>,
     metrics: Arc<Metrics>,
     ready: AtomicBool,
     shutting_down: AtomicBool,
     body_limit: usize,
     body_timeout: Duration,
+    /// Bytes of request bodies held now, as permits: [`Settings::body_budget`] in all.
+    budget: Arc<tokio::sync::Semaphore>,
+    body_budget: usize,
+    /// Whether the last request over the budget was refused: logged once per episode.
+    over_budget: AtomicBool,
 }
 
 /// A started server. Dropping it stops everything abruptly; use [`Running::shutdown`] for a
@@ -231,7 +276,7 @@ pub struct Running {
     handle: Handle<SocketAddr>,
     server: Option<JoinHandle<std::io::Result<()>>>,
     metrics_server: Option<JoinHandle<std::io::Result<()>>>,
-    metrics_stop: tokio::sync::watch::Sender<bool>,
+    metrics_handle: Handle<SocketAddr>,
     reloader: JoinHandle<()>,
 }
 
@@ -279,9 +324,8 @@ async fn start_serving(settings: Settings, hooks: Option<Router>) -> anyhow::Res
     let listener = std::net::TcpListener::bind(settings.addr)
         .with_context(|| format!("cannot bind the HTTPS listener to {}", settings.addr))?;
     let addr = listener.local_addr()?;
-    let metrics_listener = tokio::net::TcpListener::bind(settings.metrics_addr)
-        .await
-        .with_context(|| {
+    let metrics_listener =
+        std::net::TcpListener::bind(settings.metrics_addr).with_context(|| {
             format!(
                 "cannot bind the metrics listener to {}",
                 settings.metrics_addr
@@ -290,21 +334,31 @@ async fn start_serving(settings: Settings, hooks: Option<Router>) -> anyhow::Res
     let metrics_addr = metrics_listener.local_addr()?;
 
     let state = Arc::new(AppState {
-        heavy: tokio::sync::Semaphore::new(
+        heavy: Arc::new(tokio::sync::Semaphore::new(
             std::thread::available_parallelism().map_or(2, |n| n.get()),
-        ),
+        )),
         policy: settings.policy.clone(),
         metrics: metrics.clone(),
         ready: AtomicBool::new(false),
         shutting_down: AtomicBool::new(false),
         body_limit: settings.body_limit,
         body_timeout: settings.body_timeout,
+        budget: Arc::new(tokio::sync::Semaphore::new(
+            settings
+                .body_budget
+                .min(tokio::sync::Semaphore::MAX_PERMITS),
+        )),
+        body_budget: settings.body_budget,
+        over_budget: AtomicBool::new(false),
     });
 
     let handle = Handle::new();
     let acceptor = RustlsAcceptor::new(tls.clone())
         .handshake_timeout(settings.handshake_timeout)
-        .acceptor(Capped::new(settings.max_connections));
+        .acceptor(Capped::new(
+            settings.max_connections,
+            settings.write_timeout,
+        ));
     // hyper-util's detection of HTTP/1.1 or HTTP/2 waits for the client's first bytes without a
     // timer, and hyper's header read timeout starts only after it: without the first-request
     // timeout, a client that completes the handshake and sends nothing keeps its connection.
@@ -335,18 +389,33 @@ async fn start_serving(settings: Settings, hooks: Option<Router>) -> anyhow::Res
     let app = PerConnection {
         app: router(state.clone(), hooks),
         idle_timeout: settings.idle_timeout,
+        write_timeout: settings.write_timeout,
     };
     let server = tokio::spawn(server.serve(app));
 
-    let (metrics_stop, mut stop_rx) = tokio::sync::watch::channel(false);
-    let metrics_app = metrics_router(state.clone());
-    let metrics_server = tokio::spawn(async move {
-        axum::serve(metrics_listener, metrics_app)
-            .with_graceful_shutdown(async move {
-                let _ = stop_rx.changed().await;
-            })
-            .await
-    });
+    // The metrics listener (plain HTTP, where kubelet's liveness probe goes) gets the same
+    // bounds as the HTTPS one after its handshake: first request head, idle, writes, HTTP/2
+    // PINGs; and a cap of its own, so that a flood of the HTTPS port does not fail liveness.
+    let metrics_handle = Handle::new();
+    let mut metrics_server = axum_server::from_tcp(metrics_listener)
+        .context("metrics listener")?
+        .acceptor(Capped::new(MAX_METRICS_CONNECTIONS, settings.write_timeout))
+        .handle(metrics_handle.clone())
+        .first_request_timeout(settings.header_timeout);
+    metrics_server
+        .http_builder()
+        .http1()
+        .header_read_timeout(settings.idle_timeout);
+    metrics_server
+        .http_builder()
+        .http2()
+        .keep_alive_interval(settings.ping_interval)
+        .keep_alive_timeout(settings.ping_timeout);
+    let metrics_server = tokio::spawn(metrics_server.serve(PerConnection {
+        app: metrics_router(state.clone()),
+        idle_timeout: settings.idle_timeout,
+        write_timeout: settings.write_timeout,
+    }));
 
     let reloader = certs::spawn_reloader(
         ReloadSettings {
@@ -366,12 +435,17 @@ async fn start_serving(settings: Settings, hooks: Option<Router>) -> anyhow::Res
         handle: handle.clone(),
         server: Some(server),
         metrics_server: Some(metrics_server),
-        metrics_stop,
+        metrics_handle,
         reloader,
     };
     // The listener is already bound; this waits until the accept loop runs.
     if handle.listening().await.is_none() {
         return Err(anyhow!("the HTTPS listener on {addr} failed to start"));
+    }
+    if running.metrics_handle.listening().await.is_none() {
+        return Err(anyhow!(
+            "the metrics listener on {metrics_addr} failed to start"
+        ));
     }
     running.state.ready.store(true, Ordering::Release);
     Ok(running)
@@ -434,10 +508,11 @@ impl Running {
             }
         }
         self.reloader.abort();
-        let _ = self.metrics_stop.send(true);
+        self.metrics_handle
+            .graceful_shutdown(Some(Duration::from_secs(1)));
         if let Some(task) = self.metrics_server.take() {
             let abort = task.abort_handle();
-            if tokio::time::timeout(Duration::from_secs(1), task)
+            if tokio::time::timeout(Duration::from_secs(2), task)
                 .await
                 .is_err()
             {
@@ -454,7 +529,7 @@ impl Drop for Running {
             self.handle.shutdown();
         }
         self.reloader.abort();
-        let _ = self.metrics_stop.send(true);
+        self.metrics_handle.shutdown();
         if let Some(task) = self.metrics_server.take() {
             task.abort();
         }
@@ -526,14 +601,80 @@ enum BodyRead {
     TooLarge(Vec<u8>),
     /// The client failed or was too slow; what was read so far and why.
     Failed(Vec<u8>, String),
+    /// The budget of bytes in flight has no room for the body (declared or arriving).
+    OverBudget,
 }
 
-/// Streams the body, keeping at most `limit` bytes; never buffers more.
+/// The body bytes one request holds under [`AppState::budget`]; given back when dropped,
+/// which is when the body is: it goes with the body to the blocking pool.
+struct Held {
+    budget: Arc<tokio::sync::Semaphore>,
+    permit: Option<tokio::sync::OwnedSemaphorePermit>,
+}
+
+impl Held {
+    fn new(budget: Arc<tokio::sync::Semaphore>) -> Held {
+        Held {
+            budget,
+            permit: None,
+        }
+    }
+
+    /// Holds `bytes` in all; false (holding what it held) when the budget has not that much
+    /// left. Never waits: a request over the budget is refused, not queued.
+    fn grow_to(&mut self, bytes: usize) -> bool {
+        let held = self.permit.as_ref().map_or(0, |p| p.num_permits());
+        let Some(more) = bytes.checked_sub(held).filter(|&n| n > 0) else {
+            return true;
+        };
+        let Ok(more) = u32::try_from(more) else {
+            return false;
+        };
+        match self.budget.clone().try_acquire_many_owned(more) {
+            Ok(p) => {
+                match &mut self.permit {
+                    Some(held) => held.merge(p),
+                    None => self.permit = Some(p),
+                }
+                true
+            }
+            Err(_) => false,
+        }
+    }
+}
+
+/// Appends to `buf` what fits of `data` within `keep` bytes, the room charged to `held` first
+/// (the buffer's capacity, what the allocator holds). False when the budget has no room.
+fn append(buf: &mut Vec<u8>, held: &mut Held, data: &[u8], keep: usize) -> bool {
+    let take = data.len().min(keep.saturating_sub(buf.len()));
+    if take == 0 {
+        return true;
+    }
+    let want = buf.len() + take;
+    if want > buf.capacity() {
+        // Doubling, as `Vec` grows, or just what is needed when the budget is short.
+        let doubled = buf.capacity().saturating_mul(2).clamp(want, keep.max(want));
+        let capacity = if held.grow_to(doubled) {
+            doubled
+        } else if held.grow_to(want) {
+            want
+        } else {
+            return false;
+        };
+        buf.reserve_exact(capacity - buf.len());
+    }
+    buf.extend_from_slice(&data[..take]);
+    true
+}
+
+/// Streams the body, keeping at most `limit` bytes; never buffers more, and never more than
+/// `held` can take from the budget: a declared length is charged before any byte is read.
 async fn read_body(
     mut body: Body,
     headers: &HeaderMap,
     limit: usize,
     timeout: Duration,
+    held: &mut Held,
 ) -> BodyRead {
     let declared = headers
         .get(header::CONTENT_LENGTH)
@@ -545,7 +686,11 @@ async fn read_body(
     } else {
         limit
     };
-    let mut buf = Vec::with_capacity(declared.map_or(16 * 1024, |n| n.min(keep as u64) as usize));
+    let initial = declared.map_or(16 * 1024, |n| n.min(keep as u64) as usize);
+    if !held.grow_to(initial) {
+        return BodyRead::OverBudget;
+    }
+    let mut buf = Vec::with_capacity(initial);
     let mut total: u64 = 0;
     let mut too_large = declared_too_large;
     if declared.is_some_and(|n| n > DRAIN_LIMIT) {
@@ -554,9 +699,10 @@ async fn read_body(
         while buf.len() < keep {
             match tokio::time::timeout_at(deadline, body.frame()).await {
                 Ok(Some(Ok(frame))) => {
-                    if let Ok(data) = frame.into_data() {
-                        let room = keep - buf.len();
-                        buf.extend_from_slice(&data[..data.len().min(room)]);
+                    if let Ok(data) = frame.into_data()
+                        && !append(&mut buf, held, &data, keep)
+                    {
+                        return BodyRead::OverBudget;
                     }
                 }
                 _ => break,
@@ -584,9 +730,8 @@ async fn read_body(
                     continue; // trailers
                 };
                 total += data.len() as u64;
-                if buf.len() < keep {
-                    let room = keep - buf.len();
-                    buf.extend_from_slice(&data[..data.len().min(room)]);
+                if !append(&mut buf, held, &data, keep) {
+                    return BodyRead::OverBudget;
                 }
                 if total > limit as u64 {
                     too_large = true;
@@ -619,16 +764,17 @@ fn check_content_type(headers: &HeaderMap) -> Result<(), String> {
     }
 }
 
-/// Runs `f`, turning a panic into `None` (logged) so that a bug answers 500 instead of
-/// killing the connection.
 /// Runs [`admission::review`] on a complete body: inline when small, on the blocking pool
 /// (bounded by [`AppState::heavy`]) when larger than [`INLINE_REVIEW_LIMIT`]. A panic in
-/// the review is answered with `reject(500)`; `None` only if that panics too.
+/// the review is answered with `reject(500)`; `None` only if that panics too. The body's
+/// bytes stay charged to the budget (`held`), and a review on the blocking pool keeps its
+/// place there, until the review ends, also when the request is cancelled meanwhile.
 async fn evaluate(
     st: &Arc<AppState>,
     hook: Hook,
     path: &'static str,
     bytes: Vec<u8>,
+    held: Held,
 ) -> Option<Outcome> {
     let run = move |policy: &Policy, bytes: &[u8]| {
         guarded(path, || {
@@ -643,14 +789,19 @@ async fn evaluate(
     if bytes.len() <= INLINE_REVIEW_LIMIT {
         return run(&st.policy, &bytes);
     }
-    let _permit = st.heavy.acquire().await.ok()?;
+    let permit = st.heavy.clone().acquire_owned().await.ok()?;
     let policy = st.policy.clone();
-    tokio::task::spawn_blocking(move || run(&policy, &bytes))
-        .await
-        .ok()
-        .flatten()
+    tokio::task::spawn_blocking(move || {
+        let _held = (held, permit);
+        run(&policy, &bytes)
+    })
+    .await
+    .ok()
+    .flatten()
 }
 
+/// Runs `f`, turning a panic into `None` (logged) so that a bug answers 500 instead of
+/// killing the connection.
 fn guarded(path: &'static str, f: impl FnOnce() -> Outcome) -> Option<Outcome> {
     match std::panic::catch_unwind(AssertUnwindSafe(f)) {
         Ok(o) => Some(o),
@@ -665,12 +816,26 @@ async fn admit(st: &Arc<AppState>, hook: Hook, path: &'static str, req: Request)
     let started = Instant::now();
     let _in_flight = st.metrics.in_flight();
     let (parts, body) = req.into_parts();
-    let read = read_body(body, &parts.headers, st.body_limit, st.body_timeout).await;
+    let mut held = Held::new(st.budget.clone());
+    let read = read_body(
+        body,
+        &parts.headers,
+        st.body_limit,
+        st.body_timeout,
+        &mut held,
+    )
+    .await;
     let outcome = match read {
-        BodyRead::Complete(bytes) => match check_content_type(&parts.headers) {
-            Ok(()) => evaluate(st, hook, path, bytes).await,
-            Err(msg) => guarded(path, || admission::reject(400, &msg, &bytes)),
-        },
+        BodyRead::OverBudget => return over_budget(st, path, started),
+        BodyRead::Complete(bytes) => {
+            if st.over_budget.load(Ordering::Relaxed) {
+                st.over_budget.store(false, Ordering::Relaxed);
+            }
+            match check_content_type(&parts.headers) {
+                Ok(()) => evaluate(st, hook, path, bytes, held).await,
+                Err(msg) => guarded(path, || admission::reject(400, &msg, &bytes)),
+            }
+        }
         BodyRead::TooLarge(prefix) => {
             let msg = format!(
                 "request body larger than {} bytes ({} MiB)",
@@ -721,4 +886,35 @@ async fn admit(st: &Arc<AppState>, hook: Hook, path: &'static str, req: Request)
         HeaderValue::from_static("application/json"),
     );
     resp
+}
+
+/// The answer to a request whose body does not fit in the budget: HTTP 429 with
+/// `Retry-After: 1` and a plain-text reason, no AdmissionReview (the body was not read, so
+/// its uid is unknown). kube-apiserver sends the call again after a second while its timeout
+/// allows (client-go's retry of a 429 with `Retry-After`, docs/control-plane.md), then applies
+/// the webhook's `failurePolicy`. Counted in the request metrics with code 429.
+fn over_budget(st: &AppState, path: &'static str, started: Instant) -> Response {
+    if !st.over_budget.swap(true, Ordering::Relaxed) {
+        tracing::warn!(
+            budget_bytes = st.body_budget,
+            "the request bodies in flight reach the budget: requests over it are answered 429 until some end"
+        );
+    }
+    st.metrics
+        .observe_request(path, false, 429, started.elapsed().as_secs_f64());
+    (
+        StatusCode::TOO_MANY_REQUESTS,
+        [
+            (header::RETRY_AFTER, HeaderValue::from_static("1")),
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/plain; charset=utf-8"),
+            ),
+        ],
+        format!(
+            "the request bodies in flight reach the webhook's budget of {} bytes; retry later\n",
+            st.body_budget
+        ),
+    )
+        .into_response()
 }

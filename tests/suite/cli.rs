@@ -320,9 +320,9 @@ fn crd_command_prints_the_committed_crd() {
 }
 
 /// A command whose output cannot be written fails as an unreadable input does: exit 2 and one
-/// line on stderr naming the cause, for stdout on a full device (`kim policy > /dev/full`) and
-/// on a pipe whose reader is gone (`kim policy | true`: Rust ignores SIGPIPE, so the write
-/// fails with EPIPE). Exit 0 here would tell a script that a truncated or missing policy,
+/// line on stderr naming the cause, for stdout on a full device (`kim policy > /dev/full`), on
+/// a pipe whose reader is gone (`kim policy | true`: Rust ignores SIGPIPE, so the write fails
+/// with EPIPE) and opened read-only (`kim policy 1< file`: EBADF). Exit 0 here would tell a script that a truncated or missing policy,
 /// CRD or verdict was written.
 #[test]
 fn output_that_cannot_be_written_is_an_error() {
@@ -345,9 +345,12 @@ fn output_that_cannot_be_written_is_an_error() {
             .expect("/dev/full");
         let (reader, closed) = std::io::pipe().unwrap();
         drop(reader);
+        // Read-only: std's stdout would take the EBADF of every write for success.
+        let read_only = std::fs::File::open("/dev/null").expect("/dev/null");
         for (stdout, cause) in [
             (Stdio::from(full), "No space left on device"),
             (Stdio::from(closed), "Broken pipe"),
+            (Stdio::from(read_only), "Bad file descriptor"),
         ] {
             let o = Command::new(env!("CARGO_BIN_EXE_kim"))
                 .args(args)

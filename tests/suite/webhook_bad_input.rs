@@ -7,8 +7,9 @@
 //!
 //! Every case runs against an in-process server (`kim::webhook::start`) over real TLS with the
 //! dev certificates of `devcerts::ensure`. Reviews are built from the real sample Runtimes
-//! (`testenv::model`). Connections that stay open are closed by the handshake, header, idle and
-//! HTTP/2 PING timeouts, and the number open is capped. The last tests pin the bounds:
+//! (`testenv::model`). Connections that stay open are closed by the handshake, header, idle,
+//! write and HTTP/2 PING timeouts, the number open is capped, and so are the request bodies in
+//! flight together; liveness does not depend on the HTTPS port. The last tests pin the bounds:
 //! condition floods, the length of a denial, checks that stay linear, slow uploads, forged log
 //! lines, no body content in messages, the year 9999.
 
@@ -2447,4 +2448,490 @@ async fn defaulting_after_year_9999_yields_a_valid_timestamp() {
         "defaulted lastTransitionTime {stamped:?} is not RFC 3339"
     );
     check_patch(&env, "y10k-1", &body, &resp).await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bodies in flight, writes that make no progress, liveness, the metrics listener.
+
+/// An HTTP/2 client connection to the HTTPS listener (the `h2` crate), its connection task
+/// running until the server closes it.
+async fn h2_client(
+    env: &Env,
+) -> (
+    h2::client::SendRequest<bytes::Bytes>,
+    tokio::task::JoinHandle<()>,
+) {
+    let tcp = TcpStream::connect(env.server.addr).await.unwrap();
+    let io = tls_connector_for(&env.ca, b"h2")
+        .connect("localhost".try_into().unwrap(), tcp)
+        .await
+        .unwrap();
+    let (client, conn) = h2::client::handshake(io).await.unwrap();
+    let conn = tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    (client, conn)
+}
+
+/// A `POST /validate` of an AdmissionReview on `client`, with `content-length: length` when
+/// given; the body is sent by the caller.
+fn h2_post(
+    client: &mut h2::client::SendRequest<bytes::Bytes>,
+    env: &Env,
+    length: Option<usize>,
+) -> (h2::client::ResponseFuture, h2::SendStream<bytes::Bytes>) {
+    let mut req = http::Request::post(format!(
+        "https://localhost:{}/validate",
+        env.server.addr.port()
+    ))
+    .header("content-type", JSON);
+    if let Some(n) = length {
+        req = req.header("content-length", n);
+    }
+    client.send_request(req.body(()).unwrap(), false).unwrap()
+}
+
+/// An HTTP/2 answer: status, `Retry-After`, body.
+async fn h2_answer(answer: http::Response<h2::RecvStream>) -> (u16, Option<String>, Vec<u8>) {
+    let status = answer.status().as_u16();
+    let retry = answer
+        .headers()
+        .get("retry-after")
+        .map(|v| v.to_str().unwrap().to_string());
+    let mut body = answer.into_body();
+    let mut bytes = Vec::new();
+    while let Some(chunk) = body.data().await {
+        let chunk = chunk.unwrap();
+        body.flow_control().release_capacity(chunk.len()).unwrap();
+        bytes.extend_from_slice(&chunk);
+    }
+    (status, retry, bytes)
+}
+
+/// A refusal over the budget: HTTP 429, `Retry-After: 1`, a plain-text reason naming the
+/// budget (no AdmissionReview: the body was not read).
+fn assert_over_budget(status: u16, retry: Option<&str>, body: &[u8], what: &str) {
+    let text = String::from_utf8_lossy(body);
+    assert_eq!(status, 429, "{what}: {text}");
+    assert_eq!(retry, Some("1"), "{what}: Retry-After");
+    assert!(
+        text.contains(&format!("budget of {} bytes", kim::webhook::BODY_BUDGET)),
+        "{what}: {text}"
+    );
+}
+
+/// The request bodies in flight are bounded together, with the production numbers: bodies just
+/// under the 7 MiB limit are charged their `Content-Length` before a byte is read, four fit
+/// in the 32 MiB budget, every other request gets HTTP 429 with `Retry-After: 1` at once, over
+/// HTTP/2 and HTTP/1.1 alike, and so does a body without a length once its chunks reach the
+/// budget. Small reviews still fit, and the four bodies held are reviewed when they arrive.
+///
+/// Measured on 2026-12-03 before the budget: 30 HTTP/1.1 requests with 7 MiB bodies took the
+/// webhook to 263 MB RSS; every request waited for its body.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bodies_in_flight_are_bounded_by_the_budget() {
+    let _heavy = HEAVY.lock().await;
+    let env = env().await;
+    let size = kim::webhook::BODY_LIMIT - 1024;
+    let held = kim::webhook::BODY_BUDGET / size;
+    assert_eq!(held, 4, "the production numbers");
+    let (mut client, _conn) = h2_client(&env).await;
+
+    // 30 streams declare `size` and send nothing yet: `held` of them get the room. Each answer
+    // arrives on `answered` as it comes.
+    let mut uploads = Vec::new();
+    let (tx, mut answered) = tokio::sync::mpsc::unbounded_channel();
+    for i in 0..30 {
+        client = client.ready().await.unwrap();
+        let (answer, upload) = h2_post(&mut client, &env, Some(size));
+        uploads.push(upload);
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            let _ = tx.send((i, answer.await.expect("answered")));
+        });
+    }
+    let mut refused = std::collections::BTreeSet::new();
+    while refused.len() < 30 - held {
+        let (i, answer) = tokio::time::timeout(Duration::from_secs(30), answered.recv())
+            .await
+            .unwrap_or_else(|_| {
+                panic!(
+                    "{} of 30 streams answered before their bodies were sent",
+                    refused.len()
+                )
+            })
+            .expect("an answer");
+        let (status, retry, body) = h2_answer(answer).await;
+        assert_over_budget(status, retry.as_deref(), &body, &format!("stream {i}"));
+        refused.insert(i);
+    }
+
+    // HTTP/1.1: a declared body over what is left is refused before it is sent.
+    let mut s = raw_connect(&env).await;
+    s.write_all(&request_head(
+        "POST /validate",
+        &[
+            "content-type: application/json".into(),
+            format!("content-length: {size}"),
+        ],
+    ))
+    .await
+    .unwrap();
+    let r = tokio::time::timeout(
+        Duration::from_secs(30),
+        read_response(&mut s, &mut Vec::new()),
+    )
+    .await
+    .expect("HTTP/1.1 answered before its body was sent")
+    .unwrap();
+    let retry = r.head.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        k.eq_ignore_ascii_case("retry-after")
+            .then(|| v.trim().to_string())
+    });
+    assert_over_budget(r.status, retry.as_deref(), &r.body, "HTTP/1.1");
+
+    // A body without a length is charged as it arrives: refused once it reaches the budget.
+    client = client.ready().await.unwrap();
+    let (mut answer, mut upload) = h2_post(&mut client, &env, None);
+    let chunk = bytes::Bytes::from(vec![b' '; 64 * 1024]);
+    let mut sent = 0;
+    let answer = loop {
+        upload.reserve_capacity(chunk.len());
+        tokio::select! {
+            biased;
+            a = &mut answer => break a.expect("answered"),
+            c = std::future::poll_fn(|cx| upload.poll_capacity(cx)) => {
+                c.expect("capacity").expect("capacity");
+                upload.send_data(chunk.clone(), false).unwrap();
+                sent += chunk.len();
+                assert!(sent < kim::webhook::BODY_BUDGET, "{sent} bytes sent, no answer");
+            }
+        }
+    };
+    let (status, retry, body) = h2_answer(answer).await;
+    assert_over_budget(status, retry.as_deref(), &body, "a body without a length");
+    eprintln!(
+        "a body without a length: refused after {} KiB sent",
+        sent / 1024
+    );
+
+    // Small reviews still fit beside the bodies held.
+    assert_serving(&env, "bodies held").await;
+    assert_serving_on(&env.h2, &env, "bodies held (h2)").await;
+
+    // The bodies held arrive and are reviewed.
+    let kept: Vec<usize> = (0..30).filter(|i| !refused.contains(i)).collect();
+    assert_eq!(kept.len(), held);
+    for &i in &kept {
+        let uid = format!("held-{i}");
+        let (head, tail) = padded_parts(&uid);
+        let mut body = head;
+        body.resize(size - tail.len(), b'x');
+        body.extend_from_slice(&tail);
+        uploads[i].send_data(body.into(), true).unwrap();
+    }
+    for _ in &kept {
+        let (i, answer) = tokio::time::timeout(Duration::from_secs(60), answered.recv())
+            .await
+            .expect("the bodies held are reviewed")
+            .expect("an answer");
+        assert!(kept.contains(&i), "stream {i} answered twice");
+        let (status, _, body) = h2_answer(answer).await;
+        let a = Answer {
+            status,
+            version: reqwest::Version::HTTP_2,
+            content_type: JSON.to_string(),
+            body,
+        };
+        let uid = format!("held-{i}");
+        let r = review_of(&a, &Uid::Is(uid.clone()), &uid);
+        assert_eq!(r["allowed"], true, "{uid}: {r}");
+    }
+
+    let refusals = 30 - held + 2;
+    let line = format!(
+        "kim_webhook_requests_total{{path=\"/validate\",decision=\"denied\",code=\"429\"}} {refusals}"
+    );
+    let metrics = metrics_text(&env).await;
+    assert!(metrics.contains(&line), "{line} in\n{metrics}");
+}
+
+/// What a raw HTTP/2 client saw on a connection until the server closed it.
+#[derive(Debug, Default)]
+struct H2Seen {
+    /// `(type, flags, stream, payload length)` of every frame received.
+    frames: Vec<(u8, u8, u32, usize)>,
+    /// PINGs the client acknowledged.
+    pings: usize,
+    /// From the response HEADERS of stream 1 to the close.
+    after_headers: Option<Duration>,
+}
+
+/// Opens an HTTP/2 connection whose client announces `initial_window` as its streams'
+/// flow-control window and never sends a WINDOW_UPDATE, asks `GET /healthz`, acknowledges
+/// SETTINGS and PINGs (a live client) and reads until the server closes the connection
+/// (panics if that takes longer than [`CLOSE_WITHIN`]).
+async fn h2_with_window(env: &Env, initial_window: u32) -> H2Seen {
+    let tcp = TcpStream::connect(env.server.addr).await.unwrap();
+    let mut s = tls_connector_for(&env.ca, b"h2")
+        .connect("localhost".try_into().unwrap(), tcp)
+        .await
+        .unwrap();
+    // SETTINGS_INITIAL_WINDOW_SIZE (0x4).
+    let mut setting = vec![0, 4];
+    setting.extend_from_slice(&initial_window.to_be_bytes());
+    s.write_all(
+        &[
+            &b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"[..],
+            &h2_frame(4, 0, 0, &setting),
+            &h2_get_healthz(),
+        ]
+        .concat(),
+    )
+    .await
+    .unwrap();
+    s.flush().await.unwrap();
+    let mut seen = H2Seen::default();
+    let mut headers_at = None;
+    let deadline = tokio::time::Instant::now() + CLOSE_WITHIN;
+    loop {
+        let mut head = [0u8; 9];
+        let read = tokio::time::timeout_at(deadline, s.read_exact(&mut head))
+            .await
+            .unwrap_or_else(|_| panic!("still open after {CLOSE_WITHIN:?}: {seen:?}"));
+        if read.is_err() {
+            break;
+        }
+        let len = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
+        let stream = u32::from_be_bytes([head[5], head[6], head[7], head[8]]) & 0x7fff_ffff;
+        let mut payload = vec![0u8; len];
+        if s.read_exact(&mut payload).await.is_err() {
+            break;
+        }
+        seen.frames.push((head[3], head[4], stream, len));
+        let answer = match (head[3], head[4] & 0x1) {
+            (4, 0) => Some(h2_frame(4, 0x1, 0, &[])),
+            (6, 0) => {
+                seen.pings += 1;
+                Some(h2_frame(6, 0x1, 0, &payload))
+            }
+            (1, _) if stream == 1 => {
+                headers_at = Some(Instant::now());
+                None
+            }
+            _ => None,
+        };
+        if let Some(frame) = answer {
+            // The server may already have closed: what it did is in `seen`.
+            if s.write_all(&frame).await.is_err() || s.flush().await.is_err() {
+                break;
+            }
+        }
+    }
+    seen.after_headers = headers_at.map(|t| t.elapsed());
+    seen
+}
+
+/// An HTTP/2 client that keeps its flow-control window closed does not keep its connection:
+/// with a window of 0, the answer waits for the window and the connection is closed the write
+/// timeout after (the client answers PINGs, so it is not the PING timeout); with a window of
+/// one byte, hyper takes the answer, sends a byte of it, and the connection, GOAWAY sent once
+/// it is idle, is closed the write timeout after that instead of waiting for the rest.
+///
+/// Measured on 2026-12-03 before the write timeout: both connections stayed open for good,
+/// after the GOAWAY too, so a few such clients could hold the connection cap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn h2_clients_that_keep_their_window_closed_are_closed() {
+    const WRITE: Duration = Duration::from_secs(2);
+    let closed = env_with(|s| Settings {
+        write_timeout: WRITE,
+        idle_timeout: Duration::from_secs(600),
+        ping_interval: Duration::from_secs(1),
+        ping_timeout: Duration::from_secs(10),
+        ..s
+    })
+    .await;
+    let tiny = env_with(|s| Settings {
+        write_timeout: WRITE,
+        idle_timeout: Duration::from_secs(1),
+        ..s
+    })
+    .await;
+    let (zero, one) = tokio::join!(h2_with_window(&closed, 0), h2_with_window(&tiny, 1));
+
+    let data = |seen: &H2Seen| -> usize {
+        seen.frames
+            .iter()
+            .filter(|f| f.0 == 0 && f.2 == 1)
+            .map(|f| f.3)
+            .sum()
+    };
+    let after = zero.after_headers.expect("window 0: the answer's HEADERS");
+    assert_eq!(data(&zero), 0, "window 0: no DATA: {zero:?}");
+    assert!(
+        zero.pings > 0,
+        "window 0: the client answered PINGs: {zero:?}"
+    );
+    assert!(
+        after >= WRITE / 2,
+        "window 0: closed {after:?} after the answer's HEADERS"
+    );
+    assert!(one.after_headers.is_some(), "window 1: HEADERS: {one:?}");
+    assert_eq!(data(&one), 1, "window 1: one byte of DATA: {one:?}");
+    assert!(
+        one.frames.iter().any(|f| f.0 == 7),
+        "window 1: GOAWAY once idle: {one:?}"
+    );
+    assert_serving(&closed, "after a closed window").await;
+}
+
+/// An HTTP/1.1 client that pipelines requests and never reads the answers does not keep its
+/// connection: once the socket has taken nothing for the write timeout, the server closes it,
+/// and the client's next write fails. The client's receive buffer is small so that the
+/// answers fill it quickly.
+///
+/// Measured on 2026-12-03 before the write timeout: the connection stayed open for good, the
+/// client's writes blocked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http1_client_that_never_reads_its_answers_is_closed() {
+    let env = env_with(|s| Settings {
+        write_timeout: Duration::from_secs(1),
+        idle_timeout: Duration::from_secs(600),
+        ..s
+    })
+    .await;
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let tcp = socket.connect(env.server.addr).await.unwrap();
+    let mut s = env
+        .tls
+        .connect("localhost".try_into().unwrap(), tcp)
+        .await
+        .unwrap();
+    let batch = request_head("GET /healthz", &[]).repeat(100);
+    let mut sent = 0usize;
+    let failed = tokio::time::timeout(CLOSE_WITHIN, async {
+        loop {
+            if let Err(e) = s.write_all(&batch).await {
+                return e;
+            }
+            if let Err(e) = s.flush().await {
+                return e;
+            }
+            sent += batch.len();
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("still open after {CLOSE_WITHIN:?}, {sent} bytes of requests sent"));
+    use std::io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset};
+    assert!(
+        matches!(
+            failed.kind(),
+            BrokenPipe | ConnectionReset | ConnectionAborted
+        ),
+        "{failed}"
+    );
+    eprintln!(
+        "closed after {} KiB of pipelined requests: {failed}",
+        sent / 1024
+    );
+    assert_serving(&env, "after a client that does not read").await;
+}
+
+/// kubelet's liveness probe goes to the plain-HTTP metrics port (manifests/base; the chart
+/// renders the same, tests/suite/helm_chart.rs), where `/healthz` answers while the HTTPS
+/// connections are at their cap: a client holding them does not get the pod restarted.
+/// Readiness and startup stay on the HTTPS port.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn liveness_is_probed_where_a_full_https_cap_does_not_reach() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/manifests/base/webhook-deployment.yaml"
+    );
+    let deployment: Value = serde_saphyr::from_str(&std::fs::read_to_string(path).unwrap())
+        .expect("the webhook Deployment");
+    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+    let liveness = &container["livenessProbe"]["httpGet"];
+    assert_eq!(liveness["path"], "/healthz", "{liveness}");
+    assert_eq!(liveness["port"], "metrics", "{liveness}");
+    assert!(
+        liveness.get("scheme").is_none_or(|s| s == "HTTP"),
+        "{liveness}"
+    );
+    for probe in ["readinessProbe", "startupProbe"] {
+        assert_eq!(container[probe]["httpGet"]["port"], "https", "{probe}");
+    }
+
+    let env = env_with(|s| Settings {
+        max_connections: 2,
+        header_timeout: Duration::from_secs(600),
+        ..s
+    })
+    .await;
+    let _held = [raw_connect(&env).await, raw_connect(&env).await];
+    let tcp = TcpStream::connect(env.server.addr).await.unwrap();
+    assert!(
+        env.tls
+            .connect("localhost".try_into().unwrap(), tcp)
+            .await
+            .is_err(),
+        "the HTTPS connections are at their cap"
+    );
+    let r = reqwest::Client::new()
+        .get(format!("http://{}/healthz", env.server.metrics_addr))
+        .timeout(Duration::from_secs(10))
+        .send()
+        .await
+        .expect("liveness answered");
+    assert_eq!(r.status(), 200);
+}
+
+/// The metrics listener closes what the HTTPS listener closes after its handshake: a
+/// connection that sends no request head, or part of one, after the header timeout, one idle
+/// after a request after the idle timeout (not before).
+///
+/// Before (2026-12-03) the metrics listener (`axum::serve`) had no timeout: each of these
+/// connections stayed open for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_metrics_listener_closes_silent_and_idle_connections() {
+    const IDLE: Duration = Duration::from_secs(3);
+    let env = env_with(|s| Settings {
+        header_timeout: Duration::from_secs(1),
+        idle_timeout: IDLE,
+        ..s
+    })
+    .await;
+    let addr = env.server.metrics_addr;
+    let silent = async {
+        let tcp = TcpStream::connect(addr).await.unwrap();
+        closed_by_server(tcp, "metrics: nothing sent").await;
+    };
+    let partial = async {
+        let mut tcp = TcpStream::connect(addr).await.unwrap();
+        tcp.write_all(b"GET /metrics HTTP/1.1\r\nhost: loc")
+            .await
+            .unwrap();
+        closed_by_server(tcp, "metrics: part of a head").await;
+    };
+    let idle = async {
+        let mut tcp = TcpStream::connect(addr).await.unwrap();
+        tcp.write_all(&request_head("GET /healthz", &[]))
+            .await
+            .unwrap();
+        let r = read_response(&mut tcp, &mut Vec::new()).await.unwrap();
+        assert_eq!(r.status, 200);
+        let t = Instant::now();
+        closed_by_server(tcp, "metrics: idle after a request").await;
+        t.elapsed()
+    };
+    let ((), (), after) = tokio::join!(silent, partial, idle);
+    assert!(
+        after >= IDLE - Duration::from_secs(1),
+        "metrics: idle connection closed {after:?} after its answer"
+    );
+    let r = reqwest::get(format!("http://{addr}/healthz"))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "a fresh connection is served");
 }
