@@ -1,48 +1,45 @@
 //! SIMULATION of kim's whole chain on one machine, with one command:
 //!
 //! ```sh
-//! cargo run -p testenv --example simulate                     # in-memory control cluster
-//! cargo run -p testenv --example simulate -- --real-apiserver # etcd + kube-apiserver
+//! cargo run -p testenv --example simulate [-- SAMPLES_DIR]
 //! ```
 //!
-//! Starts a control cluster, a Gardener and runtime clusters (by mode, below), runs the real
-//! `kim webhook` and `kim controller` binaries against them, creates the sample Runtimes of `samples/runtimes` (or the directory
-//! given as argument), prints each Runtime's status as it changes, tries two illegal status
-//! writes (both denied), deletes the Runtimes and prints a summary. Nothing real is touched: no
-//! cluster, no Gardener, no cloud account; everything listens on 127.0.0.1 and is gone at exit.
+//! Runs the real `kim webhook` and `kim controller` binaries on a real control cluster, creates
+//! the sample Runtimes of `samples/runtimes` (or the directory given as argument), prints each
+//! Runtime's status as it changes and the Events kim's controller publishes, tries two illegal
+//! status writes (both denied), deletes the Runtimes and prints a summary. Nothing real is
+//! touched: no cluster of yours, no Gardener landscape, no cloud account; everything listens
+//! on 127.0.0.1 and is gone at exit. `--real-apiserver` is accepted and changes nothing: the
+//! real control cluster below is the only one.
 //!
-//! The clusters, by mode:
-//! - **default**: testenv's in-memory API servers: the control cluster, a Gardener cluster
-//!   driven by testenv's simulated Gardener, one runtime cluster per Shoot. A CA and a serving certificate made with
-//!   `certs/gen-certs.sh` (needs `bash` and `openssl`) for a temporary copy of `manifests/`;
-//!   every `runtimes/status` write goes through testenv's [`WebhookStage`], which calls the
-//!   webhooks over HTTPS as kube-apiserver would (the configurations of the static-ca
-//!   overlay). The controller and the rogue client authenticate with the server's static
-//!   tokens; status changes are read from the server's journal of committed changes.
-//! - **`--real-apiserver`**: etcd + kube-apiserver from [`testenv::controlplane`] (built by
-//!   `scripts/install-control-plane.sh`; kubectl from `scripts/install-tools.sh` builds the
-//!   manifests), with the real Gardener API: gardener-apiserver aggregated behind the same
-//!   kube-apiserver ([`testenv::garden`], its fixtures: project `kyma-dev`, CloudProfiles,
-//!   credentials; the samples' binding becomes the fixtures' `hyperscaler-<provider>`), a
-//!   simulated gardenlet ([`testenv::gardenlet`]) and a pool of two real runtime clusters
-//!   (kube-apiserver + etcd) that kim reaches with the real `shoots/adminkubeconfig`; the
-//!   controller's `--gardener-kubeconfig` is the admin's. kim is installed as a user installs it: namespace `kcp-system`,
-//!   `manifests/crd.yaml`, then `manifests/base` (kubectl kustomize) with its webhook
-//!   configurations pointed at the `kim webhook` process, which serves a certificate for
-//!   127.0.0.1; kube-apiserver itself calls the webhooks. The controller authenticates as
-//!   ServiceAccount `kim-system/kim-controller` with a TokenRequest token and nothing but the
-//!   shipped RBAC; the rogue client is user `rogue` (a client certificate) whom the example
-//!   grants `patch` on `runtimes/status` in `kcp-system`, so that its write reaches the webhook.
-//!   Status changes are read from a watch of the Runtimes, the denials from kube-apiserver's
-//!   answers.
+//! The clusters: etcd + kube-apiserver from [`testenv::controlplane`] (built by
+//! `scripts/install-control-plane.sh`; kubectl from `scripts/install-tools.sh` builds the
+//! manifests), with the real Gardener API: gardener-apiserver aggregated behind the same
+//! kube-apiserver ([`testenv::garden`], its fixtures: project `kyma-dev`, CloudProfiles,
+//! credentials; the samples' binding becomes the fixtures' `hyperscaler-<provider>`). Only the
+//! gardenlet and the cloud are simulated: the simulated gardenlet ([`testenv::gardenlet`])
+//! writes the Shoots' status and starts a pool of two real runtime clusters (kube-apiserver +
+//! etcd) that kim reaches with the real `shoots/adminkubeconfig`; the controller's
+//! `--gardener-kubeconfig` is the admin's.
+//!
+//! kim is installed as a user installs it: namespace `kcp-system`, `manifests/crd.yaml`, then
+//! `manifests/base` (kubectl kustomize) with its webhook configurations pointed at the
+//! `kim webhook` process, which serves a certificate for 127.0.0.1; kube-apiserver itself
+//! calls the webhooks. The controller authenticates as ServiceAccount
+//! `kim-system/kim-controller` with a TokenRequest token and nothing but the shipped RBAC; the
+//! rogue client is user `rogue` (a client certificate) whom the example grants `patch` on
+//! `runtimes/status` in `kcp-system`, so that its write reaches the webhook. What is printed
+//! comes from the real sources: status changes from a watch of the Runtimes, the denials from
+//! kube-apiserver's answers and from the webhook's own log, the Events from the events API, the
+//! counts from the webhook's `/metrics`.
 //!
 //! The `kim` binary: `KIM_BIN` if set, else `cargo build --bin kim` of this workspace (same
 //! profile as the example), located through cargo's JSON messages (so `CARGO_TARGET_DIR` and
 //! `--release` work). The processes' logs go to a temporary directory, removed at every exit
-//! (success, failure, panic, Ctrl-C, SIGTERM or SIGHUP), as is the real control plane; on a
-//! failure the logs' last lines are printed on stderr first.
+//! (success, failure, panic, Ctrl-C, SIGTERM or SIGHUP), as are the clusters; on a failure the
+//! logs' last lines are printed on stderr first.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::error::Error;
 use std::future::Future;
 use std::io::BufRead;
@@ -55,21 +52,17 @@ use futures::StreamExt;
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
 };
+use k8s_openapi::api::events::v1::Event as K8sEvent;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::Api;
 use kube::api::{
-    ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
+    ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
+    PostParams,
 };
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::{Value, json};
 use testenv::controlplane::{ControlPlane, Options, WebhookCerts};
-use testenv::gardener::{GardenerConfig, GardenerSim};
 use testenv::gardenlet::{Clusters, Gardenlet, GardenletConfig};
-use testenv::webhook_stage::StageResult;
-use testenv::{
-    AdmissionDecision, EventType, Gvr, ServerConfig, ServerHandle, UserInfo, WebhookConfigurations,
-    WebhookStage,
-};
 
 type Res<T> = Result<T, Box<dyn Error>>;
 
@@ -77,48 +70,47 @@ const NS: &str = "kcp-system";
 const CONTROLLER_USER: &str = "system:serviceaccount:kim-system:kim-controller";
 /// The controller's ServiceAccount (namespace, name), as `manifests/base` creates it.
 const CONTROLLER_SA: (&str, &str) = ("kim-system", "kim-controller");
-const CONTROLLER_TOKEN: &str = "kim-controller-token";
-const ROGUE_USER: &str = "system:serviceaccount:other:rogue";
-const ROGUE_TOKEN: &str = "rogue-token";
-/// The rogue client of `--real-apiserver`: a client-certificate user.
-const REAL_ROGUE_USER: &str = "rogue";
-/// The Role (and RoleBinding) letting [`REAL_ROGUE_USER`] patch `runtimes/status`.
+/// The rogue client: a client-certificate user.
+const ROGUE_USER: &str = "rogue";
+/// The Role (and RoleBinding) letting [`ROGUE_USER`] patch `runtimes/status`.
 const ROGUE_ROLE: &str = "rogue-status-patcher";
 /// The validating webhook of `manifests/base/webhook-configurations.yaml`.
 const VALIDATE_HOOK: &str = "runtime-status.validate.kim.kyma-project.io";
-/// The Runtime whose status writes wait for the real apiserver's webhooks to take effect.
+/// The Runtime whose status writes wait for the webhooks to take effect.
 const PROBE: &str = "webhook-ready-probe";
 const GROUP: &str = "infrastructuremanager.kyma-project.io";
+/// `reportingController` of the Events kim's controller publishes.
+const REPORTER: &str = "kim-controller";
 const DEADLINE: Duration = Duration::from_secs(180);
+/// The binaries the example starts or runs, and the script that installs each into
+/// `target/tools/bin`.
+const TOOLS: [(&str, &str); 4] = [
+    ("kube-apiserver", "scripts/install-control-plane.sh"),
+    ("etcd", "scripts/install-control-plane.sh"),
+    ("gardener-apiserver", "scripts/install-control-plane.sh"),
+    ("kubectl", "scripts/install-tools.sh"),
+];
+const USAGE: &str = "usage: simulate [SAMPLES_DIR]";
 
-/// Which control cluster kim runs against.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Mode {
-    /// testenv's in-memory API server, admission through a [`WebhookStage`].
-    InMemory,
-    /// etcd + kube-apiserver ([`testenv::controlplane`]) with gardener-apiserver, kim's
-    /// manifests installed, the simulated gardenlet and real runtime clusters.
-    RealApiserver,
-}
-
-/// The command line: `[--real-apiserver] [SAMPLES_DIR]`.
-fn parse_args() -> Res<(Mode, Option<PathBuf>)> {
-    let mut mode = Mode::InMemory;
+/// The command line: `[SAMPLES_DIR]`; `--real-apiserver`, the name of the only mode, is
+/// accepted (and said to change nothing) so that older command lines keep working.
+fn parse_args() -> Res<Option<PathBuf>> {
     let mut samples = None;
     for arg in std::env::args_os().skip(1) {
         match arg.to_str() {
-            Some("--real-apiserver") => mode = Mode::RealApiserver,
+            Some("--real-apiserver") => {
+                println!(
+                    "note: --real-apiserver changes nothing: kim always runs on a real kube-apiserver here"
+                );
+            }
             Some(a) if a.starts_with('-') => {
-                return Err(format!(
-                    "unknown option {a}; usage: simulate [--real-apiserver] [SAMPLES_DIR]"
-                )
-                .into());
+                return Err(format!("unknown option {a}; {USAGE}").into());
             }
             _ if samples.is_none() => samples = Some(PathBuf::from(arg)),
-            _ => return Err("usage: simulate [--real-apiserver] [SAMPLES_DIR]".into()),
+            _ => return Err(USAGE.into()),
         }
     }
-    Ok((mode, samples))
+    Ok(samples)
 }
 
 /// Seconds since the run started, as the output's `[  1.2s]` stamps.
@@ -159,6 +151,24 @@ fn repo_root() -> PathBuf {
         .expect("testenv lives in the kim workspace")
         .to_path_buf()
 }
+
+/// Fails, naming the install script, when a binary of [`TOOLS`] is missing (kube-apiserver
+/// and etcd of the minor `KIM_KUBERNETES` selects, as [`testenv::tools::path`] finds them).
+fn check_tools() -> Res<()> {
+    let minor = testenv::tools::kubernetes()?;
+    let mut missing = Vec::new();
+    for (name, script) in TOOLS {
+        let path = testenv::tools::path(name)?;
+        if !path.is_file() {
+            missing.push(install_hint(name, script, &path, &minor));
+        }
+    }
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(format!("missing: {}", missing.join(", ")).into())
+}
+
 /// `KIM_BIN`, or the `kim` binary `cargo build --bin kim` produces for this workspace.
 fn kim_binary(root: &Path) -> Res<PathBuf> {
     if let Some(p) = std::env::var_os("KIM_BIN") {
@@ -200,20 +210,6 @@ fn kim_binary(root: &Path) -> Res<PathBuf> {
     Err("cargo build --bin kim reported no kim executable".into())
 }
 
-fn copy_dir(from: &Path, to: &Path) -> Res<()> {
-    std::fs::create_dir_all(to)?;
-    for e in std::fs::read_dir(from)? {
-        let e = e?;
-        let target = to.join(e.file_name());
-        if e.file_type()?.is_dir() {
-            copy_dir(&e.path(), &target)?;
-        } else {
-            std::fs::copy(e.path(), &target)?;
-        }
-    }
-    Ok(())
-}
-
 /// Waits for `field` in the first JSON log line of `log` that has it.
 async fn logged_field(p: &mut Proc, field: &str) -> Res<String> {
     let start = Instant::now();
@@ -248,47 +244,6 @@ fn spawn<S: AsRef<std::ffi::OsStr>>(kim: &Path, args: &[S], log: PathBuf) -> Res
     Ok(Proc { child, log })
 }
 
-/// One line per Runtime status: state, conditions, Gardener's last operation.
-fn summary(rt: &Value) -> String {
-    let st = &rt["status"];
-    let s = |v: &Value| v.as_str().unwrap_or("-").to_string();
-    let conds: Vec<String> = st["conditions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|c| format!("{}={}/{}", s(&c["type"]), s(&c["status"]), s(&c["reason"])))
-        .collect();
-    let op = st
-        .get("shootLastOperation")
-        .map(|o| format!("  (Gardener: {} {})", s(&o["type"]), s(&o["state"])))
-        .unwrap_or_default();
-    format!("{:<11} [{}]{op}", s(&st["state"]), conds.join(", "))
-}
-
-fn runtime_resource() -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("infrastructuremanager.kyma-project.io", "v1", "Runtime"),
-        "runtimes",
-    )
-}
-
-/// The last `n` lines of each process log in `dir`, for stderr.
-fn log_tails(dir: &Path, n: usize) -> String {
-    let mut out = String::new();
-    for name in ["webhook.log", "controller.log"] {
-        let Ok(text) = std::fs::read_to_string(dir.join(name)) else {
-            continue;
-        };
-        let lines: Vec<&str> = text.lines().collect();
-        out.push_str(&format!("--- {name} (last {n} lines)\n"));
-        for line in &lines[lines.len().saturating_sub(n)..] {
-            out.push_str(line);
-            out.push('\n');
-        }
-    }
-    out
-}
-
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     use tokio::signal::unix::{SignalKind, signal};
@@ -318,104 +273,71 @@ async fn main() {
 }
 
 async fn run(tmp: &Path) -> Res<()> {
-    let (mode, samples) = parse_args()?;
+    let samples = parse_args()?;
     println!("==================================================================================");
-    match mode {
-        Mode::InMemory => {
-            println!(" SIMULATION — kim on in-memory API servers with a simulated Gardener.");
-        }
-        Mode::RealApiserver => {
-            println!(
-                " SIMULATION — kim on a real etcd + kube-apiserver (the control cluster), with the"
-            );
-            println!(
-                " real Gardener API (gardener-apiserver), a simulated gardenlet and real runtime"
-            );
-            println!(" clusters (kube-apiserver + etcd).");
-        }
-    }
+    println!(" SIMULATION — kim on a real etcd + kube-apiserver (the control cluster), with the");
+    println!(" real Gardener API (gardener-apiserver), a simulated gardenlet and real runtime");
+    println!(" clusters (kube-apiserver + etcd).");
     println!(" No real cloud account, no real Gardener landscape: everything runs on 127.0.0.1");
     println!(" and is gone when this program exits. The kim binaries are the real ones.");
     println!("==================================================================================");
     let root = repo_root();
     let samples = samples.unwrap_or_else(|| root.join("samples/runtimes"));
+    let mut runtimes = read_samples(&samples)?;
+    check_tools()?;
     let kim = kim_binary(&root)?;
     println!("kim binary: {}", kim.display());
     let clock = Clock(Instant::now());
 
-    // The clusters.
-    let mut control = Control::start(mode, &root, tmp).await?;
-    let mut runtimes = read_samples(&samples)?;
-    let garden = match &control.kind {
-        Kind::InMemory { kcp, .. } => {
-            let garden = testenv::start(ServerConfig::default().name("garden")).await?;
-            let sim = GardenerSim::new(&garden, GardenerConfig::default());
-            let clusters = runtime_clusters(&garden, &runtimes).await?;
-            println!(
-                "in-memory clusters: control {}, Gardener {}, {} runtime clusters",
-                kcp.url(),
-                garden.url(),
-                clusters.len()
-            );
-            Garden::InMemory {
-                garden,
-                sim,
-                _clusters: clusters,
-            }
-        }
-        Kind::Real { cp, .. } => {
-            let admin = cp.admin().await;
-            testenv::garden::install_fixtures(&admin, testenv::garden::DEFAULT_PROJECT).await?;
-            for rt in &mut runtimes {
-                let provider = rt["spec"]["shoot"]["provider"]["type"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string();
-                rt["spec"]["shoot"]["secretBindingName"] = json!(format!("hyperscaler-{provider}"));
-            }
-            let gardenlet = Gardenlet::start(
-                admin,
-                GardenletConfig::new(&format!("garden-{}", testenv::garden::DEFAULT_PROJECT))
-                    .clusters(Clusters::Pool(2)),
-            );
-            println!(
-                "control cluster: kube-apiserver {} (etcd {}, RBAC) serving the Gardener API \
-                 (gardener-apiserver, project {}); a simulated gardenlet starts real runtime \
-                 clusters (a pool of 2); the samples bind hyperscaler-<provider>",
-                cp.url(),
-                cp.etcd_url(),
-                testenv::garden::DEFAULT_PROJECT
-            );
-            Garden::Real {
-                kubeconfig: cp.kubeconfig(cp.admin_cert()),
-                _gardenlet: gardenlet,
-            }
-        }
-    };
+    // The control cluster with the Gardener API, its fixtures, and the simulated gardenlet.
+    let control = Control::start().await?;
+    let admin = control.cp.admin().await;
+    testenv::garden::install_fixtures(&admin, testenv::garden::DEFAULT_PROJECT).await?;
+    for rt in &mut runtimes {
+        let provider = rt["spec"]["shoot"]["provider"]["type"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        rt["spec"]["shoot"]["secretBindingName"] = json!(format!("hyperscaler-{provider}"));
+    }
+    // Stopped, with its runtime clusters, when dropped.
+    let _gardenlet = Gardenlet::start(
+        admin,
+        GardenletConfig::new(&format!("garden-{}", testenv::garden::DEFAULT_PROJECT))
+            .clusters(Clusters::Pool(2)),
+    );
+    println!(
+        "{} control cluster: kube-apiserver {} (etcd {}, RBAC) serving the Gardener API \
+         (gardener-apiserver, project {}); a simulated gardenlet starts real runtime \
+         clusters (a pool of 2); the samples bind hyperscaler-<provider>",
+        clock.stamp(),
+        control.cp.url(),
+        control.cp.etcd_url(),
+        testenv::garden::DEFAULT_PROJECT
+    );
 
-    // kim webhook, and the control cluster's admission calling it.
-    let mut args = testenv::process::kim_webhook_args(&control.cert_dir(), false);
+    // kim webhook, and kim installed with kube-apiserver calling it.
+    let mut args = testenv::process::kim_webhook_args(control.certs.dir.path(), false);
     args.extend(["--log-format".into(), "json".into()]);
     let mut webhook = spawn(&kim, &args, tmp.join("webhook.log"))?;
     let addr: SocketAddr = logged_field(&mut webhook, "addr").await?.parse()?;
     let metrics_addr = logged_field(&mut webhook, "metrics_addr").await?;
-    let served_as = match mode {
-        Mode::InMemory => format!("kim-webhook.kim-system.svc → {addr}"),
-        Mode::RealApiserver => "certificate for 127.0.0.1".to_string(),
-    };
     println!(
-        "{} kim webhook serving on {addr} ({served_as})",
+        "{} kim webhook serving on {addr} (certificate for 127.0.0.1)",
         clock.stamp()
     );
     control
-        .wire_admission(&root, addr, &runtimes[0], clock)
+        .install_kim(&root, addr, &runtimes[0], clock)
         .await?;
 
     // kim controller.
     let kcp_kubeconfig = tmp.join("kcp.kubeconfig");
     let garden_kubeconfig = tmp.join("garden.kubeconfig");
     std::fs::write(&kcp_kubeconfig, control.controller_kubeconfig().await)?;
-    std::fs::write(&garden_kubeconfig, garden.kubeconfig())?;
+    std::fs::write(
+        &garden_kubeconfig,
+        control.cp.kubeconfig(control.cp.admin_cert()),
+    )?;
     let config = root.join("docs/config.example.yaml");
     let args = testenv::process::kim_controller_args(
         &kcp_kubeconfig,
@@ -426,20 +348,14 @@ async fn run(tmp: &Path) -> Res<()> {
     );
     let mut controller = spawn(&kim, &args, tmp.join("controller.log"))?;
     logged_field(&mut controller, "metrics_addr").await?;
-    let identity = match mode {
-        Mode::InMemory => CONTROLLER_USER.to_string(),
-        Mode::RealApiserver => format!(
-            "{CONTROLLER_USER}: a TokenRequest token, the RBAC of manifests/base/rbac-controller.yaml"
-        ),
-    };
-    println!("{} kim controller running (as {identity})", clock.stamp());
+    println!(
+        "{} kim controller running (as {CONTROLLER_USER}: a TokenRequest token, the RBAC of \
+         manifests/base/rbac-controller.yaml)",
+        clock.stamp()
+    );
 
     let before = webhook_counters(&metrics_addr).await?;
     let printer = control.print_changes(clock).await?;
-    let stepper = match &garden {
-        Garden::InMemory { sim, .. } => Some(sim.run_every(Duration::from_millis(500))),
-        Garden::Real { .. } => None,
-    };
 
     // ---- provisioning ----
     let api = control.runtimes.clone();
@@ -454,10 +370,10 @@ async fn run(tmp: &Path) -> Res<()> {
         names.push(obj.metadata.name.clone().unwrap_or_default());
         api.create(&PostParams::default(), &obj).await?;
     }
-    let (names, control_ref) = (&names, &control);
+    let (names, api_ref) = (&names, &api);
     wait("every Runtime Ready", || async move {
         for n in names {
-            let state = control_ref.stored(n).await?;
+            let state = api_ref.get_opt(n).await?.map(|o| o.data);
             if state.as_ref().and_then(|r| r["status"]["state"].as_str()) != Some("Ready") {
                 return Ok(false);
             }
@@ -466,15 +382,17 @@ async fn run(tmp: &Path) -> Res<()> {
     })
     .await?;
     println!("{} --- every Runtime is Ready ---", clock.stamp());
+    control.print_ready_events(names, clock).await?;
 
     // ---- the rogue client ----
     let victim = names[0].clone();
-    let (rogue_user, rogue) = control.rogue().await;
     println!(
-        "{} --- a rogue client ({rogue_user}) rewrites {victim}'s status to Failed ---",
+        "{} --- a rogue client ({ROGUE_USER}) rewrites {victim}'s status to Failed ---",
         clock.stamp()
     );
-    let r = rogue
+    let r = control
+        .rogue()
+        .await
         .patch_status(
             &victim,
             &PatchParams::default(),
@@ -482,12 +400,9 @@ async fn run(tmp: &Path) -> Res<()> {
         )
         .await;
     report("the rogue client's write", r)?;
-    let leaked = match mode {
-        Mode::InMemory => "the controller's own token (say, leaked)",
-        Mode::RealApiserver => "a second token of the controller's ServiceAccount (say, leaked)",
-    };
     println!(
-        "{} --- {leaked} writes a reason the model does not know ---",
+        "{} --- a second token of the controller's ServiceAccount (say, leaked) writes a reason \
+         the model does not know ---",
         clock.stamp()
     );
     let impostor = control.impostor().await;
@@ -505,40 +420,57 @@ async fn run(tmp: &Path) -> Res<()> {
     }
     wait("every Runtime deleted", || async move {
         for n in names {
-            if control_ref.stored(n).await?.is_some() {
+            if api_ref.get_opt(n).await?.is_some() {
                 return Ok(false);
             }
         }
         Ok(true)
     })
     .await?;
-    if let Some(stepper) = stepper {
-        stepper.abort();
-    }
     printer.finish().await?;
 
     // ---- summary ----
     let after = webhook_counters(&metrics_addr).await?;
-    let (writes, denied) = control.admission_summary(&before, &after);
     controller.stop();
     webhook.stop();
+    let (before, after_parsed) = (parse_counters(&before), parse_counters(&after));
+    let delta = |path: &str, decision: &str| {
+        counted(&after_parsed, path, decision) - counted(&before, path, decision)
+    };
+    let (admitted, denied) = (delta("/validate", "allowed"), delta("/validate", "denied"));
+    let calls = admitted + denied + delta("/mutate", "allowed") + delta("/mutate", "denied");
+    let logged = denials(&std::fs::read_to_string(&webhook.log)?);
     println!("==================================================================================");
     println!(
         " SIMULATION done in {:.1} s: {} Runtimes provisioned and deleted.",
         clock.0.elapsed().as_secs_f64(),
         names.len()
     );
-    println!(" {writes}");
+    println!(
+        " runtimes/status writes kube-apiserver sent to kim webhook's /validate: {admitted} \
+         admitted, {denied} denied; {calls} webhook calls over HTTPS."
+    );
     println!(" kim webhook's own counters:");
     for c in &after {
         println!("   {c}");
     }
-    if mode == Mode::RealApiserver {
-        println!("   (one /validate denial is the probe's, before the Runtimes were created)");
+    println!(" kim webhook's log of the reviews it denied (one line each, at level info):");
+    for d in &logged {
+        println!("   {d}");
     }
+    println!("   (the probe's denial came before the Runtimes were created)");
     println!("==================================================================================");
     if denied != 2 {
         return Err(format!("expected the 2 rogue writes denied, {denied} were").into());
+    }
+    // The probe's and the two above: the log and the counters tell the same.
+    let counted_denials = counted(&after_parsed, "/validate", "denied");
+    if logged.len() != counted_denials {
+        return Err(format!(
+            "the webhook logged {} denials, its counters say {counted_denials}",
+            logged.len()
+        )
+        .into());
     }
     Ok(())
 }
@@ -567,151 +499,19 @@ fn read_samples(dir: &Path) -> Res<Vec<Value>> {
     Ok(runtimes)
 }
 
-/// One in-memory runtime cluster per Runtime's Shoot, whose admin kubeconfig Gardener hands
-/// out.
-async fn runtime_clusters(garden: &ServerHandle, runtimes: &[Value]) -> Res<Vec<ServerHandle>> {
-    let mut kubeconfigs = HashMap::new();
-    let mut clusters = Vec::new();
-    for rt in runtimes {
-        let shoot = rt["spec"]["shoot"]["name"]
-            .as_str()
-            .unwrap_or("")
-            .to_string();
-        let token = format!("admin-{shoot}");
-        let cluster = testenv::start(
-            ServerConfig::default()
-                .name(&shoot)
-                .user(&token, UserInfo::new("shoot-admin", &["system:masters"])),
-        )
-        .await?;
-        kubeconfigs.insert(shoot, cluster.kubeconfig_yaml(Some(&token)));
-        clusters.push(cluster);
-    }
-    garden.set_admin_kubeconfig(move |req| kubeconfigs.get(&req.name).cloned().unwrap_or_default());
-    Ok(clusters)
-}
-
-/// Gardener and the runtime clusters, by mode.
-enum Garden {
-    /// testenv's in-memory Gardener cluster, stepped by the simulated Gardener; in-memory
-    /// runtime clusters (kept until the end).
-    InMemory {
-        garden: ServerHandle,
-        sim: GardenerSim,
-        _clusters: Vec<ServerHandle>,
-    },
-    /// The Gardener API of the real control plane; the gardenlet (stopped, with its runtime
-    /// clusters, when dropped).
-    Real {
-        /// The admin's kubeconfig of the control plane, which serves the Gardener API.
-        kubeconfig: String,
-        _gardenlet: Gardenlet,
-    },
-}
-
-impl Garden {
-    /// The controller's `--gardener-kubeconfig`.
-    fn kubeconfig(&self) -> String {
-        match self {
-            Garden::InMemory { garden, .. } => garden.kubeconfig_yaml(None),
-            Garden::Real { kubeconfig, .. } => kubeconfig.clone(),
-        }
-    }
-}
-
 /// The control cluster: Runtimes live there, kim's controller and webhook serve it.
 struct Control {
+    cp: ControlPlane,
+    /// The webhook's serving certificate for 127.0.0.1, and its CA (the caBundle).
+    certs: WebhookCerts,
     /// The Runtimes of `kcp-system` as a cluster administrator.
     runtimes: Api<DynamicObject>,
-    kind: Kind,
-}
-
-enum Kind {
-    InMemory {
-        kcp: ServerHandle,
-        /// The webhook configurations of the static-ca overlay (with their caBundle).
-        configs: WebhookConfigurations,
-        /// Set by [`Control::wire_admission`].
-        stage: Option<WebhookStage>,
-        /// `certs/gen-certs.sh`'s output: the webhook's serving certificate.
-        cert_dir: PathBuf,
-    },
-    Real {
-        cp: Box<ControlPlane>,
-        /// The webhook's serving certificate for 127.0.0.1, and its CA (the caBundle).
-        certs: Box<WebhookCerts>,
-    },
 }
 
 impl Control {
-    /// Starts the control cluster and makes the webhook's serving certificate.
-    async fn start(mode: Mode, root: &Path, tmp: &Path) -> Res<Control> {
-        match mode {
-            Mode::InMemory => Self::in_memory(root, tmp).await,
-            Mode::RealApiserver => Self::real().await,
-        }
-    }
-
-    async fn in_memory(root: &Path, tmp: &Path) -> Res<Control> {
-        // Certificates for the webhook Service, caBundle into a copy of the static-ca overlay.
-        copy_dir(&root.join("manifests"), &tmp.join("manifests"))?;
-        let out = Command::new("bash")
-            .arg(root.join("certs/gen-certs.sh"))
-            .arg("--out")
-            .arg(tmp.join("certs"))
-            .arg("--overlay")
-            .arg(tmp.join("manifests/overlays/static-ca"))
-            .stdin(Stdio::null())
-            .output()?;
-        if !out.status.success() {
-            return Err(format!(
-                "certs/gen-certs.sh failed (bash and openssl are needed): {}",
-                String::from_utf8_lossy(&out.stderr)
-            )
-            .into());
-        }
-        let configs =
-            WebhookConfigurations::from_kustomization(&tmp.join("manifests/overlays/static-ca"))?;
-        println!(
-            "webhook configurations (manifests/overlays/static-ca): {}",
-            configs
-                .webhooks
-                .iter()
-                .map(|w| format!("{} → {}", w.name, w.call_url()))
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-        let kcp = testenv::start(
-            ServerConfig::default()
-                .name("kcp")
-                .user(CONTROLLER_TOKEN, UserInfo::new(CONTROLLER_USER, &[]))
-                .user(
-                    ROGUE_TOKEN,
-                    UserInfo::new(ROGUE_USER, &["system:authenticated"]),
-                ),
-        )
-        .await?;
-        Ok(Control {
-            runtimes: Api::namespaced_with(kcp.client(), NS, &runtime_resource()),
-            kind: Kind::InMemory {
-                kcp,
-                configs,
-                stage: None,
-                cert_dir: tmp.join("certs"),
-            },
-        })
-    }
-
-    async fn real() -> Res<Control> {
-        let kubectl = testenv::tools::dir().join("kubectl");
-        if !kubectl.is_file() {
-            return Err(format!(
-                "--real-apiserver builds manifests/base with kubectl kustomize: {} is missing; \
-                 install it with `bash scripts/install-tools.sh`",
-                kubectl.display()
-            )
-            .into());
-        }
+    /// Starts etcd, kube-apiserver and gardener-apiserver and makes the webhook's serving
+    /// certificate.
+    async fn start() -> Res<Control> {
         // Blocks until /readyz answers; on a thread of its own so that signals are heard.
         let cp = tokio::task::spawn_blocking(|| {
             ControlPlane::start_with(Options {
@@ -720,231 +520,129 @@ impl Control {
             })
         })
         .await??;
-        let certs = WebhookCerts::generate();
         let admin = cp.admin().await;
         Ok(Control {
+            cp,
+            certs: WebhookCerts::generate(),
             runtimes: Api::namespaced_with(admin, NS, &runtime_resource()),
-            kind: Kind::Real {
-                cp: Box::new(cp),
-                certs: Box::new(certs),
-            },
         })
     }
 
-    /// The directory with the webhook's `tls.crt` and `tls.key` (`kim webhook --cert-dir`).
-    fn cert_dir(&self) -> PathBuf {
-        match &self.kind {
-            Kind::InMemory { cert_dir, .. } => cert_dir.clone(),
-            Kind::Real { certs, .. } => certs.dir.path().to_path_buf(),
-        }
-    }
-
-    /// Sends the control cluster's `runtimes/status` writes to the webhook on `addr`.
-    /// In-memory: testenv's admission stage, printing each denied status write. Real: kim's
-    /// CRD and `manifests/base` installed with the webhooks pointed at `addr`, the rogue
-    /// client's RBAC, and a wait (with a probe Runtime made from `sample`) until
-    /// kube-apiserver calls the webhook.
-    async fn wire_admission(
-        &mut self,
+    /// Installs kim's CRD and `manifests/base` with the webhooks pointed at `addr`, the rogue
+    /// client's RBAC, and waits (with a probe Runtime made from `sample`) until kube-apiserver
+    /// calls the webhook.
+    async fn install_kim(
+        &self,
         root: &Path,
         addr: SocketAddr,
         sample: &Value,
         clock: Clock,
     ) -> Res<()> {
-        match &mut self.kind {
-            Kind::InMemory {
-                kcp,
-                configs,
-                stage,
-                ..
-            } => {
-                let s = WebhookStage::new(configs.clone(), addr);
-                s.install(kcp);
-                let admit = s.clone();
-                kcp.set_admission_async(move |req| {
-                    let stage = admit.clone();
-                    async move {
-                        let (user, name) = (req.user.username.clone(), req.name.clone());
-                        let status = req.subresource.as_deref() == Some("status");
-                        let decision = stage.admit(req).await;
-                        if status && let AdmissionDecision::Deny { code, message } = &decision {
-                            println!(
-                                "{} ✗ {name}: status write by {user} DENIED ({code}): {message}",
-                                clock.stamp()
-                            );
-                        }
-                        decision
-                    }
-                });
-                *stage = Some(s);
+        let cp = &self.cp;
+        cp.create_namespace(NS).await;
+        let crd = std::fs::read_to_string(root.join("manifests/crd.yaml"))?;
+        cp.install_crds(&crd).await?;
+        let installed = cp
+            .install_kustomize(&root.join("manifests/base"), addr, &self.certs.ca_pem)
+            .await?;
+        let skipped = if installed.skipped.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " (not served here, skipped: {})",
+                installed.skipped.join(", ")
+            )
+        };
+        println!(
+            "{} installed: namespace {NS}, manifests/crd.yaml, manifests/base ({} objects{skipped}); \
+             webhooks → https://{addr}/validate, /mutate",
+            clock.stamp(),
+            installed.applied.len()
+        );
+        grant_rogue(cp).await?;
+        println!(
+            "{} Role + RoleBinding {NS}/{ROGUE_ROLE}: user {ROGUE_USER} may patch runtimes/status",
+            clock.stamp()
+        );
+        wait_until_judged(&self.runtimes, sample).await?;
+        println!(
+            "{} admission in effect: kube-apiserver sent a model-breaking status write of \
+             probe Runtime {PROBE} to kim webhook, which refused it (probe deleted)",
+            clock.stamp()
+        );
+        Ok(())
+    }
+
+    /// The controller's kubeconfig: a TokenRequest token of ServiceAccount
+    /// `kim-system/kim-controller`.
+    async fn controller_kubeconfig(&self) -> String {
+        let token = self
+            .cp
+            .service_account_token(CONTROLLER_SA.0, CONTROLLER_SA.1)
+            .await;
+        self.cp.kubeconfig_with_token(&token)
+    }
+
+    /// The Runtimes API of the rogue client ([`ROGUE_USER`], a client certificate).
+    async fn rogue(&self) -> Api<DynamicObject> {
+        let cert = self.cp.user(ROGUE_USER, &["system:authenticated"]);
+        Api::namespaced_with(self.cp.client(&cert).await, NS, &runtime_resource())
+    }
+
+    /// The Runtimes API with a second TokenRequest token of the controller's ServiceAccount
+    /// (not the running controller's).
+    async fn impostor(&self) -> Api<DynamicObject> {
+        let client = self
+            .cp
+            .client_from_kubeconfig(&self.controller_kubeconfig().await)
+            .await;
+        Api::namespaced_with(client, NS, &runtime_resource())
+    }
+
+    /// Waits until kim's controller has published a `Ready` Event about each Runtime of
+    /// `names` (it publishes them in the background, after the status write), and prints them
+    /// as `kubectl get events` would show them.
+    async fn print_ready_events(&self, names: &[String], clock: Clock) -> Res<()> {
+        let events: Api<K8sEvent> = Api::namespaced(self.cp.admin().await, NS);
+        let start = Instant::now();
+        let found = loop {
+            let found = ready_events(&events.list(&ListParams::default()).await?.items, names);
+            if found.len() == names.len() {
+                break found;
             }
-            Kind::Real { cp, certs } => {
-                cp.create_namespace(NS).await;
-                let crd = std::fs::read_to_string(root.join("manifests/crd.yaml"))?;
-                cp.install_crds(&crd).await?;
-                let installed = cp
-                    .install_kustomize(&root.join("manifests/base"), addr, &certs.ca_pem)
-                    .await?;
-                let skipped = if installed.skipped.is_empty() {
-                    String::new()
-                } else {
-                    format!(
-                        " (not served here, skipped: {})",
-                        installed.skipped.join(", ")
-                    )
-                };
-                println!(
-                    "{} installed: namespace {NS}, manifests/crd.yaml, manifests/base ({} objects{skipped}); \
-                     webhooks → https://{addr}/validate, /mutate",
-                    clock.stamp(),
-                    installed.applied.len()
-                );
-                grant_rogue(cp).await?;
-                println!(
-                    "{} Role + RoleBinding {NS}/{ROGUE_ROLE}: user {REAL_ROGUE_USER} may patch runtimes/status",
-                    clock.stamp()
-                );
-                wait_until_judged(&self.runtimes, sample).await?;
-                println!(
-                    "{} admission in effect: kube-apiserver sent a model-breaking status write of \
-                     probe Runtime {PROBE} to kim webhook, which refused it (probe deleted)",
-                    clock.stamp()
-                );
+            if start.elapsed() > DEADLINE {
+                return Err(format!(
+                    "timed out waiting for a Ready Event about every Runtime; found: {found:?}"
+                )
+                .into());
             }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        println!(
+            "{} Events kim's controller published (events.k8s.io/v1, {NS}):",
+            clock.stamp()
+        );
+        for e in &found {
+            println!("    {e}");
         }
         Ok(())
     }
 
-    /// The controller's kubeconfig: the in-memory server's static token, or a TokenRequest
-    /// token of ServiceAccount `kim-system/kim-controller`.
-    async fn controller_kubeconfig(&self) -> String {
-        match &self.kind {
-            Kind::InMemory { kcp, .. } => kcp.kubeconfig_yaml(Some(CONTROLLER_TOKEN)),
-            Kind::Real { cp, .. } => {
-                let token = cp
-                    .service_account_token(CONTROLLER_SA.0, CONTROLLER_SA.1)
-                    .await;
-                cp.kubeconfig_with_token(&token)
-            }
-        }
-    }
-
-    /// Runtime `name` of `kcp-system` as stored now (`None`: gone).
-    async fn stored(&self, name: &str) -> Res<Option<Value>> {
-        Ok(match &self.kind {
-            Kind::InMemory { kcp, .. } => kcp.get(&Gvr::runtimes(), Some(NS), name),
-            Kind::Real { .. } => self.runtimes.get_opt(name).await?.map(|o| o.data),
-        })
-    }
-
-    /// The rogue client's user name and its Runtimes API.
-    async fn rogue(&self) -> (String, Api<DynamicObject>) {
-        let (user, client) = match &self.kind {
-            Kind::InMemory { kcp, .. } => (ROGUE_USER, kcp.client_as(Some(ROGUE_TOKEN))),
-            Kind::Real { cp, .. } => {
-                let cert = cp.user(REAL_ROGUE_USER, &["system:authenticated"]);
-                (REAL_ROGUE_USER, cp.client(&cert).await)
-            }
-        };
-        let api = Api::namespaced_with(client, NS, &runtime_resource());
-        (user.to_string(), api)
-    }
-
-    /// The Runtimes API with a token of the controller's identity other than the running
-    /// controller's: the same static token in memory, a second TokenRequest token for real.
-    async fn impostor(&self) -> Api<DynamicObject> {
-        let client = match &self.kind {
-            Kind::InMemory { kcp, .. } => kcp.client_as(Some(CONTROLLER_TOKEN)),
-            Kind::Real { cp, .. } => {
-                let token = cp
-                    .service_account_token(CONTROLLER_SA.0, CONTROLLER_SA.1)
-                    .await;
-                cp.client_from_kubeconfig(&cp.kubeconfig_with_token(&token))
-                    .await
-            }
-        };
-        Api::namespaced_with(client, NS, &runtime_resource())
-    }
-
-    /// Prints every status change of the Runtimes of `kcp-system` until
-    /// [`Printer::finish`]: from the in-memory server's journal of committed changes (a state
-    /// that lasted one write is printed too), or from a watch of the real apiserver (opened,
-    /// its first list done, before this returns).
+    /// Prints every status change of the Runtimes of `kcp-system` until [`Printer::finish`],
+    /// from a watch of kube-apiserver (opened, its first list done, before this returns).
     async fn print_changes(&self, clock: Clock) -> Res<Printer> {
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = match &self.kind {
-            Kind::InMemory { kcp, .. } => {
-                tokio::spawn(print_journal(kcp.journal(), clock, stopped))
-            }
-            Kind::Real { .. } => {
-                let (listed, first_list) = tokio::sync::oneshot::channel();
-                let task = tokio::spawn(print_watch(self.runtimes.clone(), clock, listed, stopped));
-                tokio::time::timeout(Duration::from_secs(30), first_list)
-                    .await
-                    .map_err(|_| "the watch of Runtimes listed nothing within 30 s")?
-                    .map_err(|_| "the watch of Runtimes ended before its first list")?;
-                task
-            }
-        };
+        let (listed, first_list) = tokio::sync::oneshot::channel();
+        let task = tokio::spawn(print_watch(self.runtimes.clone(), clock, listed, stopped));
+        tokio::time::timeout(Duration::from_secs(30), first_list)
+            .await
+            .map_err(|_| "the watch of Runtimes listed nothing within 30 s")?
+            .map_err(|_| "the watch of Runtimes ended before its first list")?;
         Ok(Printer { stop, task })
-    }
-
-    /// The summary line of the status writes, and how many were denied: from the admission
-    /// stage's log (in memory), or from the webhook's counters `after` minus `before` (real:
-    /// the probe's denial came before `before`).
-    fn admission_summary(&self, before: &[String], after: &[String]) -> (String, usize) {
-        match &self.kind {
-            Kind::InMemory { stage, .. } => {
-                let log = stage.as_ref().map(|s| s.log()).unwrap_or_default();
-                let status: Vec<_> = log
-                    .iter()
-                    .filter(|r| r.subresource.as_deref() == Some("status"))
-                    .collect();
-                let admitted = status
-                    .iter()
-                    .filter(|r| matches!(r.result, StageResult::Allowed { .. }))
-                    .count();
-                let denied = status.len() - admitted;
-                let calls: usize = status.iter().map(|r| r.calls.len()).sum();
-                (
-                    format!(
-                        "runtimes/status writes through the admission stage: {admitted} admitted, \
-                         {denied} denied; {calls} webhook calls over HTTPS."
-                    ),
-                    denied,
-                )
-            }
-            Kind::Real { .. } => {
-                let (before, after) = (parse_counters(before), parse_counters(after));
-                let delta = |path: &str, decision: &str| -> usize {
-                    let sum = |c: &BTreeMap<String, f64>| -> f64 {
-                        c.iter()
-                            .filter(|(labels, _)| {
-                                labels.contains(&format!("path=\"{path}\""))
-                                    && labels.contains(&format!("decision=\"{decision}\""))
-                            })
-                            .map(|(_, v)| v)
-                            .sum()
-                    };
-                    (sum(&after) - sum(&before)).round() as usize
-                };
-                let (admitted, denied) =
-                    (delta("/validate", "allowed"), delta("/validate", "denied"));
-                let calls =
-                    admitted + denied + delta("/mutate", "allowed") + delta("/mutate", "denied");
-                (
-                    format!(
-                        "runtimes/status writes kube-apiserver sent to kim webhook's /validate: \
-                         {admitted} admitted, {denied} denied; {calls} webhook calls over HTTPS."
-                    ),
-                    denied,
-                )
-            }
-        }
     }
 }
 
-/// Lets [`REAL_ROGUE_USER`] patch `runtimes/status` in `kcp-system` (a Role and a RoleBinding,
+/// Lets [`ROGUE_USER`] patch `runtimes/status` in `kcp-system` (a Role and a RoleBinding,
 /// created as the admin), and waits until the RBAC authorizer says so: its write then reaches
 /// the webhook, whose writer rule is what refuses it.
 async fn grant_rogue(cp: &ControlPlane) -> Res<()> {
@@ -956,7 +654,7 @@ async fn grant_rogue(cp: &ControlPlane) -> Res<()> {
     let binding: RoleBinding = serde_json::from_value(json!({
         "metadata": {"name": ROGUE_ROLE, "namespace": NS},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": ROGUE_ROLE},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": REAL_ROGUE_USER}],
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": ROGUE_USER}],
     }))?;
     Api::<Role>::namespaced(admin.clone(), NS)
         .create(&PostParams::default(), &role)
@@ -965,7 +663,7 @@ async fn grant_rogue(cp: &ControlPlane) -> Res<()> {
         .create(&PostParams::default(), &binding)
         .await?;
     let rogue = cp
-        .client(&cp.user(REAL_ROGUE_USER, &["system:authenticated"]))
+        .client(&cp.user(ROGUE_USER, &["system:authenticated"]))
         .await;
     let reviews: Api<SelfSubjectAccessReview> = Api::all(rogue);
     let review = SelfSubjectAccessReview {
@@ -989,10 +687,9 @@ async fn grant_rogue(cp: &ControlPlane) -> Res<()> {
             return Ok(());
         }
         if Instant::now() > deadline {
-            return Err(format!(
-                "{REAL_ROGUE_USER} not allowed to patch runtimes/status within 30 s"
-            )
-            .into());
+            return Err(
+                format!("{ROGUE_USER} not allowed to patch runtimes/status within 30 s").into(),
+            );
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -1021,7 +718,8 @@ async fn wait_until_judged(api: &Api<DynamicObject>, sample: &Value) -> Res<()> 
             .patch_status(PROBE, &PatchParams::default(), &Patch::Merge(&bad))
             .await
         {
-            Err(kube::Error::Api(s)) if s.message.contains(VALIDATE_HOOK) => break,
+            // The webhook's own denial (a failed call to it names the hook too).
+            Err(kube::Error::Api(s)) if denied_by_webhook(&s.message) => break,
             // Stored before the configuration took effect: a second `Ready` would be ratcheted
             // (allowed), so start again from a Runtime without status.
             Ok(_) => {
@@ -1087,38 +785,6 @@ impl Changes {
     fn deleted(&mut self, name: &str) {
         self.seen.remove(name);
         println!("{} {name:<14} deleted", self.clock.stamp());
-    }
-}
-
-/// Prints the Runtimes' changes of the in-memory server's journal; once `stopped`, prints
-/// what the journal holds by then and ends.
-async fn print_journal(
-    journal: testenv::Journal,
-    clock: Clock,
-    mut stopped: tokio::sync::oneshot::Receiver<()>,
-) -> Result<(), String> {
-    let mut changes = Changes::new(clock);
-    let mut pos = 0;
-    let mut done = false;
-    loop {
-        for change in journal.since(pos) {
-            pos += 1;
-            if change.gvr != Gvr::runtimes() || change.namespace() != Some(NS) {
-                continue;
-            }
-            if change.kind == EventType::Deleted {
-                changes.deleted(change.name());
-            } else {
-                changes.applied(change.name(), &change.object);
-            }
-        }
-        if done {
-            return Ok(());
-        }
-        tokio::select! {
-            _ = journal.grown(pos) => {}
-            _ = &mut stopped => done = true,
-        }
     }
 }
 
@@ -1203,17 +869,6 @@ async fn webhook_counters(metrics_addr: &str) -> Res<Vec<String>> {
         .collect())
 }
 
-/// Counter lines as `labels → value`.
-fn parse_counters(lines: &[String]) -> BTreeMap<String, f64> {
-    lines
-        .iter()
-        .filter_map(|l| {
-            let (labels, value) = l.rsplit_once(' ')?;
-            Some((labels.to_string(), value.parse().ok()?))
-        })
-        .collect()
-}
-
 /// Polls `done` (every 50 ms) until it holds, for at most [`DEADLINE`].
 async fn wait<F, Fut>(what: &str, mut done: F) -> Res<()>
 where
@@ -1239,10 +894,7 @@ fn report(what: &str, r: Result<DynamicObject, kube::Error>) -> Res<()> {
                 "    → {what} was refused: HTTP {} {}: {}",
                 s.code, s.reason, s.message
             );
-            if !s
-                .message
-                .contains(&format!("admission webhook \"{VALIDATE_HOOK}\" denied"))
-            {
+            if !denied_by_webhook(&s.message) {
                 return Err(format!("{what} was refused, but not by {VALIDATE_HOOK}").into());
             }
             Ok(())
@@ -1250,4 +902,137 @@ fn report(what: &str, r: Result<DynamicObject, kube::Error>) -> Res<()> {
         Err(e) => Err(format!("{what}: unexpected error: {e}").into()),
         Ok(_) => Err(format!("{what} was admitted — it should not have been").into()),
     }
+}
+
+/// The last `n` lines of each process log in `dir`, for stderr.
+fn log_tails(dir: &Path, n: usize) -> String {
+    let mut out = String::new();
+    for name in ["webhook.log", "controller.log"] {
+        let Ok(text) = std::fs::read_to_string(dir.join(name)) else {
+            continue;
+        };
+        let lines: Vec<&str> = text.lines().collect();
+        out.push_str(&format!("--- {name} (last {n} lines)\n"));
+        for line in &lines[lines.len().saturating_sub(n)..] {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+fn runtime_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(GROUP, "v1", "Runtime"), "runtimes")
+}
+
+// ---- pure rules ----
+
+/// One line per Runtime status: state, conditions, Gardener's last operation.
+fn summary(rt: &Value) -> String {
+    let st = &rt["status"];
+    let s = |v: &Value| v.as_str().unwrap_or("-").to_string();
+    let conds: Vec<String> = st["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| format!("{}={}/{}", s(&c["type"]), s(&c["status"]), s(&c["reason"])))
+        .collect();
+    let op = st
+        .get("shootLastOperation")
+        .map(|o| format!("  (Gardener: {} {})", s(&o["type"]), s(&o["state"])))
+        .unwrap_or_default();
+    format!("{:<11} [{}]{op}", s(&st["state"]), conds.join(", "))
+}
+
+/// The `Ready` Events of [`REPORTER`] about the Runtimes of `names`, one line each
+/// (`<type> <reason> runtime/<name>: <note>`), in the order of `names`; a Runtime without one
+/// has no line.
+fn ready_events(events: &[K8sEvent], names: &[String]) -> Vec<String> {
+    names
+        .iter()
+        .filter_map(|name| {
+            let e = events.iter().find(|e| {
+                e.reporting_controller.as_deref() == Some(REPORTER)
+                    && e.reason.as_deref() == Some("Ready")
+                    && e.regarding.as_ref().is_some_and(|r| {
+                        r.kind.as_deref() == Some("Runtime") && r.name.as_deref() == Some(name)
+                    })
+            })?;
+            Some(format!(
+                "{} {} runtime/{name}: {}",
+                e.type_.as_deref().unwrap_or("-"),
+                e.reason.as_deref().unwrap_or("-"),
+                e.note.as_deref().unwrap_or("")
+            ))
+        })
+        .collect()
+}
+
+/// `<path> (bash <script>)`, the script run with `KIM_KUBERNETES=<minor>` for kube-apiserver
+/// and etcd of a minor other than the default.
+fn install_hint(name: &str, script: &str, path: &Path, minor: &str) -> String {
+    let per_minor = matches!(name, "kube-apiserver" | "etcd");
+    let var = if per_minor && minor != testenv::tools::DEFAULT_KUBERNETES {
+        format!("{}={minor} ", testenv::tools::KUBERNETES_VAR)
+    } else {
+        String::new()
+    };
+    format!("{} ({var}bash {script})", path.display())
+}
+
+/// Whether kube-apiserver's answer `message` says kim's validating webhook denied the request.
+fn denied_by_webhook(message: &str) -> bool {
+    message.contains(&format!("admission webhook \"{VALIDATE_HOOK}\" denied"))
+}
+
+/// Counter lines (`name{labels} value`) as `labels → value`.
+fn parse_counters(lines: &[String]) -> BTreeMap<String, f64> {
+    lines
+        .iter()
+        .filter_map(|l| {
+            let (labels, value) = l.rsplit_once(' ')?;
+            Some((labels.to_string(), value.parse().ok()?))
+        })
+        .collect()
+}
+
+/// The sum of the `counters` of webhook `path` with `decision` (`allowed`, `denied`).
+fn counted(counters: &BTreeMap<String, f64>, path: &str, decision: &str) -> usize {
+    let sum: f64 = counters
+        .iter()
+        .filter(|(labels, _)| {
+            labels.contains(&format!("path=\"{path}\""))
+                && labels.contains(&format!("decision=\"{decision}\""))
+        })
+        .map(|(_, v)| v)
+        .sum();
+    sum.round() as usize
+}
+
+/// The `admission review` lines of kim webhook's JSON log (`--log-format json`) that denied a
+/// `/validate` review, one line each: `<timestamp> user=<user> code=<code> rules=<rules>:
+/// <detail>` (`detail` is the message kube-apiserver relays).
+fn denials(log: &str) -> Vec<String> {
+    log.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| {
+            v["message"] == "admission review"
+                && v["path"] == "/validate"
+                && v["decision"] == "denied"
+        })
+        .map(|v| {
+            let s = |k: &str| match &v[k] {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            format!(
+                "{} user={} code={} rules={}: {}",
+                s("timestamp"),
+                s("user"),
+                s("code"),
+                s("rules"),
+                s("detail")
+            )
+        })
+        .collect()
 }

@@ -1,9 +1,10 @@
 //! `cargo run -p testenv --example simulate` (the README's "try it without a cluster") runs to
-//! its end, in both modes (in-memory control cluster, and `--real-apiserver`: etcd +
-//! kube-apiserver with kim's manifests installed): every sample Runtime provisioned and
-//! deleted through the real `kim webhook` and `kim controller`, the two illegal status writes
-//! it sends refused with the apiserver's 403, and its summary with the webhook's own counters,
-//! as it prints them.
+//! its end on etcd + kube-apiserver with gardener-apiserver aggregated behind it, kim's
+//! manifests installed, the simulated gardenlet and real runtime clusters: every sample Runtime
+//! provisioned (with kim's `Ready` Event) and deleted through the real `kim webhook` and
+//! `kim controller`, the two illegal status writes it sends refused with kube-apiserver's 403,
+//! and its summary with the webhook's own counters and its log of the denials, as it prints
+//! them. `--real-apiserver`, the name of the only mode, is still accepted.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -52,9 +53,9 @@ fn counted(stdout: &str, labels: &[&str]) -> f64 {
         .sum()
 }
 
-/// Runs the example with `args` (at most 300 s) and returns its stdout; panics with both
-/// outputs when it fails.
-async fn run_simulate(args: &[&str]) -> String {
+/// Runs the example with `args` (at most 300 s) and returns its exit status, stdout and
+/// stderr; panics with both outputs when it is still running then.
+async fn run_simulate(args: &[&str]) -> (std::process::ExitStatus, String, String) {
     let mut sim = Process::spawn(
         Command::new(simulate_binary())
             .args(args)
@@ -62,28 +63,21 @@ async fn run_simulate(args: &[&str]) -> String {
             .env_remove("RUST_LOG"),
     )
     .expect("spawn the simulate example");
-    // A bound, not a speed goal: the example takes well under a minute on two busy cores.
-    let status = sim.exit(Duration::from_secs(300)).await;
-    let (stdout, stderr) = match status {
-        Some(_) => (sim.stdout(), sim.stderr()),
+    // A bound, not a speed goal: the example takes about a minute on two busy cores.
+    match sim.exit(Duration::from_secs(300)).await {
+        Some(status) => (status, sim.stdout(), sim.stderr()),
         None => {
             let (out, err) = sim.terminate(Duration::from_secs(10));
             panic!("simulate {args:?} still running after 300 s\n{out}\n{err}");
         }
-    };
-    let status = status.unwrap();
-    assert!(
-        status.success(),
-        "{status}\nstdout:\n{stdout}\nstderr:\n{stderr}"
-    );
-    stdout
+    }
 }
 
-/// What both modes print at the end: the two refusals (403 from kim's validating webhook),
-/// every sample Runtime Ready, then provisioned and deleted, 2 writes denied, and the
-/// webhook's counters with `validate_denied` denials by /validate (the real apiserver's
-/// readiness probe adds one). Returns the two refusal lines.
-fn assert_end_result(stdout: &str, validate_denied: f64) -> (String, String) {
+/// The example's end: the two refusals (403 from kim's validating webhook, the rogue
+/// certificate user's by the writer rule), every sample Runtime Ready with its `Ready` Event,
+/// then deleted, 2 writes denied, the webhook's counters with 3 denials by /validate (the
+/// readiness probe's and the two) and its log of the same 3 denials with their users.
+fn assert_end_result(stdout: &str) {
     let refused: Vec<&str> = stdout
         .lines()
         .filter(|l| l.contains("was refused: HTTP 403"))
@@ -94,7 +88,8 @@ fn assert_end_result(stdout: &str, validate_denied: f64) -> (String, String) {
     assert!(
         refused[0].contains("the rogue client's write")
             && refused[0].contains(by_webhook)
-            && refused[0].contains("[writer]"),
+            && refused[0].contains("[writer]")
+            && refused[0].contains("user \"rogue\" may not write Runtime status"),
         "{}",
         refused[0]
     );
@@ -119,45 +114,88 @@ fn assert_end_result(stdout: &str, validate_denied: f64) -> (String, String) {
         stdout.contains(&format!("{samples} Runtimes provisioned and deleted")),
         "{stdout}"
     );
-    assert!(stdout.contains("admitted, 2 denied;"), "{stdout}");
+    assert!(
+        stdout.contains("writes kube-apiserver sent to kim webhook's /validate:")
+            && stdout.contains("admitted, 2 denied;"),
+        "{stdout}"
+    );
     // The webhook's counters as printed: the denied writes by /validate, and every Runtime
     // Ready (and deleted) through allowed reviews.
     assert_eq!(
         counted(stdout, &["path=\"/validate\"", "decision=\"denied\""]),
-        validate_denied,
+        3.0,
         "{stdout}"
     );
     assert!(
         counted(stdout, &["path=\"/validate\"", "decision=\"allowed\""]) >= samples as f64,
         "{stdout}"
     );
+    // The watch's lines (`[  1.2s] <name> <state> …`).
+    let watched = |l: &&str| l.starts_with('[');
     assert!(
-        stdout.lines().filter(|l| l.contains(" Ready ")).count() >= samples,
+        stdout
+            .lines()
+            .filter(watched)
+            .filter(|l| l.contains(" Ready "))
+            .count()
+            >= samples,
         "every Runtime printed Ready: {stdout}"
     );
     assert_eq!(
-        stdout.lines().filter(|l| l.ends_with(" deleted")).count(),
+        stdout
+            .lines()
+            .filter(watched)
+            .filter(|l| l.ends_with(" deleted"))
+            .count(),
         samples,
         "every Runtime printed deleted once: {stdout}"
     );
-    (refused[0].to_string(), refused[1].to_string())
+    let events: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.trim_start().starts_with("Normal Ready runtime/"))
+        .collect();
+    assert_eq!(
+        events.len(),
+        samples,
+        "one Ready Event per Runtime: {stdout}"
+    );
+    // The webhook's log, one line per denial: the probe's (as the admin), the rogue's, the
+    // second controller token's.
+    let log = stdout
+        .split_once("kim webhook's log of the reviews it denied")
+        .unwrap_or_else(|| panic!("no log of the denials printed: {stdout}"))
+        .1;
+    let denials: Vec<&str> = log
+        .lines()
+        .skip(1)
+        .take_while(|l| l.contains(" user="))
+        .collect();
+    assert_eq!(denials.len(), 3, "{stdout}");
+    assert!(
+        denials[1].contains("user=rogue code=403 rules=writer"),
+        "{}",
+        denials[1]
+    );
+    assert!(
+        denials[2].contains("user=system:serviceaccount:kim-system:kim-controller code=403")
+            && denials[2].contains("BecauseISaidSo"),
+        "{}",
+        denials[2]
+    );
 }
 
+/// Needs kube-apiserver, etcd and gardener-apiserver from `scripts/install-control-plane.sh`,
+/// kubectl from `scripts/install-tools.sh`: the controller runs as its ServiceAccount under the
+/// shipped RBAC, on the real Gardener API with the simulated gardenlet and real runtime
+/// clusters, and the rogue client is a certificate user whom RBAC lets write, so that kim's
+/// writer rule is what refuses it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn simulate_runs_to_the_end_with_two_denied_writes() {
-    let stdout = run_simulate(&[]).await;
-    assert!(stdout.contains("kim on in-memory API servers"), "{stdout}");
-    assert_end_result(&stdout, 2.0);
-}
-
-/// `--real-apiserver` (needs kube-apiserver, etcd and gardener-apiserver from
-/// `scripts/install-control-plane.sh`, kubectl from `scripts/install-tools.sh`): the same end,
-/// with the controller as its ServiceAccount under the shipped RBAC, the real Gardener API with
-/// the simulated gardenlet and real runtime clusters, and the rogue client a certificate user
-/// whom RBAC lets write, so that kim's writer rule is what refuses it.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn simulate_on_a_real_apiserver_runs_to_the_end_with_two_denied_writes() {
-    let stdout = run_simulate(&["--real-apiserver"]).await;
+    let (status, stdout, stderr) = run_simulate(&[]).await;
+    assert!(
+        status.success(),
+        "{status}\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
     for phrase in [
         "kim on a real etcd + kube-apiserver",
         "real Gardener API (gardener-apiserver), a simulated gardenlet and real runtime",
@@ -165,16 +203,36 @@ async fn simulate_on_a_real_apiserver_runs_to_the_end_with_two_denied_writes() {
         "installed: namespace kcp-system, manifests/crd.yaml, manifests/base",
         "admission in effect",
         "kim controller running (as system:serviceaccount:kim-system:kim-controller: a TokenRequest token",
+        "Events kim's controller published (events.k8s.io/v1, kcp-system):",
     ] {
         assert!(stdout.contains(phrase), "{phrase:?} not printed:\n{stdout}");
     }
-    let (rogue, _) = assert_end_result(&stdout, 3.0);
     assert!(
-        rogue.contains("user \"rogue\" may not write Runtime status"),
-        "{rogue}"
+        !stdout.contains("--real-apiserver changes nothing"),
+        "{stdout}"
+    );
+    assert_end_result(&stdout);
+}
+
+/// `--real-apiserver` (once the name of the mode that is now the only one) is accepted and
+/// said to change nothing; an unknown option after it is still refused, before any cluster
+/// starts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn simulate_accepts_the_real_apiserver_flag_and_refuses_an_unknown_option() {
+    let (status, stdout, stderr) = run_simulate(&["--real-apiserver", "--in-memory"]).await;
+    assert_eq!(status.code(), Some(1), "{status}\n{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("note: --real-apiserver changes nothing"),
+        "{stdout}"
     );
     assert!(
-        stdout.contains("writes kube-apiserver sent to kim webhook's /validate:"),
-        "{stdout}"
+        stderr.contains(
+            "SIMULATION FAILED: unknown option --in-memory; usage: simulate [SAMPLES_DIR]"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        !stdout.contains("SIMULATION —"),
+        "no cluster started: {stdout}"
     );
 }
