@@ -78,27 +78,32 @@ fn strip_managed_fields<K: Resource>(object: &mut K) {
 /// kubectl's annotation holding the last applied configuration.
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
-/// Objects per page of a cache's first list (kube-runtime's default is 500). A page is decoded
-/// whole, with what the cache then drops (`managedFields`, a Shoot's conditions and
-/// constraints): 500 Shoots of ~19 KiB held at once raised a cold start's peak above the
-/// provisioning's at 10 000 Runtimes (BENCHMARKS.md). 100 per page cost 100 LISTs per cache at
-/// 10 000, each from the API server's watch cache.
-const LIST_PAGE_SIZE: u32 = 100;
+/// Shoots per page of the Shoot cache's first list (kube-runtime's default, kept for the
+/// Runtimes and Secrets, is 500). A page is decoded whole, with what the cache then drops
+/// (`managedFields`, conditions, constraints): 500 Shoots of ~19 KiB held at once raised a
+/// cold start's peak above the provisioning's at 10 000 Runtimes (158.4 MiB against 142.9 with
+/// pages of 100, 2026-12-03, BENCHMARKS.md). The small objects keep large pages: 100 per page
+/// for every cache tripled kube-apiserver's CPU in a cold start (each page after the first is
+/// read from etcd).
+const SHOOT_PAGE_SIZE: u32 = 100;
 
 /// The watch configuration of every cache. Streamed ([`Settings::streaming_lists`]): the first
 /// list arrives as watch events, one object at a time, so no list answer is ever held whole (a
 /// cold start at 10 000 Runtimes peaks about a tenth lower, BENCHMARKS.md). Otherwise the
 /// first list comes from the API server's watch cache (`resourceVersion=0`) rather than a
-/// quorum read of etcd, in pages of [`LIST_PAGE_SIZE`].
-fn watch_config(ctx: &Ctx) -> watcher::Config {
+/// quorum read of etcd, in pages of `page_size` objects.
+fn watch_config(ctx: &Ctx, page_size: u32) -> watcher::Config {
     if ctx.settings.streaming_lists {
         watcher::Config::default().streaming_lists()
     } else {
         watcher::Config::default()
             .any_semantic()
-            .page_size(LIST_PAGE_SIZE)
+            .page_size(page_size)
     }
 }
+
+/// kube-runtime's page size, for the caches of small objects.
+const PAGE_SIZE: u32 = 500;
 
 /// Tells `own` about the object of a watch event (see [`OwnWrites::delivered`]). Not the
 /// objects of a relist (after a watch expired, e.g. across etcd's compaction): the store takes
@@ -123,7 +128,7 @@ pub(crate) fn watches(
 ) {
     let own = ctx.caches.runtimes.own_writes();
     let gone = ctx.clone();
-    let runtimes = watcher(ctx.runtimes.clone(), watch_config(ctx))
+    let runtimes = watcher(ctx.runtimes.clone(), watch_config(ctx, PAGE_SIZE))
         .default_backoff()
         .modify(strip_managed_fields)
         .reflect(writers.runtimes)
@@ -145,7 +150,7 @@ pub(crate) fn watches(
         ctx.settings.garden.clone(),
         &ctx.settings.config.namespace(),
     );
-    let shoots = watcher(heads, watch_config(ctx))
+    let shoots = watcher(heads, watch_config(ctx, SHOOT_PAGE_SIZE))
         .default_backoff()
         .modify(ShootHead::slim)
         .reflect(writers.shoots)
@@ -158,7 +163,7 @@ pub(crate) fn watches(
     // An Api of `PartialObjectMeta` watches metadata only: no kubeconfig crosses the wire.
     let secrets_meta: kube::Api<PartialObjectMeta<Secret>> =
         kube::Api::namespaced(ctx.settings.kcp.clone(), &ctx.settings.namespace);
-    let secrets = watcher(secrets_meta, watch_config(ctx).labels(&selector))
+    let secrets = watcher(secrets_meta, watch_config(ctx, PAGE_SIZE).labels(&selector))
         .default_backoff()
         .modify(strip_managed_fields)
         .reflect(writers.secrets)
