@@ -32,6 +32,7 @@ use hyper::client::conn::http1;
 use hyper_util::rt::TokioIo;
 use kim::admission::{self, Hook};
 use kim::status::{self, Facts, Policy, Snapshot};
+use kim::testing::model;
 use kim::testing::webhook::devcerts;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview};
@@ -46,7 +47,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant};
-use testenv::{model, tls};
+use testenv::tls;
 
 /// The names the rotation certificates are made for.
 const LOCALHOST: &[&str] = &["localhost", "127.0.0.1"];

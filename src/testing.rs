@@ -1,6 +1,8 @@
 // Internals that several of kim's integration tests and benches reach; each stays defined
 // (and documented) where it lives.
 
+pub mod model;
+
 /// Runtime → Shoot conversion (the CRD and sample tests).
 pub mod gardener {
     pub use crate::gardener::convert::{ConversionError, runtime_to_shoot};

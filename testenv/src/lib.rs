@@ -70,7 +70,6 @@ mod hooks;
 mod http;
 mod journal;
 mod list;
-pub mod model;
 pub mod process;
 mod resource;
 #[cfg(feature = "kube")]

@@ -1,7 +1,7 @@
 //! The AdmissionReview codec (`kim::admission::review`) on real JSON: reviews built from the
 //! sample Runtimes as an apiserver sends them, the public capture files, and malformed bodies.
 
-use testenv::model;
+use kim::testing::model;
 
 use kim::admission::{self, Hook};
 use kim::status::Policy;

@@ -1,6 +1,6 @@
 //! The `kim` binary's offline commands, run as a user would: real files, exit codes, output.
 
-use testenv::model;
+use kim::testing::model;
 
 use model::*;
 use serde_json::{Value, json};

@@ -253,7 +253,7 @@ async fn the_shipped_crd_stores_every_sample_runtime_unchanged() {
             "observedGeneration": 1
         }]
     });
-    let samples = testenv::model::sample_runtimes();
+    let samples = kim::testing::model::sample_runtimes();
     assert!(samples.len() >= 6);
     for (file, mut obj) in samples {
         obj["metadata"]["namespace"] = json!(ns);

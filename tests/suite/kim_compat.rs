@@ -5,7 +5,7 @@
 //! three example statuses of the discussion that defined the model.
 
 use crate::support as common;
-use testenv::model;
+use kim::testing::model;
 
 use kim::admission::{self, Hook};
 use kim::status::{

@@ -388,7 +388,7 @@ fn fill(sample: &mut Value, full: &Value) {
 
 /// The sample Runtimes as (file stem made a name, object), in `kcp-system`.
 fn samples() -> Vec<(String, Value)> {
-    testenv::model::sample_runtimes()
+    kim::testing::model::sample_runtimes()
         .into_iter()
         .map(|(file, mut obj)| {
             let stem = file.trim_end_matches(".yaml").replace('_', "-");

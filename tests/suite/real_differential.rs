@@ -30,13 +30,13 @@ use clap::Parser;
 use futures::{StreamExt, stream};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kim::status::{self, Facts, Policy, PolicyArgs, RuleId, Snapshot};
+use kim::testing::model::{RECONCILER, Rt, lifecycle, sample_runtimes};
 use kube::Api;
 use kube::api::{DeleteParams, DynamicObject, PostParams};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 use testenv::controlplane::{ClientCert, ControlPlane, WebhookCerts, point_webhooks_at};
-use testenv::model::{RECONCILER, Rt, lifecycle, sample_runtimes};
 
 /// Every writer's certificate carries this group, which RBAC lets update Runtime status.
 pub(crate) const WRITERS_GROUP: &str = "kim-test:status-writers";

@@ -100,7 +100,7 @@ fn assert_end_result(stdout: &str) {
         "{}",
         refused[1]
     );
-    let samples = std::fs::read_dir(testenv::model::samples_dir().join("runtimes"))
+    let samples = std::fs::read_dir(kim::testing::model::samples_dir().join("runtimes"))
         .unwrap()
         .filter(|e| {
             e.as_ref()

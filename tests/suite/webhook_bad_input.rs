@@ -7,13 +7,14 @@
 //!
 //! Every case runs against an in-process server (`kim::webhook::start`) over real TLS with the
 //! dev certificates of `devcerts::ensure`. Reviews are built from the real sample Runtimes
-//! (`testenv::model`). Connections that stay open are closed by the handshake, header, idle,
-//! write and HTTP/2 PING timeouts, the number open is capped, and so are the request bodies in
-//! flight together; liveness does not depend on the HTTPS port. The last tests pin the bounds:
+//! (`kim::testing::model`). Connections that stay open are closed by the handshake, header,
+//! idle, write and HTTP/2 PING timeouts, the number open is capped, and so are the request
+//! bodies in flight together; liveness does not depend on the HTTPS port. The last tests pin
+//! the bounds:
 //! condition floods, the length of a denial, checks that stay linear, slow uploads, forged log
 //! lines, no body content in messages, the year 9999.
 
-use testenv::model;
+use kim::testing::model;
 
 use base64::Engine as _;
 use kim::testing::webhook::devcerts;

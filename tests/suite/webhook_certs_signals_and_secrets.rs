@@ -15,7 +15,7 @@
 //! webhook_certs_signals_and_secrets -- --nocapture`).
 
 use crate::support;
-use testenv::model;
+use kim::testing::model;
 use testenv::process::Process;
 
 use base64::Engine as _;

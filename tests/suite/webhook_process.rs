@@ -1,7 +1,7 @@
 //! The real `kim webhook` process, as a user starts it: default logging (`RUST_LOG` unset),
 //! dev certificates generated on first run, reviews over TLS, logs on stdout, SIGTERM → exit 0.
 
-use testenv::model;
+use kim::testing::model;
 
 use model::*;
 use serde_json::Value;

@@ -4,7 +4,7 @@
 //! adds no rules).
 
 use crate::support;
-use testenv::model;
+use kim::testing::model;
 
 use base64::Engine as _;
 use kim::admission::{self, Hook};

@@ -1,7 +1,7 @@
 //! Helpers shared by the integration tests: the webhook's (certificates in temp dirs,
 //! in-process servers on ephemeral ports; TLS clients, kubelet-style certificate directories and
 //! metric scraping come from [`testenv::tls`]), the reconciler's ([`reconciler`]) and the
-//! end-to-end tests' ([`e2e`]). The status model builders are [`testenv::model`].
+//! end-to-end tests' ([`e2e`]). The status model builders are [`kim::testing::model`].
 #![allow(dead_code)]
 
 pub mod faults;
