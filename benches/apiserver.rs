@@ -26,27 +26,40 @@
 //!    the null webhook's, kim's CPU per call at most twice its CPU per review in the webhook
 //!    bench.
 //! 2. **Controller at scale** (`scale`): kim's CRD and `manifests/base` installed, the controller
-//!    as its ServiceAccount with the shipped RBAC, Gardener and one runtime cluster as testenv
-//!    servers in this process. N Runtimes created through kube-apiserver are provisioned by a cold
-//!    controller; a second cold start with all `Ready` is the cold no-op pass, done when the
-//!    controller's `kim_controller_reconciles_total` reaches N (it may read Shoots from a watch
-//!    cache, so no Shoot GET marks it). With `APISERVER_BENCH_KIM_BASELINE` (an earlier `kim`
-//!    binary) each N runs twice, the baseline's controller first, then this build's, each on a
-//!    fresh control plane with the same N and Gardener step (the webhook is this build's in
-//!    both). Per provisioned Runtime: kube-apiserver's requests by verb and resource and its
-//!    409 answers (`apiserver_request_total`), the controller's share of them (API Priority and
-//!    Fairness flow schemas other than `exempt`: the bench and kube-apiserver itself are
-//!    exempt), requests to Gardener and the runtime cluster by verb and resource (their fault
-//!    closures see every request), kube-apiserver CPU (also less its CPU in a window with no
-//!    controller), time to all `Ready`, controller CPU and VmHWM/VmRSS; provisioning counts
-//!    until the controller's requests stop after the last `Ready`. Of the pass: its time,
-//!    per-object GETs on kube-apiserver and Gardener, Shoot GETs, writes in a window at rest.
-//!    At the end a markdown table per N, baseline | this build, with the targets: ≤ 8
-//!    controller requests per provisioned Runtime, no 409, the pass ≤ 5 s with no per-object
-//!    GET and the controller's peak RSS ≤ 150 MiB (both judged at 10 000 only), all `Ready` 2×
-//!    faster or kube-apiserver CPU per Runtime (less idle) halved against the baseline.
+//!    as its ServiceAccount with the shipped RBAC; the real Gardener API (gardener-apiserver
+//!    aggregated behind the same kube-apiserver, `testenv::garden`'s fixtures: project
+//!    `kyma-dev`, CloudProfiles, credentials), the controller's garden user a client
+//!    certificate with a Role in `garden-kyma-dev`; the simulated gardenlet
+//!    (`testenv::gardenlet`) takes each Shoot to `Create Succeeded` as soon as it sees it, all
+//!    Shoots handed one real runtime cluster (kube-apiserver and etcd). N Runtimes created
+//!    through kube-apiserver are provisioned by a cold controller; a second cold start with
+//!    all `Ready` is the cold no-op pass, done when the controller's
+//!    `kim_controller_reconciles_total` reaches N (it may read Shoots from a watch cache, so no
+//!    Shoot GET marks it). With `APISERVER_BENCH_KIM_BASELINE` (an earlier `kim` binary) each N
+//!    runs twice, the baseline's controller first, then this build's, each on a fresh control
+//!    plane with the same N (the webhook is this build's in both). The controller's requests
+//!    are counted by the servers, by verb and resource: each of its three identities (the
+//!    ServiceAccount on kube-apiserver, the garden user on the Gardener API, the Shoot
+//!    administrators' groups on the runtime cluster) gets FlowSchemas of its own
+//!    ([`flow_counts`]). Per provisioned Runtime: kube-apiserver's requests from every client
+//!    by verb and resource and its 409 answers (`apiserver_request_total`), the controller's
+//!    share of them, its requests to Gardener and to the runtime cluster, gardener-apiserver's
+//!    requests from every client (its own `apiserver_request_total`), kube-apiserver CPU (also
+//!    less its CPU in a window with no controller), time to all `Ready`, Shoot `Succeeded` →
+//!    Runtime `Ready` per Runtime (the gardenlet's history and a watch, as this process saw
+//!    them), the gardenlet's progress and step errors, controller CPU and VmHWM/VmRSS;
+//!    provisioning counts until the controller's requests stop after the last `Ready`. Of the
+//!    pass: its time, the controller's per-object GETs on kube-apiserver and Gardener, Shoot
+//!    GETs, writes in a window at rest. At the end a markdown table per N, baseline | this
+//!    build, with the targets: ≤ 8 controller requests per provisioned Runtime, no 409, the
+//!    pass ≤ 5 s with no per-object GET and the controller's peak RSS ≤ 150 MiB (both judged at
+//!    10 000 only), all `Ready` 2× faster or kube-apiserver CPU per Runtime (less idle) halved
+//!    against the baseline.
 //! 3. **`kim audit`** (`audit`): the Runtimes of [`audit_seed`] written through kube-apiserver
-//!    and audited under GNU time.
+//!    and audited by the real `kim audit -A -o json` (more arguments from
+//!    `APISERVER_BENCH_AUDIT_ARGS`) under GNU time, several times: wall time, peak RSS, CPU,
+//!    list requests (`apiserver_request_total`), the exit code, whether the report names every
+//!    broken Runtime once, stdout size, the first run's stderr.
 //!
 //! Everything shares the machine's cores; the CPU rows say who used them. Environment variables,
 //! commands and figures: BENCHMARKS.md, "kim on a real kube-apiserver". The targets are printed as
@@ -55,17 +68,22 @@
 
 #[path = "support/audit_seed.rs"]
 mod audit_seed;
+#[path = "support/flow_counts.rs"]
+mod flow_counts;
 #[path = "support/null_webhook.rs"]
 mod null_webhook;
 #[path = "support/procinfo.rs"]
 mod procinfo;
 
 use anyhow::{Context, anyhow, bail, ensure};
+use flow_counts::{ByResource, FlowCounter};
 use futures::StreamExt;
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::Api;
 use kube::api::{
     ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
 };
+use kube::runtime::watcher;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::SocketAddr;
@@ -74,14 +92,12 @@ use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use testenv::controlplane::{ControlPlane, WebhookCerts, point_webhooks_at};
-use testenv::gardener::{GardenerConfig, GardenerSim};
+use testenv::controlplane::{ClientCert, ControlPlane, Options, WebhookCerts, point_webhooks_at};
+use testenv::gardenlet::{ADMINS_GROUPS, Clusters, Event, Gardenlet, GardenletConfig, Operation};
 use testenv::process::Process;
-use testenv::{Gvr, RequestInfo, ServerConfig, ServerHandle, UserInfo, Verb};
 
 const NS: &str = "kcp-system";
 const GROUP: &str = "infrastructuremanager.kyma-project.io";
-const SHOOT_ADMIN_TOKEN: &str = "shoot-admin-token";
 /// The Runtime the set-up probes write to (never one of the measured ones).
 const PROBE: &str = "bench-probe";
 /// A write that takes longer counts as an error.
@@ -117,12 +133,13 @@ struct Config {
     rounds: u32,
     objects: usize,
     sizes: Vec<usize>,
-    step: Duration,
     rest: Duration,
     timeout: Duration,
     seed_concurrency: usize,
     audit_runtimes: usize,
     audit_runs: usize,
+    /// More arguments of `kim audit` (`APISERVER_BENCH_AUDIT_ARGS`, split at white space).
+    audit_args: Vec<String>,
     /// An earlier `kim` binary whose controller the scale part runs before this build's.
     kim_baseline: Option<PathBuf>,
     /// `RUST_LOG` of the controllers of the scale part (unset: their default, `info`).
@@ -163,12 +180,16 @@ impl Config {
             rounds: (env_num("APISERVER_BENCH_ROUNDS", 2.0)? as u32).max(1),
             objects: (env_num("APISERVER_BENCH_OBJECTS", 100.0)? as usize).max(1),
             sizes: env_list("APISERVER_BENCH_SIZES", "1000,10000")?,
-            step: Duration::from_millis(env_num("APISERVER_BENCH_STEP_MS", 500.0)? as u64),
             rest: secs("APISERVER_BENCH_REST_SECS", 10.0)?,
             timeout: secs("APISERVER_BENCH_TIMEOUT_SECS", 3600.0)?,
             seed_concurrency: (env_num("APISERVER_BENCH_SEED_CONCURRENCY", 16.0)? as usize).max(1),
             audit_runtimes: env_num("APISERVER_BENCH_AUDIT_RUNTIMES", 10_000.0)? as usize,
             audit_runs: (env_num("APISERVER_BENCH_AUDIT_RUNS", 3.0)? as usize).max(1),
+            audit_args: std::env::var("APISERVER_BENCH_AUDIT_ARGS")
+                .unwrap_or_default()
+                .split_whitespace()
+                .map(String::from)
+                .collect(),
             kim_baseline: std::env::var_os("APISERVER_BENCH_KIM_BASELINE")
                 .filter(|v| !v.is_empty())
                 .map(PathBuf::from),
@@ -2112,44 +2133,14 @@ fn builds(cfg: &Config) -> Vec<Build> {
     v
 }
 
-/// Requests one testenv server received, as its fault closure saw them (every request, before
-/// the fault rules).
+/// The controller's requests to one server by (verb, resource[/subresource]), counted by the
+/// server ([`flow_counts`]).
 #[derive(Clone, Default)]
 struct Counts {
-    /// By (verb, resource[/subresource]); a non-resource request by (method, path).
-    by: BTreeMap<(String, String), f64>,
-    /// GETs of one named object.
-    object_gets: f64,
-    /// GETs of a Shoot (no subresource), and the Shoots they read.
-    shoot_gets: f64,
-    shoots_read: HashSet<String>,
+    by: ByResource,
 }
 
 impl Counts {
-    fn record(&mut self, req: &RequestInfo) {
-        let (verb, what) = match (&req.verb, &req.gvr) {
-            (Some(v), Some(g)) => (
-                v.as_str().to_string(),
-                match &req.subresource {
-                    Some(s) => format!("{}/{s}", g.plural),
-                    None => g.plural.clone(),
-                },
-            ),
-            _ => (req.method.to_lowercase(), req.path.clone()),
-        };
-        *self.by.entry((verb, what)).or_default() += 1.0;
-        if req.verb == Some(Verb::Get) && req.gvr.is_some() && req.name.is_some() {
-            self.object_gets += 1.0;
-            if req.gvr.as_ref() == Some(&Gvr::shoots())
-                && req.subresource.is_none()
-                && let Some(name) = &req.name
-            {
-                self.shoot_gets += 1.0;
-                self.shoots_read.insert(name.clone());
-            }
-        }
-    }
-
     fn total(&self) -> f64 {
         sum_of(self.by.values())
     }
@@ -2159,7 +2150,9 @@ impl Counts {
         let w = self
             .by
             .iter()
-            .filter(|((v, _), _)| ["create", "update", "patch", "delete"].contains(&v.as_str()))
+            .filter(|((v, _), _)| {
+                ["create", "update", "patch", "delete", "deletecollection"].contains(&v.as_str())
+            })
             .map(|(_, n)| n);
         sum_of(w)
     }
@@ -2171,96 +2164,311 @@ impl Counts {
         }
         out
     }
+
+    /// GETs of one named object (`get`; reading a collection is `list`).
+    fn object_gets(&self) -> f64 {
+        sum_of(
+            self.by
+                .iter()
+                .filter(|((v, w), _)| v == "get" && w != "non-resource")
+                .map(|(_, n)| n),
+        )
+    }
+
+    /// GETs of a Shoot (no subresource).
+    fn shoot_gets(&self) -> f64 {
+        self.by
+            .get(&("get".to_string(), "shoots".to_string()))
+            .copied()
+            .unwrap_or(0.0)
+    }
 }
 
-/// A server's [`Counts`], shared with its fault closure.
-type SharedCounts = Arc<Mutex<Counts>>;
+/// The project whose namespace holds the Shoots (kim's example configuration's).
+const GARDEN_NS: &str = "garden-kyma-dev";
+/// The garden user the controller runs as on the Gardener API (a client certificate).
+const GARDEN_USER: &str = "kim-gardener";
 
-/// Counts every request `server` receives into the returned counts.
-fn count_requests(server: &ServerHandle) -> SharedCounts {
-    let counts: SharedCounts = Arc::default();
-    let c = counts.clone();
-    server.set_fault_fn(move |req| {
-        c.lock().unwrap().record(req);
-        None
-    });
-    counts
+/// What the controller may do in the project namespace (a Role of [`GARDEN_USER`]): Shoots and
+/// their admin kubeconfigs, the structured-authentication ConfigMaps, reading the Secrets a
+/// Shoot's `spec.resources` names (Gardener admits no reference its author may not `get`).
+fn garden_rules() -> Value {
+    json!([
+        {"apiGroups": ["core.gardener.cloud"], "resources": ["shoots"],
+         "verbs": ["get", "list", "watch", "create", "patch", "update", "delete"]},
+        {"apiGroups": ["core.gardener.cloud"], "resources": ["shoots/adminkubeconfig"],
+         "verbs": ["create"]},
+        {"apiGroups": [""], "resources": ["configmaps"],
+         "verbs": ["get", "list", "watch", "create", "patch", "update", "delete"]},
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]},
+    ])
 }
 
-/// The counts since the last call (or since the start), reset.
-fn take(counts: &SharedCounts) -> Counts {
-    std::mem::take(&mut *counts.lock().unwrap())
+/// One reading of every counter of a [`Garden`].
+#[derive(Clone, Default)]
+struct Sample {
+    /// The controller's requests: to kube-apiserver as its ServiceAccount, to the Gardener API
+    /// as [`GARDEN_USER`], to the runtime cluster as a Shoot administrator.
+    kcp: ByResource,
+    garden: ByResource,
+    runtime: ByResource,
+    /// gardener-apiserver's own `/metrics` (every client's requests: the controller's, the
+    /// gardenlet's, kube-apiserver's).
+    gardener: Metrics,
 }
 
-/// The simulated Gardener and the runtime cluster, in this process.
+/// The requests between two [`Sample`]s.
+#[derive(Clone, Default)]
+struct Window {
+    kcp: Counts,
+    garden: Counts,
+    runtime: Counts,
+    gardener: Metrics,
+}
+
+impl Window {
+    fn between(after: &Sample, before: &Sample) -> Window {
+        let c = |a: &ByResource, b: &ByResource| Counts {
+            by: flow_counts::minus(a, b),
+        };
+        Window {
+            kcp: c(&after.kcp, &before.kcp),
+            garden: c(&after.garden, &before.garden),
+            runtime: c(&after.runtime, &before.runtime),
+            gardener: delta(&after.gardener, &before.gardener),
+        }
+    }
+
+    /// Every request of the controller, on all three servers.
+    fn total(&self) -> f64 {
+        self.kcp.total() + self.garden.total() + self.runtime.total()
+    }
+}
+
+/// The real Gardener API (gardener-apiserver aggregated behind the control plane's
+/// kube-apiserver, `testenv::garden`'s fixtures installed, [`GARDEN_USER`] granted
+/// [`garden_rules`]), the simulated gardenlet with one runtime cluster (kube-apiserver and
+/// etcd) handed to every Shoot, and the counters of the controller's requests on each server.
 struct Garden {
-    garden: ServerHandle,
-    runtime: ServerHandle,
-    stop: Arc<AtomicBool>,
-    stepper: Option<tokio::task::JoinHandle<()>>,
-    /// Requests Gardener received.
-    garden_counts: SharedCounts,
-    /// Requests the runtime cluster received.
-    runtime_counts: SharedCounts,
+    /// `Arc`: a task of this process follows its history.
+    gardenlet: Arc<Gardenlet>,
+    runtime: Arc<ControlPlane>,
+    user: ClientCert,
+    kcp: FlowCounter,
+    garden: FlowCounter,
+    runtime_counter: FlowCounter,
+    gardener_http: reqwest::Client,
+    gardener_url: String,
 }
 
 impl Garden {
-    async fn start(step: Duration) -> anyhow::Result<Garden> {
-        let base = || ServerConfig::default().history_limit(100_000);
-        let garden = testenv::start(base().name("garden"))
+    /// Sets the Gardener side up on `cp` (started with gardener-apiserver) and starts the
+    /// gardenlet and its runtime cluster before any Shoot exists, so that the counters see the
+    /// controller's first request to each server.
+    async fn start(cp: &ControlPlane) -> anyhow::Result<Garden> {
+        let admin = cp.admin().await;
+        let project = GARDEN_NS.trim_start_matches("garden-");
+        testenv::garden::install_fixtures(&admin, project)
             .await
-            .context("garden server")?;
-        let runtime = testenv::start(base().name("runtime").user(
-            SHOOT_ADMIN_TOKEN,
-            UserInfo::new("shoot-admin", &["system:masters"]),
-        ))
-        .await
-        .context("runtime server")?;
-        let sim = GardenerSim::new(&garden, GardenerConfig::default());
-        // A Gardener admin kubeconfig carries the cluster's CA.
-        let ca = rcgen::generate_simple_self_signed(vec!["api.runtime.invalid".to_string()])
-            .context("CA for the runtime kubeconfig")?;
-        let data =
-            base64::Engine::encode(&base64::engine::general_purpose::STANDARD, ca.cert.pem());
-        let kubeconfig = runtime.kubeconfig_yaml(Some(SHOOT_ADMIN_TOKEN)).replacen(
-            "    server: ",
-            &format!("    certificate-authority-data: {data}\n    server: "),
-            1,
-        );
-        garden.set_admin_kubeconfig(move |_| kubeconfig.clone());
-        // The simulation steps the store directly: the counts are the controller's requests.
-        let garden_counts = count_requests(&garden);
-        let runtime_counts = count_requests(&runtime);
-        let stop: Arc<AtomicBool> = Arc::default();
-        let stepper = {
-            let (sim, stop) = (sim.clone(), stop.clone());
-            tokio::spawn(async move {
-                let mut ticker = tokio::time::interval(step);
-                ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-                while !stop.load(Ordering::Relaxed) {
-                    ticker.tick().await;
-                    let sim = sim.clone();
-                    let _ = tokio::task::spawn_blocking(move || sim.step()).await;
-                }
-            })
-        };
+            .map_err(|e| anyhow!("Gardener fixtures: {e}"))?;
+        let role: Role = serde_json::from_value(json!({
+            "metadata": {"name": GARDEN_USER, "namespace": GARDEN_NS},
+            "rules": garden_rules(),
+        }))?;
+        let binding: RoleBinding = serde_json::from_value(json!({
+            "metadata": {"name": GARDEN_USER, "namespace": GARDEN_NS},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": GARDEN_USER},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": GARDEN_USER}],
+        }))?;
+        Api::<Role>::namespaced(admin.clone(), GARDEN_NS)
+            .create(&PostParams::default(), &role)
+            .await
+            .context("the garden user's Role")?;
+        Api::<RoleBinding>::namespaced(admin.clone(), GARDEN_NS)
+            .create(&PostParams::default(), &binding)
+            .await
+            .context("the garden user's RoleBinding")?;
+        let gardenlet = Arc::new(Gardenlet::start(
+            admin,
+            GardenletConfig::new(GARDEN_NS).clusters(Clusters::Pool(1)),
+        ));
+        let runtime = gardenlet
+            .pool_cluster()
+            .await
+            .map_err(|e| anyhow!("the runtime cluster: {e}"))?
+            .context("a pool gardenlet has a runtime cluster")?;
+        let kcp = FlowCounter::install(
+            cp,
+            "kcp",
+            json!([flow_counts::service_account("kim-system", "kim-controller")]),
+            "workload-low",
+            &["runtimes", "runtimes/status", "events", "leases", "secrets"],
+        )
+        .await?;
+        let garden = FlowCounter::install(
+            cp,
+            "garden",
+            json!([flow_counts::user(GARDEN_USER)]),
+            "global-default",
+            &["shoots", "shoots/adminkubeconfig", "configmaps"],
+        )
+        .await?;
+        // The admin kubeconfigs Gardener hands out carry one of these groups.
+        let runtime_counter = FlowCounter::install(
+            &runtime,
+            "runtime",
+            json!(
+                ADMINS_GROUPS
+                    .iter()
+                    .map(|g| flow_counts::group(g))
+                    .collect::<Vec<_>>()
+            ),
+            "global-default",
+            &["clusterrolebindings"],
+        )
+        .await?;
         Ok(Garden {
-            garden,
+            gardenlet,
             runtime,
-            stop,
-            stepper: Some(stepper),
-            garden_counts,
-            runtime_counts,
+            user: cp.user(GARDEN_USER, &[]),
+            kcp,
+            garden,
+            runtime_counter,
+            gardener_http: cp.http_client(cp.admin_cert())?,
+            gardener_url: format!(
+                "{}/metrics",
+                cp.gardener_url().context("gardener-apiserver's URL")?
+            ),
         })
     }
 
-    async fn stop_stepping(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(h) = self.stepper.take() {
-            h.abort();
-            let _ = h.await;
+    async fn sample(&self) -> anyhow::Result<Sample> {
+        let text = self.kcp.scrape_text().await?;
+        let gardener = self
+            .gardener_http
+            .get(&self.gardener_url)
+            .send()
+            .await
+            .context("gardener-apiserver /metrics")?
+            .error_for_status()?
+            .text()
+            .await?;
+        Ok(Sample {
+            kcp: self.kcp.read(&text),
+            garden: self.garden.read(&text),
+            runtime: self.runtime_counter.scrape().await?,
+            gardener: parse_metrics(&gardener),
+        })
+    }
+
+    /// CPU seconds of gardener-apiserver and of the runtime cluster's kube-apiserver.
+    fn cpu(&self, cp: &ControlPlane) -> (f64, f64) {
+        let secs = |pid: Option<u32>| pid.and_then(procinfo::cpu_secs).unwrap_or(f64::NAN);
+        (secs(cp.gardener_pid()), secs(Some(self.runtime.pids().1)))
+    }
+
+    /// The gardenlet's `Create`s that succeeded and its step errors so far.
+    fn gardenlet_progress(&self) -> (usize, usize) {
+        let h = self.gardenlet.history();
+        (
+            h.count(|r| matches!(r.event, Event::Succeeded(Operation::Create))),
+            h.count(|r| matches!(r.event, Event::Error(_))),
+        )
+    }
+}
+
+/// When this process saw each Shoot's `Create` succeed (the gardenlet's history) and each
+/// Runtime turn `Ready` (a watch on kube-apiserver), by Shoot name.
+struct ReadyTimes {
+    succeeded: Arc<Mutex<HashMap<String, Instant>>>,
+    ready: Arc<Mutex<HashMap<String, Instant>>>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl ReadyTimes {
+    fn follow(gardenlet: Arc<Gardenlet>, runtimes: Api<DynamicObject>) -> ReadyTimes {
+        let succeeded: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
+        let ready: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
+        let history = {
+            let succeeded = succeeded.clone();
+            tokio::spawn(async move {
+                let mut seen = 0;
+                let _ = gardenlet
+                    .wait_for(Duration::from_secs(7 * 24 * 3600), |h| {
+                        let now = Instant::now();
+                        let mut s = succeeded.lock().unwrap();
+                        for r in h.records.iter().skip(seen) {
+                            if r.event == Event::Succeeded(Operation::Create) {
+                                s.entry(r.shoot.clone()).or_insert(now);
+                            }
+                        }
+                        seen = h.records.len();
+                        None::<()>
+                    })
+                    .await;
+            })
+        };
+        let watch = {
+            let ready = ready.clone();
+            tokio::spawn(async move {
+                let mut events =
+                    std::pin::pin!(watcher::watcher(runtimes, watcher::Config::default()));
+                while let Some(e) = events.next().await {
+                    let (Ok(watcher::Event::Apply(o)) | Ok(watcher::Event::InitApply(o))) = e
+                    else {
+                        continue;
+                    };
+                    if o.data["status"]["state"] == "Ready"
+                        && let Some(shoot) = o.data["spec"]["shoot"]["name"].as_str()
+                    {
+                        ready
+                            .lock()
+                            .unwrap()
+                            .entry(shoot.to_string())
+                            .or_insert_with(Instant::now);
+                    }
+                }
+            })
+        };
+        ReadyTimes {
+            succeeded,
+            ready,
+            tasks: vec![history, watch],
         }
     }
+
+    /// Shoot `Succeeded` → Runtime `Ready` per Runtime, seconds, ascending.
+    fn latencies(&self) -> Vec<f64> {
+        let s = self.succeeded.lock().unwrap();
+        let r = self.ready.lock().unwrap();
+        let mut v: Vec<f64> = r
+            .iter()
+            .filter_map(|(shoot, ready)| {
+                Some(
+                    ready
+                        .saturating_duration_since(*s.get(shoot)?)
+                        .as_secs_f64(),
+                )
+            })
+            .collect();
+        v.sort_by(f64::total_cmp);
+        v
+    }
+
+    fn stop(self) {
+        for t in self.tasks {
+            t.abort();
+        }
+    }
+}
+
+/// The `q` quantile of ascending `v` (nearest rank), NaN when empty.
+fn quantile(v: &[f64], q: f64) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    let i = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1;
+    v[i]
 }
 
 /// `kim controller` as a process, output captured.
@@ -2356,19 +2564,6 @@ fn metric(m: &Metrics, name: &str) -> f64 {
     sum_where(m, name, |_| true)
 }
 
-/// Requests kube-apiserver dispatched in API Priority and Fairness flow schemas other than
-/// `exempt`: the controller's (its ServiceAccount lands in `service-accounts`), as the bench
-/// (`system:masters`) and kube-apiserver's own loopback client are exempt. `None` when the
-/// metric is missing.
-fn controller_requests(m: &Metrics) -> Option<f64> {
-    let name = "apiserver_flowcontrol_dispatched_requests_total";
-    m.keys().any(|k| split_series(k).0 == name).then(|| {
-        sum_where(m, name, |l| {
-            l.get("flow_schema").is_some_and(|f| f != "exempt")
-        })
-    })
-}
-
 /// Resource requests answered 409 Conflict.
 fn conflicts(m: &Metrics) -> f64 {
     sum_where(m, "apiserver_request_total", |l| {
@@ -2400,11 +2595,6 @@ fn conflicts_line(m: &Metrics) -> String {
         .map(|(w, n)| format!("{w} {n:.0}"))
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-/// GETs of one object (`apiserver_request_total` counts a GET of a collection as `LIST`).
-fn object_gets(m: &Metrics) -> f64 {
-    requests_by_verb(m).get("GET").copied().unwrap_or(0.0)
 }
 
 fn writes_of(by_verb: &BTreeMap<String, f64>) -> f64 {
@@ -2453,13 +2643,15 @@ struct ScaleRun {
     idle_cpu: Cpu,
     /// From the cold start until the controller counted all N `Ready`.
     ready_s: f64,
+    /// Shoot `Succeeded` → Runtime `Ready` of each Runtime, seconds, ascending.
+    ready_latency: Vec<f64>,
     /// The provisioning window: the cold start until all `Ready` and the controller's requests
     /// stopped (at most `APISERVER_BENCH_REST_SECS` more).
     prov_s: f64,
     prov: Metrics,
     prov_cpu: Cpu,
-    prov_garden: Counts,
-    prov_runtime: Counts,
+    /// The controller's requests on each server, and gardener-apiserver's from every client.
+    prov_win: Window,
     prov_ctl_cpu: f64,
     prov_hwm: f64,
     prov_rss: f64,
@@ -2472,13 +2664,13 @@ struct ScaleRun {
     pass: Metrics,
     pass_cpu: Cpu,
     pass_ctl_cpu: f64,
-    pass_garden: Counts,
+    pass_win: Window,
     pass_reconciles: f64,
     pass_hwm: f64,
     /// `APISERVER_BENCH_REST_SECS` after the pass.
     rest_s: f64,
     rest: Metrics,
-    rest_garden: Counts,
+    rest_win: Window,
     rest_hwm: f64,
     rest_rss: f64,
     status_writes_sent: f64,
@@ -2489,11 +2681,9 @@ impl ScaleRun {
         x / self.n as f64
     }
 
-    /// The controller's requests to kube-apiserver while provisioning: by flow schema, else
-    /// all resource requests.
+    /// The controller's requests to kube-apiserver (as its ServiceAccount) while provisioning.
     fn prov_ctl_requests(&self) -> f64 {
-        controller_requests(&self.prov)
-            .unwrap_or_else(|| sum_of(requests_by_verb(&self.prov).values()))
+        self.prov_win.kcp.total()
     }
 
     /// kube-apiserver CPU ms per Runtime while provisioning: as measured, and less its CPU with
@@ -2504,9 +2694,12 @@ impl ScaleRun {
         (self.per(raw) * 1e3, self.per(raw - idle) * 1e3)
     }
 
-    /// Per-object GETs in the cold no-op pass: kube-apiserver's, Gardener's.
+    /// The controller's per-object GETs in the cold no-op pass: kube-apiserver's, Gardener's.
     fn pass_gets(&self) -> (f64, f64) {
-        (object_gets(&self.pass), self.pass_garden.object_gets)
+        (
+            self.pass_win.kcp.object_gets(),
+            self.pass_win.garden.object_gets(),
+        )
     }
 
     /// The controller's peak RSS (VmHWM), provisioning and pass.
@@ -2515,15 +2708,22 @@ impl ScaleRun {
     }
 }
 
-/// Waits until the controller's requests (to kube-apiserver by flow schema, and to Gardener)
-/// stayed the same for 2 s, at most `limit`: the requests that follow the last `Ready` (an
-/// Event, a last write) belong to provisioning.
-async fn settle(api: &ApiMetrics, garden: &SharedCounts, limit: Duration) -> anyhow::Result<()> {
+/// Shoot GETs gardener-apiserver served (every client).
+fn gardener_shoot_gets(m: &Metrics) -> f64 {
+    requests_by_resource(m)
+        .get(&("GET".to_string(), "shoots".to_string()))
+        .copied()
+        .unwrap_or(0.0)
+}
+
+/// Waits until the controller's requests (to all three servers) stayed the same for 2 s, at
+/// most `limit`: the requests that follow the last `Ready` (an Event, a last write) belong to
+/// provisioning.
+async fn settle(garden: &Garden, limit: Duration) -> anyhow::Result<()> {
     let t0 = Instant::now();
+    let zero = Sample::default();
     let count = async || -> anyhow::Result<f64> {
-        let m = api.scrape().await?;
-        let g = garden.lock().unwrap().total();
-        Ok(controller_requests(&m).unwrap_or(0.0) + g)
+        Ok(Window::between(&garden.sample().await?, &zero).total())
     };
     let mut last = count().await?;
     let mut still = Instant::now();
@@ -2541,12 +2741,18 @@ async fn settle(api: &ApiMetrics, garden: &SharedCounts, limit: Duration) -> any
 async fn scale_part(cfg: &Config, n: usize, build: &Build) -> anyhow::Result<ScaleRun> {
     let tag = build.label;
     println!(
-        "== 2. controller at scale, {tag} ({}): {n} Runtimes in etcd, kim controller started cold (Gardener step every {} ms)",
+        "== 2. controller at scale, {tag} ({}): {n} Runtimes in etcd, kim controller started cold (gardener-apiserver, the simulated gardenlet, one runtime cluster)",
         build.bin.display(),
-        cfg.step.as_millis()
     );
     let t_setup = Instant::now();
-    let cp = ControlPlane::start().context("control plane")?;
+    let cp = tokio::task::spawn_blocking(|| {
+        ControlPlane::start_with(Options {
+            gardener: true,
+            ..Options::default()
+        })
+    })
+    .await?
+    .context("control plane with gardener-apiserver")?;
     create_namespace(&cp, NS).await;
     install_crd(&cp).await?;
     let certs = WebhookCerts::generate();
@@ -2557,7 +2763,10 @@ async fn scale_part(cfg: &Config, n: usize, build: &Build) -> anyhow::Result<Sca
         .map_err(|e| anyhow!("installing manifests/base: {e}"))?;
     let admin = cp.admin().await;
     let api = ApiMetrics::new(&cp)?;
-    let template = load_template()?;
+    let mut template = load_template()?;
+    // The fixtures' binding of the provider: the sample's "hyperscaler secret" cannot be an
+    // object name, and Gardener admits no Shoot naming a binding that does not exist.
+    template["spec"]["shoot"]["secretBindingName"] = json!("hyperscaler-aws");
     // The probe Runtime tells when the webhooks are in force; it is deleted before the
     // controller starts (it has no Shoot).
     // Its first status is `Pending`: the webhooks are in force already, and `Ready` may only
@@ -2592,13 +2801,13 @@ async fn scale_part(cfg: &Config, n: usize, build: &Build) -> anyhow::Result<Sca
         dir.path().join("kcp.kubeconfig"),
         cp.kubeconfig_with_token(&token),
     )?;
-    let mut garden = Garden::start(cfg.step).await?;
+    let garden = Garden::start(&cp).await?;
     std::fs::write(
         dir.path().join("garden.kubeconfig"),
-        garden.garden.kubeconfig_yaml(None),
+        cp.kubeconfig(&garden.user),
     )?;
     println!(
-        "   control plane, manifests/base ({} objects applied, {} skipped), kim webhook (this build) and Gardener up in {:.1} s",
+        "   control plane with gardener-apiserver, manifests/base ({} objects applied, {} skipped), kim webhook (this build), Gardener fixtures, gardenlet and runtime cluster up in {:.1} s",
         installed.applied.len(),
         installed.skipped.len(),
         t_setup.elapsed().as_secs_f64()
@@ -2628,10 +2837,11 @@ async fn scale_part(cfg: &Config, n: usize, build: &Build) -> anyhow::Result<Sca
     let idle = delta(&idle1, &idle0);
 
     // Provisioning: the controller started cold with N new Runtimes.
-    take(&garden.garden_counts);
-    take(&garden.runtime_counts);
+    let times = ReadyTimes::follow(garden.gardenlet.clone(), runtimes.clone());
+    let s0 = garden.sample().await?;
     let m0 = api.scrape().await?;
     let cpu0 = Cpu::now(&cp, Some(webhook.proc.id()));
+    let (g_cpu0, r_cpu0) = garden.cpu(&cp);
     let t0 = Instant::now();
     let mut ctl =
         Controller::start(&build.bin, dir.path(), cfg.controller_rust_log.as_deref()).await?;
@@ -2651,8 +2861,9 @@ async fn scale_part(cfg: &Config, n: usize, build: &Build) -> anyhow::Result<Sca
             cfg.timeout
         );
         if last.elapsed() >= Duration::from_secs(15) {
+            let (created, errors) = garden.gardenlet_progress();
             eprintln!(
-                "   … {tag} provisioning: {:.0} s, {ready} Ready, controller RSS {:.1} MiB, load {}",
+                "   … {tag} provisioning: {:.0} s, {ready} Ready, gardenlet: {created} Shoots created, {errors} step errors; controller RSS {:.1} MiB, load {}",
                 t0.elapsed().as_secs_f64(),
                 procinfo::rss_mib(ctl.pid()),
                 procinfo::loadavg()
@@ -2664,25 +2875,50 @@ async fn scale_part(cfg: &Config, n: usize, build: &Build) -> anyhow::Result<Sca
     let ready_s = t0.elapsed().as_secs_f64();
     let prov_hwm = procinfo::hwm_mib(ctl.pid());
     let prov_rss = procinfo::rss_mib(ctl.pid());
-    settle(&api, &garden.garden_counts, cfg.rest).await?;
+    settle(&garden, cfg.rest).await?;
     let prov_s = t0.elapsed().as_secs_f64();
     let prov_cpu = Cpu::now(&cp, Some(webhook.proc.id())).minus(cpu0);
+    let (g_cpu1, r_cpu1) = garden.cpu(&cp);
     let prov_ctl_cpu = procinfo::cpu_secs(ctl.pid()).unwrap_or(f64::NAN) - ctl_cpu0;
     let m1 = api.scrape().await?;
-    let prov_garden = take(&garden.garden_counts);
-    let prov_runtime = take(&garden.runtime_counts);
+    let s1 = garden.sample().await?;
+    let prov_win = Window::between(&s1, &s0);
     let prov = delta(&m1, &m0);
+    let ready_latency = times.latencies();
+    times.stop();
     let km = ctl.metrics().await?;
     let reconcile_errors = metric(&km, "kim_controller_reconcile_errors_total");
     let by_verb = requests_by_verb(&prov);
     let total: f64 = sum_of(by_verb.values());
-    let ctl_req = controller_requests(&prov);
+    let ctl_req = prov_win.kcp.total();
     println!(
         "   {tag} provisioning: all {n} Ready {ready_s:.1} s after the cold start ({:.1} Runtimes/s; the requests settled at {prov_s:.1} s); controller CPU {prov_ctl_cpu:.1} s, VmHWM {prov_hwm:.1} MiB, VmRSS {prov_rss:.1} MiB; {reconcile_errors} reconcile errors",
         n as f64 / ready_s,
     );
     println!(
-        "   {tag} provisioning, CPU: kube-apiserver {:.1} s = {:.1} ms/Runtime ({:.1} ms/Runtime less its {:.1} ms/s with no controller), etcd {:.1} s, kim webhook {:.1} s, this process {:.1} s",
+        "   {tag} Shoot Succeeded → Runtime Ready ({} Runtimes): p50 {} ms, p90 {} ms, p99 {} ms, max {} ms",
+        ready_latency.len(),
+        num(quantile(&ready_latency, 0.5) * 1e3, 1),
+        num(quantile(&ready_latency, 0.9) * 1e3, 1),
+        num(quantile(&ready_latency, 0.99) * 1e3, 1),
+        num(quantile(&ready_latency, 1.0) * 1e3, 1),
+    );
+    let (created, errors) = garden.gardenlet_progress();
+    let first_error = garden
+        .gardenlet
+        .history()
+        .records
+        .iter()
+        .find_map(|r| match &r.event {
+            Event::Error(e) => Some(format!("{}: {e}", r.shoot)),
+            _ => None,
+        });
+    println!(
+        "   {tag} gardenlet: {created} Shoot Creates succeeded, {errors} step errors (first: {})",
+        first_error.as_deref().unwrap_or("-")
+    );
+    println!(
+        "   {tag} provisioning, CPU: kube-apiserver {:.1} s = {:.1} ms/Runtime ({:.1} ms/Runtime less its {:.1} ms/s with no controller), etcd {:.1} s, kim webhook {:.1} s, this process (with the gardenlet) {:.1} s, gardener-apiserver {:.1} s, the runtime cluster's kube-apiserver {:.1} s",
         prov_cpu.apiserver,
         n_ms(prov_cpu.apiserver, n),
         n_ms(prov_cpu.apiserver - idle_cpu.apiserver / idle_s * prov_s, n),
@@ -2690,16 +2926,16 @@ async fn scale_part(cfg: &Config, n: usize, build: &Build) -> anyhow::Result<Sca
         prov_cpu.etcd,
         prov_cpu.kim,
         prov_cpu.bench,
+        g_cpu1 - g_cpu0,
+        r_cpu1 - r_cpu0,
     );
     println!(
-        "   {tag} provisioning, kube-apiserver requests: {total:.0} = {:.2}/Runtime ({}), {:.0}/s; the controller's (flow schemas other than exempt): {}; 409 answers {:.0} = {:.3}/Runtime ({}); status writes {:.2}/Runtime (answers {})",
+        "   {tag} provisioning, kube-apiserver requests (every client): {total:.0} = {:.2}/Runtime ({}), {:.0}/s; the controller's (its ServiceAccount's FlowSchemas): {ctl_req:.0} = {:.2}/Runtime ({}); 409 answers {:.0} = {:.3}/Runtime ({}); status writes {:.2}/Runtime (answers {})",
         total / n as f64,
         verbs_line(&by_verb, n as f64),
         total / prov_s,
-        ctl_req.map_or("-".into(), |c| format!(
-            "{c:.0} = {:.2}/Runtime",
-            c / n as f64
-        )),
+        ctl_req / n as f64,
+        verbs_line(&prov_win.kcp.by_verb(), n as f64),
         conflicts(&prov),
         conflicts(&prov) / n as f64,
         conflicts_line(&prov),
@@ -2707,17 +2943,23 @@ async fn scale_part(cfg: &Config, n: usize, build: &Build) -> anyhow::Result<Sca
         status_writes_by_code(&prov)
     );
     print_by_resource("kube-apiserver", &requests_by_resource(&prov), n);
+    print_by_resource("kube-apiserver, the controller's", &prov_win.kcp.by, n);
     println!(
-        "   {tag} provisioning, Gardener requests: {:.0} = {:.2}/Runtime ({}); runtime cluster: {:.0} = {:.2}/Runtime ({})",
-        prov_garden.total(),
-        prov_garden.total() / n as f64,
-        verbs_line(&prov_garden.by_verb(), n as f64),
-        prov_runtime.total(),
-        prov_runtime.total() / n as f64,
-        verbs_line(&prov_runtime.by_verb(), n as f64),
+        "   {tag} provisioning, the controller's Gardener requests: {:.0} = {:.2}/Runtime ({}); runtime cluster: {:.0} = {:.2}/Runtime ({})",
+        prov_win.garden.total(),
+        prov_win.garden.total() / n as f64,
+        verbs_line(&prov_win.garden.by_verb(), n as f64),
+        prov_win.runtime.total(),
+        prov_win.runtime.total() / n as f64,
+        verbs_line(&prov_win.runtime.by_verb(), n as f64),
     );
-    print_by_resource("Gardener", &prov_garden.by, n);
-    print_by_resource("runtime cluster", &prov_runtime.by, n);
+    print_by_resource("Gardener", &prov_win.garden.by, n);
+    print_by_resource("runtime cluster", &prov_win.runtime.by, n);
+    print_by_resource(
+        "gardener-apiserver, every client",
+        &requests_by_resource(&prov_win.gardener),
+        n,
+    );
     for w in ctl.warnings(5) {
         println!("     {w}");
     }
@@ -2727,10 +2969,10 @@ async fn scale_part(cfg: &Config, n: usize, build: &Build) -> anyhow::Result<Sca
 
     // The first complete reconcile pass of a controller started cold with all N Ready. It
     // reads Shoots from a watch cache or with GETs: done when it counted N reconciles.
-    garden.stop_stepping().await;
+    garden.gardenlet.pause();
     ctl.stop();
     tokio::time::sleep(Duration::from_secs(2)).await;
-    take(&garden.garden_counts);
+    let s0 = garden.sample().await?;
     let m0 = api.scrape().await?;
     let cpu0 = Cpu::now(&cp, Some(webhook.proc.id()));
     let t0 = Instant::now();
@@ -2753,10 +2995,11 @@ async fn scale_part(cfg: &Config, n: usize, build: &Build) -> anyhow::Result<Sca
             cfg.timeout
         );
         if last.elapsed() >= Duration::from_secs(10) {
+            let now = Window::between(&garden.sample().await?, &s0);
             eprintln!(
-                "   … {tag} reconcile pass: {:.0} s, {reconciled} reconciles, {} Shoots read with a GET",
+                "   … {tag} reconcile pass: {:.0} s, {reconciled} reconciles, {:.0} Shoot GETs",
                 t0.elapsed().as_secs_f64(),
-                garden.garden_counts.lock().unwrap().shoots_read.len()
+                now.garden.shoot_gets()
             );
             last = Instant::now();
         }
@@ -2770,13 +3013,15 @@ async fn scale_part(cfg: &Config, n: usize, build: &Build) -> anyhow::Result<Sca
     let pass_ctl_cpu = procinfo::cpu_secs(ctl.pid()).unwrap_or(f64::NAN);
     let pass_hwm = procinfo::hwm_mib(ctl.pid());
     let m1 = api.scrape().await?;
-    let pass_garden = take(&garden.garden_counts);
+    let s1 = garden.sample().await?;
+    let pass_win = Window::between(&s1, &s0);
     let km = ctl.metrics().await?;
     let t_rest = Instant::now();
     tokio::time::sleep(cfg.rest).await;
     let m2 = api.scrape().await?;
+    let s2 = garden.sample().await?;
     let rest_s = t_rest.elapsed().as_secs_f64();
-    let rest_garden = take(&garden.garden_counts);
+    let rest_win = Window::between(&s2, &s1);
     let rest_hwm = procinfo::hwm_mib(ctl.pid());
     let rest_rss = procinfo::rss_mib(ctl.pid());
     let km_rest = ctl.metrics().await?;
@@ -2791,37 +3036,38 @@ async fn scale_part(cfg: &Config, n: usize, build: &Build) -> anyhow::Result<Sca
     let status_writes_sent = metric(&km_rest, "kim_controller_status_writes_total");
     let writes = status_writes(&pass) + status_writes(&rest);
     println!(
-        "   {tag} cold no-op pass (all {n} Ready): {pass_s:.2} s (process start → metrics up {pass_up_s:.2} s, first reconcile counted {pass_first_s:.2} s); {pass_reconciles} reconciles (mean {} ms, {} over 1 s), {rest_reconciles} more at rest; per-object GETs {:.0} on kube-apiserver + {:.0} on Gardener = {:.3}/Runtime; Shoot GETs {:.0} ({} Shoots); {} status writes sent by kim, {writes} received by kube-apiserver in the pass and {:.0} s after",
+        "   {tag} cold no-op pass (all {n} Ready): {pass_s:.2} s (process start → metrics up {pass_up_s:.2} s, first reconcile counted {pass_first_s:.2} s); {pass_reconciles} reconciles (mean {} ms, {} over 1 s), {rest_reconciles} more at rest; the controller's per-object GETs {:.0} on kube-apiserver + {:.0} on Gardener = {:.3}/Runtime; Shoot GETs {:.0} (gardener-apiserver, every client: {:.0}); {} status writes sent by kim, {writes} received by kube-apiserver in the pass and {:.0} s after",
         num(reconcile_time.mean_ms(), 2),
         reconcile_time.count - reconcile_time.share_le(1.0) * reconcile_time.count,
-        object_gets(&pass),
-        pass_garden.object_gets,
-        (object_gets(&pass) + pass_garden.object_gets) / n as f64,
-        pass_garden.shoot_gets,
-        pass_garden.shoots_read.len(),
+        pass_win.kcp.object_gets(),
+        pass_win.garden.object_gets(),
+        (pass_win.kcp.object_gets() + pass_win.garden.object_gets()) / n as f64,
+        pass_win.garden.shoot_gets(),
+        gardener_shoot_gets(&pass_win.gardener),
         status_writes_sent,
         rest_s,
     );
     println!(
-        "   {tag} controller VmHWM {pass_hwm:.1} MiB after the pass, {rest_hwm:.1} MiB after {rest_s:.0} s at rest (VmRSS {rest_rss:.1} MiB); CPU in the pass: controller {pass_ctl_cpu:.1} s, kube-apiserver {:.1} s, etcd {:.1} s, this process {:.1} s; kube-apiserver + etcd RSS {} MiB",
+        "   {tag} controller VmHWM {pass_hwm:.1} MiB after the pass, {rest_hwm:.1} MiB after {rest_s:.0} s at rest (VmRSS {rest_rss:.1} MiB); CPU in the pass: controller {pass_ctl_cpu:.1} s, kube-apiserver {:.1} s, etcd {:.1} s, this process {:.1} s; kube-apiserver + etcd + gardener-apiserver RSS {} MiB",
         pass_cpu.apiserver,
         pass_cpu.etcd,
         pass_cpu.bench,
         cp.rss_kib() / 1024
     );
     println!(
-        "   {tag} kube-apiserver requests in the pass: {} = {:.1}/s; Gardener: {}",
+        "   {tag} kube-apiserver requests in the pass (every client): {} = {:.1}/s; the controller's: kube-apiserver {}; Gardener: {}",
         verbs_line(&pass_verbs, n as f64),
         sum_of(pass_verbs.values()) / pass_s,
-        verbs_line(&pass_garden.by_verb(), n as f64),
+        verbs_line(&pass_win.kcp.by_verb(), n as f64),
+        verbs_line(&pass_win.garden.by_verb(), n as f64),
     );
     println!(
-        "   {tag} at rest ({rest_s:.0} s after the pass): kube-apiserver {} = {:.2}/s, {:.0} writes; Gardener {} ({:.0} writes); before the cold start, no controller: {} = {:.2}/s",
+        "   {tag} at rest ({rest_s:.0} s after the pass): kube-apiserver {} = {:.2}/s, {:.0} writes; the controller's Gardener requests {} ({:.0} writes); before the cold start, no controller: {} = {:.2}/s",
         verbs_line(&rest_verbs, 0.0),
         sum_of(rest_verbs.values()) / rest_s,
         writes_of(&rest_verbs),
-        verbs_line(&rest_garden.by_verb(), 0.0),
-        rest_garden.writes(),
+        verbs_line(&rest_win.garden.by_verb(), 0.0),
+        rest_win.garden.writes(),
         verbs_line(&idle_verbs, 0.0),
         sum_of(idle_verbs.values()) / idle_s
     );
@@ -2830,18 +3076,18 @@ async fn scale_part(cfg: &Config, n: usize, build: &Build) -> anyhow::Result<Sca
         &requests_by_resource(&pass),
         n,
     );
-    print_by_resource("in the pass, Gardener", &pass_garden.by, n);
+    print_by_resource("in the pass, Gardener", &pass_win.garden.by, n);
     print_by_resource("at rest, kube-apiserver", &requests_by_resource(&rest), n);
-    print_by_resource("at rest, Gardener", &rest_garden.by, n);
+    print_by_resource("at rest, Gardener", &rest_win.garden.by, n);
     for w in ctl.warnings(5) {
         println!("     {w}");
     }
     let mut ctl = ctl;
     ctl.stop();
-    garden.garden.shutdown();
-    garden.runtime.shutdown();
+    // The gardenlet (and its runtime cluster) before the control plane it watches.
+    drop(garden);
     drop(webhook);
-    drop(cp);
+    tokio::task::spawn_blocking(move || drop(cp)).await?;
     println!(
         "   the {tag} run at {n} took {:.0} s in all",
         t_setup.elapsed().as_secs_f64()
@@ -2853,11 +3099,11 @@ async fn scale_part(cfg: &Config, n: usize, build: &Build) -> anyhow::Result<Sca
         idle,
         idle_cpu,
         ready_s,
+        ready_latency,
         prov_s,
         prov,
         prov_cpu,
-        prov_garden,
-        prov_runtime,
+        prov_win,
         prov_ctl_cpu,
         prov_hwm,
         prov_rss,
@@ -2868,12 +3114,12 @@ async fn scale_part(cfg: &Config, n: usize, build: &Build) -> anyhow::Result<Sca
         pass,
         pass_cpu,
         pass_ctl_cpu,
-        pass_garden,
+        pass_win,
         pass_reconciles,
         pass_hwm,
         rest_s,
         rest,
-        rest_garden,
+        rest_win,
         rest_hwm,
         rest_rss,
         status_writes_sent,
@@ -2924,8 +3170,8 @@ fn report_scale(runs: &[ScaleRun]) {
             });
         }
         row(
-            "… of them the controller's (non-exempt flow schemas)",
-            &|r| controller_requests(&r.prov).map_or("-".into(), |c| num(r.per(c), 2)),
+            "… of them the controller's (its ServiceAccount's FlowSchemas)",
+            &|r| num(r.per(r.prov_ctl_requests()), 2),
         );
         row(
             "409 answers per Runtime (count), provisioning + pass",
@@ -2934,32 +3180,41 @@ fn report_scale(runs: &[ScaleRun]) {
                 format!("{} ({c:.0})", num(r.per(c), 3))
             },
         );
-        row("Gardener requests per provisioned Runtime", &|r| {
-            num(r.per(r.prov_garden.total()), 2)
-        });
+        row(
+            "Gardener requests per provisioned Runtime (the controller's)",
+            &|r| num(r.per(r.prov_win.garden.total()), 2),
+        );
         let mut gverbs: Vec<String> = [base, this]
             .into_iter()
             .flatten()
-            .flat_map(|r| r.prov_garden.by_verb().into_keys())
+            .flat_map(|r| r.prov_win.garden.by_verb().into_keys())
             .collect();
         gverbs.sort();
         gverbs.dedup();
         for v in &gverbs {
             row(&format!("… {v}"), &|r| {
                 num(
-                    r.per(r.prov_garden.by_verb().get(v).copied().unwrap_or(0.0)),
+                    r.per(r.prov_win.garden.by_verb().get(v).copied().unwrap_or(0.0)),
                     2,
                 )
             });
         }
-        row("runtime cluster requests per provisioned Runtime", &|r| {
-            num(r.per(r.prov_runtime.total()), 2)
-        });
+        row(
+            "runtime cluster requests per provisioned Runtime (the controller's)",
+            &|r| num(r.per(r.prov_win.runtime.total()), 2),
+        );
         row("kube-apiserver CPU per Runtime, ms (less idle)", &|r| {
             let (raw, net) = r.api_cpu_ms();
             format!("{} ({})", num(raw, 1), num(net, 1))
         });
         row("time to all Ready, s", &|r| num(r.ready_s, 1));
+        row(
+            "Shoot Succeeded → Runtime Ready, ms: p50 / p99 / max",
+            &|r| {
+                let q = |q: f64| num(quantile(&r.ready_latency, q) * 1e3, 1);
+                format!("{} / {} / {}", q(0.5), q(0.99), q(1.0))
+            },
+        );
         row("controller CPU, provisioning, s", &|r| {
             num(r.prov_ctl_cpu, 1)
         });
@@ -2984,13 +3239,16 @@ fn report_scale(runs: &[ScaleRun]) {
                 format!("{} + {}", num(r.per(a), 3), num(r.per(g), 3))
             },
         );
-        row("… Shoot GETs (Shoots read)", &|r| {
-            format!(
-                "{:.0} ({})",
-                r.pass_garden.shoot_gets,
-                r.pass_garden.shoots_read.len()
-            )
-        });
+        row(
+            "… Shoot GETs: the controller's (gardener-apiserver's, every client)",
+            &|r| {
+                format!(
+                    "{:.0} ({:.0})",
+                    r.pass_win.garden.shoot_gets(),
+                    gardener_shoot_gets(&r.pass_win.gardener)
+                )
+            },
+        );
         row("… reconciles counted; controller CPU, s", &|r| {
             format!("{:.0}; {}", r.pass_reconciles, num(r.pass_ctl_cpu, 2))
         });
@@ -3002,7 +3260,7 @@ fn report_scale(runs: &[ScaleRun]) {
                 "{:.0} ({:.0}) / {:.0} in {:.0} s",
                 writes_of(&requests_by_verb(&r.rest)),
                 status_writes(&r.rest),
-                r.rest_garden.writes(),
+                r.rest_win.garden.writes(),
                 r.rest_s
             )
         });
@@ -3102,7 +3360,8 @@ fn report_scale(runs: &[ScaleRun]) {
 
 async fn audit_part(cfg: &Config) -> anyhow::Result<()> {
     let n = cfg.audit_runtimes;
-    println!("== 3. kim audit -A -o json, {n} Runtimes on kube-apiserver");
+    let args: String = cfg.audit_args.iter().map(|a| format!(" {a}")).collect();
+    println!("== 3. kim audit -A -o json{args}, {n} Runtimes on kube-apiserver");
     let time = Path::new("/usr/bin/time");
     ensure!(
         time.exists(),
@@ -3117,19 +3376,23 @@ async fn audit_part(cfg: &Config) -> anyhow::Result<()> {
     let specs = audit_seed::sample_specs()?;
     let statuses = audit_seed::seed_statuses()?;
     let mut broken = HashSet::new();
+    let mut bytes = 0;
     let objects: Vec<Value> = (0..n)
         .map(|i| {
             let (obj, is_broken) = audit_seed::runtime(i, &specs, &statuses);
             if is_broken {
                 broken.insert(name_of(&obj));
             }
+            bytes += obj.to_string().len();
             obj
         })
         .collect();
     let t0 = Instant::now();
     let (refused, first) = seed(&admin, objects, cfg.seed_concurrency).await?;
     println!(
-        "   seeded in {:.1} s; the CRD schema refused {} statuses (stored without status; first: {})",
+        "   seeded {:.1} MiB of JSON ({} broken) in {:.1} s; the CRD schema refused {} statuses (stored without status; first: {})",
+        bytes as f64 / (1024.0 * 1024.0),
+        broken.len(),
         t0.elapsed().as_secs_f64(),
         refused.len(),
         first.as_deref().unwrap_or("-")
@@ -3154,6 +3417,7 @@ async fn audit_part(cfg: &Config) -> anyhow::Result<()> {
             .arg(env!("CARGO_BIN_EXE_kim"))
             .args(["audit", "-A", "-o", "json", "--kubeconfig"])
             .arg(&kubeconfig)
+            .args(&cfg.audit_args)
             .env_remove("KUBECONFIG");
         let out = tokio::task::spawn_blocking(move || cmd.output())
             .await?
@@ -3168,7 +3432,7 @@ async fn audit_part(cfg: &Config) -> anyhow::Result<()> {
         let code = out.status.code();
         let doc: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
         let counted = doc["summary"]["runtimes"].as_u64().unwrap_or(0);
-        let reported: HashSet<String> = doc["items"]
+        let names: Vec<String> = doc["items"]
             .as_array()
             .map(|a| {
                 a.iter()
@@ -3176,6 +3440,8 @@ async fn audit_part(cfg: &Config) -> anyhow::Result<()> {
                     .collect()
             })
             .unwrap_or_default();
+        let reported: HashSet<String> = names.iter().cloned().collect();
+        let twice = names.len() - reported.len();
         ensure!(
             counted == n as u64,
             "kim audit exited {code:?} and counted {counted} of {n} Runtimes: {}",
@@ -3190,8 +3456,10 @@ async fn audit_part(cfg: &Config) -> anyhow::Result<()> {
             .filter_map(|x| x.parse().ok())
             .collect();
         ensure!(f.len() == 3, "/usr/bin/time output: {text}");
+        // `kim audit` exits 1 when it reports a violation.
+        let expected_code = if broken.is_empty() { 0 } else { 1 };
         println!(
-            "   run {run}: exit {code:?}, wall {wall:.2} s, peak RSS {:.1} MiB, CPU {:.2} s user + {:.2} s sys, {lists} list requests, {} Runtimes reported (expected {}{}), stdout {:.1} MiB; load before {load}",
+            "   run {run}: exit {code:?} (expected {expected_code}), wall {wall:.2} s, peak RSS {:.1} MiB, CPU {:.2} s user + {:.2} s sys, {lists} list requests, {} Runtimes reported (expected {}{}; {twice} reported twice), stdout {:.1} MiB; load before {load}",
             f[0] / 1024.0,
             f[1],
             f[2],
@@ -3204,6 +3472,12 @@ async fn audit_part(cfg: &Config) -> anyhow::Result<()> {
             },
             out.stdout.len() as f64 / (1024.0 * 1024.0)
         );
+        if run == 1 {
+            println!(
+                "     stderr: {}",
+                String::from_utf8_lossy(&out.stderr).trim_end()
+            );
+        }
         results.push((wall, f[0] / 1024.0, f[1] + f[2], lists));
     }
     results.sort_by(|a, b| a.0.total_cmp(&b.0));

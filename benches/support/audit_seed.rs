@@ -1,4 +1,4 @@
-//! The Runtimes `benches/audit.rs` and `benches/apiserver.rs` seed for `kim audit`: the specs of
+//! The Runtimes `benches/apiserver.rs` seeds for `kim audit` (its `audit` part): the specs of
 //! the six sample manifests of `samples/runtimes` in turn, 90 % in `kcp-system` and 10 % in
 //! `kyma-dev`. Statuses, of every 100: 60 clean `Ready` (as kim writes it); 10 the `pending` and
 //! 5 the `failed` example of `samples/seed/status-examples.yaml` (clean); 5 its `ready` example

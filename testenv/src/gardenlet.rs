@@ -394,6 +394,32 @@ impl Gardenlet {
         }
     }
 
+    /// The first cluster of a [`Clusters::Pool`] gardenlet, started now (its admins bound) if
+    /// no Shoot needed one yet: the first Shoot is handed this one. Lets a caller prepare the
+    /// cluster before any client of a Shoot reaches it (a benchmark counting requests there
+    /// from the first one). `Ok(None)` for [`Clusters::PerShoot`].
+    ///
+    /// # Errors
+    /// Generating the CA, starting the cluster or binding its admins failed.
+    pub async fn pool_cluster(&self) -> Result<Option<Arc<ControlPlane>>, String> {
+        if lock(&self.inner.config).clusters == Clusters::PerShoot {
+            return Ok(None);
+        }
+        let mut clusters = self.inner.clusters.lock().await;
+        if let Some(cp) = clusters.pool.first() {
+            return Ok(Some(cp.clone()));
+        }
+        let ca = match &clusters.pool_ca {
+            Some(ca) => ca.clone(),
+            None => Arc::new(generate_ca().await.map_err(|e| e.0)?),
+        };
+        clusters.pool_ca = Some(ca.clone());
+        let cp = Arc::new(start_cluster(ca).await.map_err(|e| e.0)?);
+        bind_admins(&cp).await.map_err(|e| e.0)?;
+        clusters.pool.push(cp.clone());
+        Ok(Some(cp))
+    }
+
     /// The runtime cluster of Shoot `name`, once its `Create` succeeded (until its `Delete`
     /// succeeded); waits while a cluster is being started.
     pub async fn cluster(&self, name: &str) -> Option<Arc<ControlPlane>> {
