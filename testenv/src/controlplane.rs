@@ -374,12 +374,31 @@ fn serving_cert(
 /// A kubeconfig (YAML) for `url` trusting `ca_pem`, authenticating with `user`'s certificate.
 fn kubeconfig_yaml(url: &str, ca_pem: &str, user: &ClientCert) -> String {
     let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
-    format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: testenv\n  cluster:\n    server: {url}\n    certificate-authority-data: {ca}\nusers:\n- name: user\n  user:\n    client-certificate-data: {cert}\n    client-key-data: {key}\ncontexts:\n- name: testenv\n  context:\n    cluster: testenv\n    user: user\ncurrent-context: testenv\n",
-        ca = b64(ca_pem),
-        cert = b64(&user.cert_pem),
-        key = b64(&user.key_pem),
+    kubeconfig(
+        url,
+        ca_pem,
+        serde_json::json!({
+            "client-certificate-data": b64(&user.cert_pem),
+            "client-key-data": b64(&user.key_pem),
+        }),
     )
+}
+
+/// A kubeconfig of one cluster (`url`, trusting `ca_pem`) and one user (its `user` entry),
+/// written as JSON: every kubeconfig reader (client-go, kube-rs, kubectl) takes it, JSON being
+/// YAML.
+fn kubeconfig(url: &str, ca_pem: &str, user: serde_json::Value) -> String {
+    let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem);
+    serde_json::to_string_pretty(&serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "testenv", "cluster": {
+            "server": url, "certificate-authority-data": ca}}],
+        "users": [{"name": "user", "user": user}],
+        "contexts": [{"name": "testenv", "context": {"cluster": "testenv", "user": "user"}}],
+        "current-context": "testenv",
+    }))
+    .expect("a kubeconfig serializes")
 }
 
 fn write(path: &Path, text: &str) -> io::Result<()> {
@@ -479,11 +498,6 @@ impl ControlPlane {
     }
 
     fn start_blocking(options: &Options) -> io::Result<ControlPlane> {
-        if options.gardener && !cfg!(feature = "kube") {
-            return Err(other(
-                "gardener-apiserver needs testenv's `kube` feature (to register its APIs)",
-            ));
-        }
         let binaries = binaries(options.gardener)?;
         let kubernetes = crate::tools::kubernetes()?;
         // The paths go into the servers' flags as text: a lossy conversion would send etcd to
@@ -877,12 +891,7 @@ impl ControlPlane {
 
     /// A kubeconfig (YAML) that authenticates with a bearer `token` (a ServiceAccount's).
     pub fn kubeconfig_with_token(&self, token: &str) -> String {
-        crate::server::kubeconfig_yaml_with_ca(
-            &self.url,
-            "testenv",
-            Some(token),
-            Some(&self.ca_pem),
-        )
+        kubeconfig(&self.url, &self.ca_pem, serde_json::json!({"token": token}))
     }
 
     /// A reqwest client that trusts the control plane's CA and presents `user`'s certificate.
@@ -1054,18 +1063,11 @@ impl ControlPlane {
     /// Registers gardener-apiserver's APIs and waits for them ([`crate::garden`]), on a runtime
     /// of its own.
     fn wait_gardener(&self) -> io::Result<()> {
-        #[cfg(feature = "kube")]
-        {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()?;
-            rt.block_on(crate::garden::register(self, READY_TIMEOUT))
-                .map_err(other)
-        }
-        #[cfg(not(feature = "kube"))]
-        Err(other(
-            "gardener-apiserver needs testenv's `kube` feature (to register its APIs)",
-        ))
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        rt.block_on(crate::garden::register(self, READY_TIMEOUT))
+            .map_err(other)
     }
 
     /// Stops every server and removes the directory; waits for the supervisor (at most about
@@ -1181,7 +1183,6 @@ impl Drop for ControlPlane {
     }
 }
 
-#[cfg(feature = "kube")]
 mod kube_support {
     use super::*;
     use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
