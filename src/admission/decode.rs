@@ -11,6 +11,15 @@
 //! does not need (one that is not a Runtime status UPDATE). Both readings use the same types, so
 //! a member kim reads is declared once, and a body the one pass takes gets the answer the
 //! staged reading would give.
+//!
+//! What decoding builds is bounded by [`DECODED_LIMIT`] per review, not only by the body's
+//! size: small JSON can build large values (`[{"a":0},…]`, 8 bytes a member, builds an
+//! `IndexMap` of some 500 bytes for each). Each pass keeps an estimate of the heap it has built
+//! — every `status` (and, in the staged reading, `apiVersion`/`kind`) value and the strings of
+//! `userInfo.groups` — and stops at the limit ([`Refusal::TooLarge`], answered 413). The
+//! estimate is kept in a thread-local counter that each pass sets ([`Limited`]): serde's derive
+//! cannot carry a `DeserializeSeed` through [`Envelope`], [`RequestIn`] and [`ObjectIn`] down
+//! to [`Json`], and a pass runs on one thread from start to end.
 
 use super::{REVIEW_API_VERSION, REVIEW_API_VERSION_BETA};
 use crate::status::Snapshot;
@@ -19,8 +28,134 @@ use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 use serde_json::{Map, Number, Value};
 use std::borrow::Cow;
+use std::cell::Cell;
 use std::convert::Infallible;
 use std::fmt;
+use std::mem::size_of;
+
+/// Most heap one review's decoding may build: 16 MiB, as estimated by [`charge`] (what glibc's
+/// malloc holds for each allocation). A status the model evaluates in full has at most 64
+/// conditions (a longer list is denied as malformed) of strings the CRD bounds (messages of
+/// 32 KiB): it builds little more than its own JSON, so two of them at etcd's 1.5 MiB object
+/// limit (`object` and `oldObject`) stay far below it; a list of 10 000 conditions (1.5 MB)
+/// builds 13 MB and is still read, to be denied as malformed by the model. A review over
+/// the limit is answered 413. The webhook evaluates at most one review per core on its blocking
+/// pool and one per async worker inline, so decoding holds at most 2 × cores × 16 MiB at once
+/// besides the 32 MiB of bodies in flight: 32 MiB with the chart's CPU limit (500m, which the
+/// process counts as one core). Unbounded (2026-12-03), one 7 MiB review of `[{"a":0},…]`
+/// statuses grew the process by 444 MiB RSS; bounded, by 32 MiB.
+pub const DECODED_LIMIT: usize = 16 * 1024 * 1024;
+
+thread_local! {
+    /// Bytes the decoding pass on this thread may still build; `None` outside a pass.
+    static LEFT: Cell<Option<usize>> = const { Cell::new(None) };
+}
+
+/// A decoding pass's hold on [`LEFT`]: set to `limit` ([`DECODED_LIMIT`] in [`one_pass`] and
+/// [`staged`]), the value before restored when dropped (also by a panic).
+pub(super) struct Limited(Option<usize>);
+
+impl Limited {
+    pub(super) fn start(limit: usize) -> Limited {
+        Limited(LEFT.with(|left| left.replace(Some(limit))))
+    }
+
+    /// What the pass has charged so far out of `limit`.
+    #[cfg(test)]
+    pub(super) fn charged(limit: usize) -> usize {
+        LEFT.with(|left| limit - left.get().unwrap_or(limit))
+    }
+}
+
+impl Drop for Limited {
+    fn drop(&mut self) {
+        LEFT.with(|left| left.set(self.0));
+    }
+}
+
+/// Start of the error a pass stops at when it reaches its limit.
+const FOUND_DECODED_LIMIT: &str = "kim: decoded limit reached";
+
+/// Charges `bytes` about to be built to the pass on this thread; an error once they do not fit.
+fn charge<E: de::Error>(bytes: usize) -> Result<(), E> {
+    LEFT.with(|left| match left.get() {
+        None => Ok(()),
+        Some(n) if bytes <= n => {
+            left.set(Some(n - bytes));
+            Ok(())
+        }
+        Some(_) => {
+            left.set(Some(0));
+            Err(E::custom(FOUND_DECODED_LIMIT))
+        }
+    })
+}
+
+/// What glibc's malloc holds for an allocation of `n` bytes: a header word, 16-byte granules,
+/// 32 bytes at least; nothing for no allocation.
+const fn heap(n: usize) -> usize {
+    if n == 0 {
+        0
+    } else {
+        let chunk = (n + 8).div_ceil(16) * 16;
+        if chunk < 32 { 32 } else { chunk }
+    }
+}
+
+/// What growing a `Vec` of `T` from `from` to `to` elements adds.
+const fn vec_growth<T>(from: usize, to: usize) -> usize {
+    heap(to * size_of::<T>()) - heap(from * size_of::<T>())
+}
+
+/// The capacity `Vec` grows a full buffer of `cap` elements to on a push (std's amortized
+/// growth: double, 4 at least for small elements).
+const fn next_capacity(cap: usize) -> usize {
+    if cap * 2 < 4 { 4 } else { cap * 2 }
+}
+
+/// An entry of serde_json's `Map` (`IndexMap` with `preserve_order`): hash, key, value.
+type MapEntry = (u64, String, Value);
+
+/// The growth of a `Map` as members are inserted, as `IndexMap` grows: a hash table of `usize`
+/// indices (hashbrown: a power of two of buckets, 7/8 usable, 4 at least, plus 16 control
+/// bytes) and the entries, reserved to the table's capacity.
+#[derive(Default)]
+struct MapGrowth {
+    buckets: usize,
+}
+
+impl MapGrowth {
+    const fn capacity(buckets: usize) -> usize {
+        if buckets < 8 {
+            buckets.saturating_sub(1)
+        } else {
+            buckets / 8 * 7
+        }
+    }
+
+    const fn bytes(buckets: usize) -> usize {
+        if buckets == 0 {
+            0
+        } else {
+            heap(buckets * size_of::<usize>() + buckets + 16)
+                + heap(Self::capacity(buckets) * size_of::<MapEntry>())
+        }
+    }
+
+    /// What inserting the `n`th member adds (0 while it fits).
+    fn member(&mut self, n: usize) -> usize {
+        if n <= Self::capacity(self.buckets) {
+            return 0;
+        }
+        let before = Self::bytes(self.buckets);
+        self.buckets = if self.buckets == 0 {
+            4
+        } else {
+            self.buckets * 2
+        };
+        Self::bytes(self.buckets) - before
+    }
+}
 
 /// An AdmissionReview as the one pass reads it: `apiVersion` and `kind` (strings) and `request`
 /// as `R`; every other member is skipped (a repeated `uid` or `operation` in the envelope too:
@@ -76,7 +211,43 @@ pub(super) struct UserInfoIn {
     #[serde(default)]
     pub(super) username: Option<String>,
     #[serde(default)]
-    pub(super) groups: Option<Vec<String>>,
+    pub(super) groups: Option<Strings>,
+}
+
+/// A list of strings whose building is charged to the pass ([`charge`]): `userInfo.groups`,
+/// the one list kim reads outside a `status`.
+pub(super) struct Strings(pub(super) Vec<String>);
+
+impl<'de> Deserialize<'de> for Strings {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Strings;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a list of strings")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Strings, A::Error> {
+                let mut items: Vec<String> = Vec::new();
+                while let Some(BorrowedStr(s)) = seq.next_element()? {
+                    grow::<_, A::Error>(&mut items)?;
+                    charge::<A::Error>(heap(s.len()))?;
+                    items.push(s.into_owned());
+                }
+                Ok(Strings(items))
+            }
+        }
+        d.deserialize_seq(V)
+    }
+}
+
+/// Makes room for one more element in `items`, charged first when the buffer has to grow.
+fn grow<T, E: de::Error>(items: &mut Vec<T>) -> Result<(), E> {
+    if items.len() == items.capacity() {
+        let to = next_capacity(items.capacity());
+        charge::<E>(vec_growth::<T>(items.capacity(), to))?;
+        items.reserve_exact(to - items.len());
+    }
+    Ok(())
 }
 
 /// `request` of an AdmissionReview; `O` is how `object`/`oldObject` are held: [`ObjectIn`] in
@@ -223,10 +394,12 @@ impl<'de> Visitor<'de> for JsonVisitor {
     fn visit_f64<E>(self, n: f64) -> Result<Value, E> {
         Ok(Number::from_f64(n).map_or(Value::Null, Value::Number))
     }
-    fn visit_str<E>(self, s: &str) -> Result<Value, E> {
+    fn visit_str<E: de::Error>(self, s: &str) -> Result<Value, E> {
+        charge::<E>(heap(s.len()))?;
         Ok(Value::String(s.to_owned()))
     }
-    fn visit_string<E>(self, s: String) -> Result<Value, E> {
+    fn visit_string<E: de::Error>(self, s: String) -> Result<Value, E> {
+        charge::<E>(heap(s.capacity()))?;
         Ok(Value::String(s))
     }
     fn visit_unit<E>(self) -> Result<Value, E> {
@@ -235,18 +408,21 @@ impl<'de> Visitor<'de> for JsonVisitor {
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
         let mut items = Vec::new();
         while let Some(Json(item)) = seq.next_element()? {
+            grow::<_, A::Error>(&mut items)?;
             items.push(item);
         }
         Ok(Value::Array(items))
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
         let mut members = Map::new();
-        while let Some(key) = map.next_key::<String>()? {
+        let mut growth = MapGrowth::default();
+        while let Some(BorrowedStr(key)) = map.next_key()? {
             if key == RAW_VALUE_KEY {
                 return Err(de::Error::custom(FOUND_RAW_VALUE_KEY));
             }
+            charge::<A::Error>(heap(key.len()) + growth.member(members.len() + 1))?;
             let Json(value) = map.next_value()?;
-            members.insert(key, value);
+            members.insert(key.into_owned(), value);
         }
         Ok(Value::Object(members))
     }
@@ -327,16 +503,31 @@ pub(super) enum Refusal {
         message: String,
         warnings: Vec<String>,
     },
+    /// What decoding builds would go over [`DECODED_LIMIT`]: answered as an oversized body is
+    /// (413, the uid salvaged from the body).
+    TooLarge(String),
 }
 
-/// The refusal of a body with [`RAW_VALUE_KEY`] where kim reads a value; `None` for any other
-/// error.
+/// The refusal of a body with [`RAW_VALUE_KEY`] where kim reads a value, or of one that
+/// builds more than [`DECODED_LIMIT`]; `None` for any other error.
 fn raw_value_key(e: &serde_json::Error) -> Option<Refusal> {
-    e.to_string().starts_with(FOUND_RAW_VALUE_KEY).then(|| {
+    let text = e.to_string();
+    if text.starts_with(FOUND_DECODED_LIMIT) {
+        return Some(too_large());
+    }
+    text.starts_with(FOUND_RAW_VALUE_KEY).then(|| {
         Refusal::Body(format!(
             "request body uses the reserved key \"{RAW_VALUE_KEY}\" (kim does not accept it)"
         ))
     })
+}
+
+/// The refusal of a review that builds more than [`DECODED_LIMIT`].
+fn too_large() -> Refusal {
+    Refusal::TooLarge(format!(
+        "request decodes to more than {DECODED_LIMIT} bytes ({} MiB, the most one review may build in kim)",
+        DECODED_LIMIT / (1024 * 1024)
+    ))
 }
 
 /// Decodes a request body: a review of a known version (`admission.k8s.io/v1` or `v1beta1`),
@@ -351,24 +542,38 @@ pub(super) fn decode_review(body: &[u8]) -> Result<Decoded<'_>, Refusal> {
             "request body is not valid UTF-8 JSON".to_string(),
         ));
     };
-    one_pass(text).map_or_else(|| staged(text), Ok)
+    match one_pass(text) {
+        Ok(Some(decoded)) => Ok(decoded),
+        Ok(None) => staged(text),
+        Err(refusal) => Err(refusal),
+    }
 }
 
 /// The review in one pass, when it is a review of a known version with a request that decodes
-/// whole (every object included); `None` otherwise.
-pub(super) fn one_pass(text: &str) -> Option<Decoded<'_>> {
-    let env: Envelope<'_, RequestIn<'_, ObjectIn<'_>>> = serde_json::from_str(text).ok()?;
-    let api_version = version(env.api_version.as_deref(), env.kind.as_deref())?;
-    let Ok(req) = env
-        .request?
-        .try_map_objects(|o, _| Ok::<_, Infallible>(Ok(o)));
-    Some((api_version, req, Vec::new()))
+/// whole (every object included); `None` otherwise; [`Refusal::TooLarge`] as soon as what it
+/// builds reaches [`DECODED_LIMIT`] (the staged reading would reach it too).
+pub(super) fn one_pass(text: &str) -> Result<Option<Decoded<'_>>, Refusal> {
+    let _limited = Limited::start(DECODED_LIMIT);
+    let env: Envelope<'_, RequestIn<'_, ObjectIn<'_>>> = match serde_json::from_str(text) {
+        Ok(env) => env,
+        Err(e) if e.to_string().starts_with(FOUND_DECODED_LIMIT) => return Err(too_large()),
+        Err(_) => return Ok(None),
+    };
+    let Some(api_version) = version(env.api_version.as_deref(), env.kind.as_deref()) else {
+        return Ok(None);
+    };
+    let Some(req) = env.request else {
+        return Ok(None);
+    };
+    let Ok(req) = req.try_map_objects(|o, _| Ok::<_, Infallible>(Ok(o)));
+    Ok(Some((api_version, req, Vec::new())))
 }
 
 /// [`decode_review`] level by level, for a body the one pass does not take: the envelope with
 /// the request raw, the request with the objects raw, then each object, so that a refusal says
 /// which level is wrong and an object is judged only where kim reads it.
 pub(super) fn staged(text: &str) -> Result<Decoded<'_>, Refusal> {
+    let _limited = Limited::start(DECODED_LIMIT);
     let env: ReviewIn<'_> = match serde_json::from_str(text) {
         Ok(e) => e,
         Err(e) => {
@@ -432,6 +637,7 @@ pub(super) fn staged(text: &str) -> Result<Decoded<'_>, Refusal> {
     };
     let req: RequestIn<'_, &RawValue> = match serde_json::from_str(raw_req) {
         Ok(r) => r,
+        Err(e) if e.to_string().starts_with(FOUND_DECODED_LIMIT) => return Err(too_large()),
         Err(e) => {
             let uid = serde_json::from_str::<UidOnly<'_>>(raw_req)
                 .map(|u| u.uid.into_owned())

@@ -18,6 +18,7 @@ mod response;
 #[cfg(test)]
 mod tests;
 
+pub use decode::DECODED_LIMIT;
 use decode::{Refusal, Request, object_of};
 pub(crate) use encode::reason_for;
 pub use response::reject;
@@ -91,6 +92,8 @@ impl Outcome {
 /// Answers one AdmissionReview request body (`admission.k8s.io/v1`, also `v1beta1`).
 ///
 /// - Not JSON, not an AdmissionReview, no `request`, no `request.uid`: denied, code 400.
+/// - Decoding would build more than [`DECODED_LIMIT`]: denied, code 413 (uid echoed when it can
+///   be read).
 /// - Not a `runtimes/status` UPDATE of `infrastructuremanager.kyma-project.io`: allowed, with a
 ///   warning saying that nothing was checked.
 /// - `runtimes/status` UPDATE without `object`/`oldObject`, or with a malformed one: denied, 400.
@@ -109,6 +112,7 @@ pub fn review(hook: Hook, policy: &Policy, body: &[u8], now: DateTime<Utc>) -> O
             message,
             warnings,
         }) => response::denied(api_version, &uid, 400, &message, &warnings),
+        Err(Refusal::TooLarge(message)) => reject(413, &message, body),
     }
 }
 
@@ -149,7 +153,7 @@ fn answer(
     let operation = req.operation.as_deref().unwrap_or("").to_string();
     let facts = Facts {
         user: user_info.username.unwrap_or_default(),
-        groups: user_info.groups.unwrap_or_default(),
+        groups: user_info.groups.map_or_else(Vec::new, |g| g.0),
         dry_run: req.dry_run.unwrap_or(false),
         now,
     };

@@ -75,7 +75,7 @@ fn readable_uid(body: &[u8]) -> Option<String> {
 /// body — the same answer as the staged reading gives. Returns whether the one pass took it.
 fn check(policy: &Policy, body: &[u8]) -> bool {
     let text = std::str::from_utf8(body).ok();
-    let one_pass = text.is_some_and(|t| decode::one_pass(t).is_some());
+    let one_pass = text.is_some_and(|t| matches!(decode::one_pass(t), Ok(Some(_))));
     let uid = readable_uid(body);
     for hook in [Hook::Validate, Hook::Mutate] {
         let o = review(hook, policy, body, now());
@@ -495,6 +495,219 @@ fn status_depth_is_bounded_by_serde_json() {
     };
     assert!(allowed(100) && allowed(124), "{answered:?}");
     assert!(!allowed(126) && !allowed(10_000), "{answered:?}");
+}
+
+/// Counts the heap this thread holds, as glibc's malloc holds it (usable size plus the chunk
+/// header), to check [`decode`]'s estimate of what decoding builds against the real figure.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+mod counting {
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::cell::Cell;
+
+    pub(super) struct Counting;
+
+    thread_local! {
+        static LIVE: Cell<isize> = const { Cell::new(0) };
+    }
+
+    /// Bytes held now by allocations this thread made (and freed).
+    pub(super) fn live() -> isize {
+        LIVE.with(Cell::get)
+    }
+
+    #[allow(unsafe_code)]
+    fn footprint(p: *mut u8) -> isize {
+        // SAFETY: `p` is a live allocation of the system allocator (glibc malloc).
+        (unsafe { libc::malloc_usable_size(p.cast()) } + 8) as isize
+    }
+
+    fn add(n: isize) {
+        let _ = LIVE.try_with(|c| c.set(c.get() + n));
+    }
+
+    // SAFETY: every call is passed on to `System` unchanged; only a counter is kept beside.
+    #[allow(unsafe_code)]
+    unsafe impl GlobalAlloc for Counting {
+        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            // SAFETY: the caller's contract, passed on.
+            let p = unsafe { System.alloc(layout) };
+            if !p.is_null() {
+                add(footprint(p));
+            }
+            p
+        }
+        unsafe fn dealloc(&self, p: *mut u8, layout: Layout) {
+            add(-footprint(p));
+            // SAFETY: the caller's contract, passed on.
+            unsafe { System.dealloc(p, layout) }
+        }
+        unsafe fn realloc(&self, p: *mut u8, layout: Layout, size: usize) -> *mut u8 {
+            let before = footprint(p);
+            // SAFETY: the caller's contract, passed on.
+            let q = unsafe { System.realloc(p, layout, size) };
+            if !q.is_null() {
+                add(footprint(q) - before);
+            }
+            q
+        }
+    }
+
+    #[global_allocator]
+    static COUNTING: Counting = Counting;
+}
+
+/// The decoder's estimate of what it builds ([`decode::DECODED_LIMIT`] is counted in it) is
+/// what the allocator really holds for the values (within the page rounding of large buffers),
+/// and not far above it, for the
+/// shapes that expand most (an object, an array, an empty string per few bytes of JSON) and
+/// for realistic ones. Prints the figures (bytes built per byte of JSON).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[test]
+fn the_estimate_of_what_decoding_builds_holds() {
+    let repeat = |item: &str, n: usize| format!("[{}]", vec![item; n].join(","));
+    let conditions = |n: usize, message: usize| {
+        serde_json::to_string(
+            &json!({"state": "Ready", "conditions": (0..n).map(|i| json!({
+            "type": format!("Type{i}"), "status": "True", "reason": "Done",
+            "message": "m".repeat(message), "lastTransitionTime": "2026-11-01T10:00:00Z",
+            "observedGeneration": 2}
+        )).collect::<Vec<_>>()}),
+        )
+        .unwrap()
+    };
+    let wide = format!(
+        "{{{}}}",
+        (0..10_000)
+            .map(|i| format!("\"k{i}\":{i}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    let shapes = [
+        ("[{\"a\":0},…]", repeat("{\"a\":0}", 50_000)),
+        (
+            "[{\"a\":0,\"b\":0,\"c\":0,\"d\":0},…]",
+            repeat("{\"a\":0,\"b\":0,\"c\":0,\"d\":0}", 20_000),
+        ),
+        ("[{},…]", repeat("{}", 50_000)),
+        ("[[0],…]", repeat("[0]", 50_000)),
+        ("[0,…]", repeat("0", 100_000)),
+        ("[\"\",…]", repeat("\"\"", 100_000)),
+        ("[\"a\",…]", repeat("\"a\"", 100_000)),
+        ("[\"\\u0041…\",…]", repeat("\"\\u0041bc\"", 50_000)),
+        ("an object of 10 000 members", wide),
+        ("64 conditions", conditions(64, 20)),
+        ("64 conditions, 16 KiB messages", conditions(64, 16 * 1024)),
+        ("10 000 conditions", conditions(10_000, 20)),
+    ];
+    let mut wrong = Vec::new();
+    for (name, text) in shapes {
+        let before = counting::live();
+        let limited = decode::Limited::start(usize::MAX);
+        let value: Json = serde_json::from_str(&text).unwrap();
+        let charged = decode::Limited::charged(usize::MAX);
+        drop(limited);
+        let built = usize::try_from(counting::live() - before).unwrap();
+        eprintln!(
+            "{name}: {} bytes of JSON build {built} bytes ({:.1} a byte), estimated {charged}",
+            text.len(),
+            built as f64 / text.len() as f64
+        );
+        // Within a constant: the page rounding of buffers large enough to be mapped.
+        if charged + 64 * 1024 < built || charged > built + built / 2 + 1024 {
+            wrong.push(format!("{name}: {charged} charged, {built} built"));
+        }
+        drop(value);
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
+/// The review of [`review_value`] with `status` as the status of `object` and `oldObject`.
+fn with_statuses(status: &str) -> Vec<u8> {
+    with_statuses_in(review_value(), status)
+}
+
+/// `v` with `status` as the status of `object` and `oldObject`.
+fn with_statuses_in(mut v: Value, status: &str) -> Vec<u8> {
+    v["request"]["object"]["status"] = json!("@@");
+    v["request"]["oldObject"]["status"] = json!("@@");
+    serde_json::to_string(&v)
+        .unwrap()
+        .replace("\"@@\"", status)
+        .into_bytes()
+}
+
+/// A review that decodes to more than [`decode::DECODED_LIMIT`] — statuses, or `userInfo.groups`,
+/// of the shapes that build the most per byte — is denied 413 with its uid, by both hooks and
+/// in both readings (a malformed `spec` sends it to the staged one); a large status the model
+/// evaluates (64 conditions of 16 KiB messages, 1 MiB in each object) is evaluated.
+#[test]
+fn what_a_review_decodes_to_is_bounded() {
+    let policy = Policy::builtin();
+    let uid = "705ab4f5-6393-11e8-b7cc-42010a800002";
+    let objects = format!("[{}]", vec!["{\"a\":0}"; 400_000].join(","));
+    let groups = format!("[{}]", vec!["\"g\""; 1_500_000].join(","));
+    let mut with_groups = review_value();
+    with_groups["request"]["userInfo"]["groups"] = json!("@@");
+    let with_groups = serde_json::to_string(&with_groups)
+        .unwrap()
+        .replace("\"@@\"", &groups)
+        .into_bytes();
+    // `object` is not a valid Runtime: the one pass stops there, the staged reading goes on
+    // to `oldObject`.
+    let mut staged = review_value();
+    staged["request"]["object"]["metadata"]["generation"] = json!("x");
+    let staged = with_statuses_in(staged, &objects);
+    for (name, body) in [
+        ("statuses", with_statuses(&objects)),
+        ("groups", with_groups),
+        ("statuses, staged", staged),
+    ] {
+        assert!(body.len() < 7 * 1024 * 1024, "{name}: {}", body.len());
+        let text = std::str::from_utf8(&body).unwrap();
+        assert!(
+            matches!(decode::one_pass(text), Err(decode::Refusal::TooLarge(_)))
+                || name.ends_with("staged")
+        );
+        assert!(matches!(
+            decode::staged(text),
+            Err(decode::Refusal::TooLarge(_))
+        ));
+        for hook in [Hook::Validate, Hook::Mutate] {
+            let o = review(hook, &policy, &body, now());
+            assert_eq!((o.allowed, o.code), (false, 413), "{name}: {}", o.detail);
+            assert_eq!(o.uid, uid, "{name}");
+            assert!(
+                o.detail
+                    .contains(&format!("more than {} bytes", decode::DECODED_LIMIT)),
+                "{name}: {}",
+                o.detail
+            );
+            let v: Value = serde_json::from_slice(&o.body).unwrap();
+            assert_eq!(v["response"]["status"]["code"], 413, "{v}");
+            assert_eq!(v["response"]["uid"], uid, "{v}");
+        }
+    }
+
+    let large = serde_json::to_string(
+        &json!({"state": "Ready", "conditions": (0..64).map(|i| json!({
+        "type": format!("Type{i}"), "status": "True", "reason": "Done",
+        "message": "m".repeat(16 * 1024), "lastTransitionTime": "2026-11-01T10:00:00Z",
+        "observedGeneration": 2}
+    )).collect::<Vec<_>>()}),
+    )
+    .unwrap();
+    let body = with_statuses(&large);
+    assert!(body.len() > 2 * 1024 * 1024, "{}", body.len());
+    check(&policy, &body);
+    for hook in [Hook::Validate, Hook::Mutate] {
+        let o = review(hook, &policy, &body, now());
+        assert_ne!(o.code, 413, "{hook:?}: {}", o.detail);
+        assert!(!o.unchecked, "{hook:?}: {}", o.detail);
+        match hook {
+            Hook::Mutate => assert!(o.allowed, "{}", o.detail),
+            Hook::Validate => assert!(o.allowed || !o.violations.is_empty(), "{}", o.detail),
+        }
+    }
 }
 
 /// `metadata.generation` written `-0` (in `object` or `oldObject`): serde_json reads `-0` as

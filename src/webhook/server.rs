@@ -44,10 +44,26 @@
 //! after a request (the process's RSS, debug build, 2026-12-03): 1024 idle ones fit in the
 //! shipped 128 MiB memory limit, some 3 000 would not. An HTTP/2 connection has at most 200
 //! streams open. The request bodies in flight hold at most `body_budget` ([`BODY_BUDGET`],
-//! 32 MiB) together, each at most [`BODY_LIMIT`]: a body is charged before it is read (its
-//! `Content-Length`, else as its chunks arrive), and a request over the budget is answered
-//! HTTP 429 with `Retry-After: 1`, which kube-apiserver retries (unbounded, 2026-12-03: 30
-//! HTTP/1.1 requests with 7 MiB bodies took the process to 263 MB RSS).
+//! 32 MiB) together, each at most [`BODY_LIMIT`]: a body is charged as its bytes arrive (its
+//! buffer's capacity, at most 256 KiB ahead of them; a declared `Content-Length` is not
+//! reserved, so a client that declares 7 MiB and sends nothing holds 16 KiB, not 7 MiB), a
+//! declared length over the limit is refused 413 by that length (only the first 64 KiB kept),
+//! and a request whose bytes go over the budget is answered HTTP 429 with `Retry-After: 1`,
+//! which kube-apiserver retries (unbounded, 2026-12-03: 30 HTTP/1.1 requests with 7 MiB
+//! bodies took the process to 263 MB RSS; with the declared length reserved, five clients
+//! declaring 7 MiB and sending nothing got every other review a 429 until the 30 s body
+//! timeout).
+//!
+//! What a body decodes to is bounded too: a review may build at most
+//! [`admission::DECODED_LIMIT`] (16 MiB, estimated as it is built) of `status` values and
+//! `userInfo.groups` strings, else it is answered 413 (a well-formed review, uid echoed when
+//! readable), since small JSON builds large values (unbounded, 2026-12-03: one 7 MiB review of
+//! `[{"a":0},…]` statuses grew the process by 444 MiB RSS; bounded, by 32 MiB). Reviews are
+//! evaluated at most one per core on the blocking pool (bodies over 256 KiB) and one per async
+//! worker inline, so decoding holds at most 2 × cores × 16 MiB besides the body budget: 32 MiB
+//! with the chart's CPU limit (500m, one core as the process counts them). Evaluation copies
+//! nothing of a status but the defaulting patch's values (a few per condition, for at most 64
+//! conditions).
 //!
 //! The metrics listener has the same bounds after accepting (first request head, idle,
 //! writes, HTTP/2 PINGs) and at most 64 connections of its own; kubelet's liveness probe goes
@@ -207,9 +223,9 @@ pub struct Settings {
     /// to answer.
     pub write_timeout: Duration,
     /// Bytes of request bodies held at once by all requests together (default
-    /// [`BODY_BUDGET`]). A body is charged before it is read, by its `Content-Length`, or as
-    /// its chunks arrive when it declares none; a request over the budget is answered HTTP 429
-    /// with `Retry-After: 1` (no AdmissionReview), which kube-apiserver retries.
+    /// [`BODY_BUDGET`]). A body is charged as its bytes arrive, whether it declares a
+    /// `Content-Length` or not; a request over the budget is answered HTTP 429 with
+    /// `Retry-After: 1` (no AdmissionReview), which kube-apiserver retries.
     pub body_budget: usize,
 }
 
@@ -474,6 +490,15 @@ impl Running {
         self.handle.connection_count()
     }
 
+    /// Bytes of request bodies held now against [`Settings::body_budget`] (what their buffers
+    /// take: the bytes arrived, and at most 256 KiB more each).
+    pub fn body_bytes_held(&self) -> usize {
+        self.state
+            .body_budget
+            .min(tokio::sync::Semaphore::MAX_PERMITS)
+            .saturating_sub(self.state.budget.available_permits())
+    }
+
     /// Resolves only if the HTTPS server stops on its own (an I/O error of the listener);
     /// returns that error. Pending forever while serving.
     pub(crate) async fn stopped(&mut self) -> anyhow::Result<()> {
@@ -601,7 +626,7 @@ enum BodyRead {
     TooLarge(Vec<u8>),
     /// The client failed or was too slow; what was read so far and why.
     Failed(Vec<u8>, String),
-    /// The budget of bytes in flight has no room for the body (declared or arriving).
+    /// The budget of bytes in flight has no room for the bytes arriving.
     OverBudget,
 }
 
@@ -643,9 +668,19 @@ impl Held {
     }
 }
 
+/// The most a body's buffer runs ahead of the bytes that have arrived: a declared
+/// `Content-Length` is not reserved (a client could declare 7 MiB, send nothing and hold that
+/// much of the budget until the body timeout).
+const BUFFER_AHEAD: usize = 256 * 1024;
+
+/// The capacity a body's buffer starts with, before its first bytes arrive.
+const BUFFER_START: usize = 16 * 1024;
+
 /// Appends to `buf` what fits of `data` within `keep` bytes, the room charged to `held` first
-/// (the buffer's capacity, what the allocator holds). False when the budget has no room.
-fn append(buf: &mut Vec<u8>, held: &mut Held, data: &[u8], keep: usize) -> bool {
+/// (the buffer's capacity, what the allocator holds). The buffer grows by doubling, at most
+/// [`BUFFER_AHEAD`] beyond what it needs and never beyond `ceiling` (the declared length, when
+/// there is one). False when the budget has no room.
+fn append(buf: &mut Vec<u8>, held: &mut Held, data: &[u8], keep: usize, ceiling: usize) -> bool {
     let take = data.len().min(keep.saturating_sub(buf.len()));
     if take == 0 {
         return true;
@@ -653,7 +688,12 @@ fn append(buf: &mut Vec<u8>, held: &mut Held, data: &[u8], keep: usize) -> bool 
     let want = buf.len() + take;
     if want > buf.capacity() {
         // Doubling, as `Vec` grows, or just what is needed when the budget is short.
-        let doubled = buf.capacity().saturating_mul(2).clamp(want, keep.max(want));
+        let doubled = buf
+            .capacity()
+            .saturating_mul(2)
+            .min(want.saturating_add(BUFFER_AHEAD))
+            .min(ceiling.min(keep))
+            .max(want);
         let capacity = if held.grow_to(doubled) {
             doubled
         } else if held.grow_to(want) {
@@ -668,7 +708,10 @@ fn append(buf: &mut Vec<u8>, held: &mut Held, data: &[u8], keep: usize) -> bool 
 }
 
 /// Streams the body, keeping at most `limit` bytes; never buffers more, and never more than
-/// `held` can take from the budget: a declared length is charged before any byte is read.
+/// `held` can take from the budget. Bytes are charged as they arrive (the buffer's capacity,
+/// which runs at most [`BUFFER_AHEAD`] ahead of them): a declared length over the limit is
+/// refused by that length (the prefix kept, the rest read and discarded), one within it holds
+/// next to nothing until its bytes come.
 async fn read_body(
     mut body: Body,
     headers: &HeaderMap,
@@ -686,7 +729,10 @@ async fn read_body(
     } else {
         limit
     };
-    let initial = declared.map_or(16 * 1024, |n| n.min(keep as u64) as usize);
+    // The buffer never needs more than the declared length (hyper ends a body that would go
+    // over it with an error).
+    let ceiling = declared.map_or(keep, |n| n.min(keep as u64) as usize);
+    let initial = BUFFER_START.min(ceiling);
     if !held.grow_to(initial) {
         return BodyRead::OverBudget;
     }
@@ -700,7 +746,7 @@ async fn read_body(
             match tokio::time::timeout_at(deadline, body.frame()).await {
                 Ok(Some(Ok(frame))) => {
                     if let Ok(data) = frame.into_data()
-                        && !append(&mut buf, held, &data, keep)
+                        && !append(&mut buf, held, &data, keep, ceiling)
                     {
                         return BodyRead::OverBudget;
                     }
@@ -730,7 +776,7 @@ async fn read_body(
                     continue; // trailers
                 };
                 total += data.len() as u64;
-                if !append(&mut buf, held, &data, keep) {
+                if !append(&mut buf, held, &data, keep, ceiling) {
                     return BodyRead::OverBudget;
                 }
                 if total > limit as u64 {
