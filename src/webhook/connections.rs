@@ -12,19 +12,26 @@
 //!   is set to the idle timeout.
 //! - The same watchdog closes an HTTP/2 connection at once ([`ConnectionShutdown::shutdown`])
 //!   when a response has waited longer than the write timeout for the client's flow-control
-//!   window (hyper takes a response body only once the window has room: a client that keeps
-//!   it at 0 held its connection for good, 2026-12-03), and when the connection is still open
-//!   the write timeout after its GOAWAY with nothing left to answer.
-//! - [`Capped`] wraps the TCP acceptor: over the cap, a new connection is closed before the TLS
-//!   handshake, so that connections a client keeps open cannot take the process's memory. Its
-//!   [`Counted`] stream fails a write that the socket has not taken for the write timeout, which
-//!   ends the connection: a client that stops reading (an HTTP/1.1 client that pipelines
-//!   requests and never reads the answers, 2026-12-03) no longer holds it.
+//!   window, and when the connection is still open the write timeout after its GOAWAY with
+//!   nothing left to answer. A response waits for the window until its last byte has room in
+//!   it ([`Unsent`]): a client that keeps its window at 0 held its connection for good, and so
+//!   did one that keeps it at one byte, whose answers h2 held in its send buffer once hyper had
+//!   handed them over (2026-12-03).
+//! - [`Capped`] wraps the TCP acceptor of the HTTPS listener: over the cap, a new connection is
+//!   closed before the TLS handshake, so that connections a client keeps open cannot take the
+//!   process's memory. Its [`Counted`] stream fails a write that the socket has not taken for
+//!   the write timeout, which ends the connection: a client that stops reading (an HTTP/1.1
+//!   client that pipelines requests and never reads the answers, 2026-12-03) no longer holds
+//!   it.
+//! - [`Evicting`] wraps the TCP acceptor of the metrics listener: at the cap, a new connection
+//!   is admitted and the one idle longest is closed (its [`Counted`] reads and writes fail), so
+//!   that whoever holds the cap's worth of connections cannot keep kubelet's liveness probe
+//!   out.
 
 use axum::Router;
 use axum::body::Body;
-use axum::http::Request;
 use axum::http::Version;
+use axum::http::{HeaderMap, Request};
 use axum::response::Response;
 use axum_server::ConnectionShutdown;
 use axum_server::accept::Accept;
@@ -38,7 +45,7 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
@@ -72,6 +79,7 @@ impl tower::Service<SocketAddr> for PerConnection {
                 shared: Arc::new(Shared {
                     activity: Mutex::new(Activity {
                         in_flight: 0,
+                        requested: false,
                         idle_since: now,
                         unsent: BTreeSet::new(),
                         next_response: 0,
@@ -138,6 +146,8 @@ where
 /// holds.
 struct Activity {
     in_flight: usize,
+    /// A request has come (a connection that never sent one is idle since it was accepted).
+    requested: bool,
     idle_since: Instant,
     /// When each unsent response became ready, with its number (two may share an instant).
     unsent: BTreeSet<(Instant, u64)>,
@@ -197,7 +207,11 @@ struct InFlight(Arc<Shared>);
 
 impl InFlight {
     fn start(shared: Arc<Shared>) -> InFlight {
-        shared.lock().in_flight += 1;
+        {
+            let mut a = shared.lock();
+            a.in_flight += 1;
+            a.requested = true;
+        }
         InFlight(shared)
     }
 }
@@ -212,12 +226,35 @@ impl Drop for InFlight {
     }
 }
 
-/// An HTTP/2 response body, counted as unsent from the moment it is ready until hyper drops it:
-/// hyper holds a body until it has handed its last frame to h2, which it does only once the
-/// client's flow-control window has room (it may poll a frame before that and keep it), or
-/// until the stream is reset or the connection closed.
+/// Largest data frame an [`Unsent`] body hands hyper at once (h2's default frame size): each
+/// frame after the first is taken only once the client's window has made room for the ones
+/// before, which counts as progress.
+const CHUNK: usize = 16 * 1024;
+
+/// An HTTP/2 response body, counted as unsent from the moment it is ready until hyper drops it,
+/// which it does once it has handed the body's last frame to h2 (or the stream was reset, or
+/// the connection closed).
+///
+/// hyper hands a data frame to h2 as soon as the stream has one byte of window, and h2 buffers
+/// what does not fit: a whole answer handed over at once left its body the moment the client
+/// opened its window by a byte, and a client that kept it there (a stream window of one byte)
+/// had its answers held in h2's send buffer, counted as sent, for good (2026-12-03). So the
+/// body holds back its last byte as a frame of its own: hyper hands a frame over only while
+/// the stream's window has room beyond what h2 already buffers for it, so the last frame
+/// leaves, and the body is dropped, only once the client's window has room for the whole
+/// answer. Data comes in frames of at most [`CHUNK`] bytes, and each frame hyper takes
+/// restarts the response's clock: a large answer to a slow client that keeps reading is not
+/// cut off, one whose client stops opening its window is.
 struct Unsent {
     inner: Body,
+    /// Data taken from `inner` and not yet handed to hyper.
+    rest: Bytes,
+    /// `inner`'s trailers, handed over after `rest`.
+    trailers: Option<HeaderMap>,
+    /// `inner` has ended.
+    done: bool,
+    /// When hyper last took a frame (first: when the response became ready), with the
+    /// response's number.
     key: (Instant, u64),
     shared: Arc<Shared>,
 }
@@ -237,7 +274,23 @@ impl Unsent {
             key
         };
         shared.changed.notify_one();
-        Body::new(Unsent { inner, key, shared })
+        Body::new(Unsent {
+            inner,
+            rest: Bytes::new(),
+            trailers: None,
+            done: false,
+            key,
+            shared,
+        })
+    }
+
+    /// A data frame for hyper: progress, the response's clock restarts.
+    fn hand(&mut self, data: Bytes) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        let mut a = self.shared.lock();
+        a.unsent.remove(&self.key);
+        self.key.0 = Instant::now();
+        a.unsent.insert(self.key);
+        Poll::Ready(Some(Ok(Frame::data(data))))
     }
 }
 
@@ -249,15 +302,57 @@ impl http_body::Body for Unsent {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
-        Pin::new(&mut self.inner).poll_frame(cx)
+        let this = &mut *self;
+        loop {
+            // All but the last byte in hand, a chunk at a time.
+            if this.rest.len() > 1 {
+                let chunk = this.rest.split_to((this.rest.len() - 1).min(CHUNK));
+                return this.hand(chunk);
+            }
+            if this.done {
+                break;
+            }
+            match std::task::ready!(Pin::new(&mut this.inner).poll_frame(cx)) {
+                None => this.done = true,
+                Some(Err(e)) => return Poll::Ready(Some(Err(e))),
+                Some(Ok(frame)) => match frame.into_data() {
+                    Ok(data) if data.is_empty() => {}
+                    Ok(data) if this.rest.is_empty() => this.rest = data,
+                    // The byte held back was not the last.
+                    Ok(data) => {
+                        let held = std::mem::replace(&mut this.rest, data);
+                        return this.hand(held);
+                    }
+                    Err(frame) => match frame.into_trailers() {
+                        Ok(trailers) => {
+                            this.trailers = Some(trailers);
+                            this.done = true;
+                        }
+                        Err(other) => return Poll::Ready(Some(Ok(other))),
+                    },
+                },
+            }
+        }
+        if !this.rest.is_empty() {
+            let last = std::mem::take(&mut this.rest);
+            return this.hand(last);
+        }
+        Poll::Ready(this.trailers.take().map(|t| Ok(Frame::trailers(t))))
     }
 
     fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
+        self.rest.is_empty() && self.trailers.is_none() && (self.done || self.inner.is_end_stream())
     }
 
     fn size_hint(&self) -> http_body::SizeHint {
-        self.inner.size_hint()
+        let inner = self.inner.size_hint();
+        let rest = self.rest.len() as u64;
+        let mut hint = http_body::SizeHint::new();
+        hint.set_lower(inner.lower() + rest);
+        if let Some(upper) = inner.upper() {
+            hint.set_upper(upper + rest);
+        }
+        hint
     }
 }
 
@@ -270,8 +365,8 @@ impl Drop for Unsent {
 }
 
 /// The watchdog of an HTTP/2 connection:
-/// - a response unsent for `write` (the client keeps its flow-control window closed): the
-///   connection is closed at once;
+/// - a response of which hyper has taken no frame for `write` (the client keeps its
+///   flow-control window closed, [`Unsent`]): the connection is closed at once;
 /// - no request in flight for `idle`: GOAWAY. Streams the client opened before it saw the
 ///   GOAWAY are still answered, then hyper closes the connection; a client that does not
 ///   answer the PING of the graceful close is closed by hyper's PING timeout;
@@ -372,12 +467,11 @@ impl<I, S> Accept<I, S> for Capped {
                     self.full.store(false, Ordering::Relaxed);
                 }
                 Ok((
-                    Counted {
-                        _permit: permit,
-                        inner: stream,
-                        write_timeout: self.write_timeout,
-                        stalled: None,
-                    },
+                    Counted::new(
+                        stream,
+                        Place::Permit { _permit: permit },
+                        self.write_timeout,
+                    ),
                     service,
                 ))
             }
@@ -394,11 +488,190 @@ impl<I, S> Accept<I, S> for Capped {
     }
 }
 
+/// The TCP acceptor of the metrics listener: at most `limit` connections are open, and a new
+/// connection is always admitted: at the cap, the one that has been idle longest is closed to
+/// make room. kubelet's liveness probe opens a connection of its own each time, so refusing new
+/// connections at the cap let any client that held the cap's worth of connections fail the
+/// probe and restart the pod (2026-12-03).
+///
+/// Which connection goes ([`Listed::rank`]): one idle after a request, idle longest (since its
+/// last answer was sent); else one that has not sent a request yet, the oldest; else, all busy,
+/// the oldest. A connection that has just been accepted and not sent its request head yet (a
+/// probe) goes only once no connection is idle after a request, and then after every older
+/// one that has sent nothing.
+#[derive(Clone)]
+pub(super) struct Evicting {
+    open: Arc<Mutex<Open>>,
+    limit: usize,
+    /// See `Settings::write_timeout`.
+    write_timeout: Duration,
+    /// Whether the last connection closed another: the warning is logged once per episode.
+    full: Arc<AtomicBool>,
+}
+
+/// The connections an [`Evicting`] acceptor has open.
+#[derive(Default)]
+struct Open {
+    next: u64,
+    conns: std::collections::HashMap<u64, Listed>,
+}
+
+impl Open {
+    fn lock(open: &Mutex<Open>) -> std::sync::MutexGuard<'_, Open> {
+        // Nothing panics while holding it.
+        open.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// One open connection of an [`Evicting`] acceptor.
+struct Listed {
+    accepted: Instant,
+    /// Its requests and responses (its [`Tracked`] service).
+    shared: Arc<Shared>,
+    close: Arc<Close>,
+}
+
+impl Listed {
+    /// The lowest goes first: idle after a request (by the time it went idle), then no request
+    /// yet (by accept time), then busy (by accept time).
+    fn rank(&self) -> (u8, Instant) {
+        let a = self.shared.lock();
+        if a.in_flight > 0 || !a.unsent.is_empty() {
+            (2, self.accepted)
+        } else if a.requested {
+            (0, a.idle_since.max(a.last_sent))
+        } else {
+            (1, self.accepted)
+        }
+    }
+}
+
+impl Evicting {
+    pub(super) fn new(max_connections: usize, write_timeout: Duration) -> Evicting {
+        Evicting {
+            open: Arc::new(Mutex::new(Open::default())),
+            limit: max_connections.max(1),
+            write_timeout,
+            full: Arc::new(AtomicBool::new(false)),
+        }
+    }
+}
+
+impl<I> Accept<I, Tracked> for Evicting {
+    type Stream = Counted<I>;
+    type Service = Tracked;
+    type Future = Ready<io::Result<(Counted<I>, Tracked)>>;
+
+    fn accept(&self, stream: I, service: Tracked) -> Self::Future {
+        let close = Arc::new(Close::default());
+        let id = {
+            let mut open = Open::lock(&self.open);
+            if open.conns.len() >= self.limit {
+                let victim = open
+                    .conns
+                    .iter()
+                    .map(|(id, c)| (c.rank(), *id))
+                    .min()
+                    .map(|(_, id)| id);
+                if let Some(victim) = victim.and_then(|id| open.conns.remove(&id)) {
+                    victim.close.close();
+                    if !self.full.swap(true, Ordering::Relaxed) {
+                        tracing::warn!(
+                            limit = self.limit,
+                            "the limit of open connections on the metrics listener is reached: each new connection closes the one idle longest"
+                        );
+                    }
+                }
+            } else if self.full.load(Ordering::Relaxed) {
+                self.full.store(false, Ordering::Relaxed);
+            }
+            let id = open.next;
+            open.next += 1;
+            open.conns.insert(
+                id,
+                Listed {
+                    accepted: Instant::now(),
+                    shared: service.conn.shared.clone(),
+                    close: close.clone(),
+                },
+            );
+            id
+        };
+        let place = Place::Listed {
+            id,
+            open: self.open.clone(),
+            close,
+        };
+        ready(Ok((
+            Counted::new(stream, place, self.write_timeout),
+            service,
+        )))
+    }
+}
+
+/// Tells a connection of an [`Evicting`] acceptor to close: its reads and writes fail from then
+/// on, and the tasks waiting on them are woken.
+#[derive(Default)]
+struct Close {
+    closed: AtomicBool,
+    /// The tasks of the last pending read (0) and write (1).
+    wakers: Mutex<[Option<Waker>; 2]>,
+}
+
+impl Close {
+    fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        let wakers = std::mem::take(&mut *self.wakers.lock().unwrap_or_else(|e| e.into_inner()));
+        for w in wakers.into_iter().flatten() {
+            w.wake();
+        }
+    }
+
+    /// Whether the connection is to close; if not, `cx` is woken when it is (`slot` 0 for
+    /// reads, 1 for writes).
+    fn poll_closed(&self, slot: usize, cx: &Context<'_>) -> bool {
+        if self.closed.load(Ordering::Acquire) {
+            return true;
+        }
+        {
+            let mut wakers = self.wakers.lock().unwrap_or_else(|e| e.into_inner());
+            match &mut wakers[slot] {
+                Some(w) if w.will_wake(cx.waker()) => {}
+                w => *w = Some(cx.waker().clone()),
+            }
+        }
+        // Closed meanwhile: `close` may have taken the wakers before this one was stored.
+        self.closed.load(Ordering::Acquire)
+    }
+}
+
+/// A connection's place under its listener's cap, given back when the connection is dropped.
+enum Place {
+    /// [`Capped`]'s.
+    Permit { _permit: OwnedSemaphorePermit },
+    /// [`Evicting`]'s; `close` tells the connection it was closed to admit another.
+    Listed {
+        id: u64,
+        open: Arc<Mutex<Open>>,
+        close: Arc<Close>,
+    },
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        if let Place::Listed { id, open, .. } = self {
+            // Gone already when it was closed to admit another.
+            Open::lock(open).conns.remove(id);
+        }
+    }
+}
+
 /// An accepted connection that holds its place under the cap until it is dropped, and whose
-/// writes fail once the socket has taken nothing for the write timeout.
+/// writes fail once the socket has taken nothing for the write timeout; on the metrics
+/// listener, whose reads and writes fail once it is closed to admit another.
 pub(super) struct Counted<I> {
     // Dropped first: the place is free by the time the client sees the connection close.
-    _permit: OwnedSemaphorePermit,
+    place: Place,
     inner: I,
     write_timeout: Duration,
     /// Runs while a write waits for the socket; reset by every write it takes.
@@ -406,6 +679,27 @@ pub(super) struct Counted<I> {
 }
 
 impl<I> Counted<I> {
+    fn new(inner: I, place: Place, write_timeout: Duration) -> Counted<I> {
+        Counted {
+            place,
+            inner,
+            write_timeout,
+            stalled: None,
+        }
+    }
+
+    /// The error every read and write returns once the connection was closed to admit another
+    /// ([`Evicting`]); `None` while it is open (`cx` woken when it is closed).
+    fn closed(&self, slot: usize, cx: &Context<'_>) -> Option<io::Error> {
+        match &self.place {
+            Place::Listed { close, .. } if close.poll_closed(slot, cx) => Some(io::Error::new(
+                io::ErrorKind::ConnectionAborted,
+                "closed to admit a new connection",
+            )),
+            _ => None,
+        }
+    }
+
     /// What a write that the socket did not take returns: `Pending` (the stall timer armed,
     /// this task woken when it runs out), or the error that ends the connection.
     fn stalled<T>(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<T>> {
@@ -464,6 +758,9 @@ impl<I: AsyncRead + Unpin> AsyncRead for Counted<I> {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
+        if let Some(e) = self.closed(0, cx) {
+            return Poll::Ready(Err(e));
+        }
         Pin::new(&mut self.inner).poll_read(cx, buf)
     }
 }
@@ -474,6 +771,9 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for Counted<I> {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
+        if let Some(e) = self.closed(1, cx) {
+            return Poll::Ready(Err(e));
+        }
         let polled = Pin::new(&mut self.inner).poll_write(cx, buf);
         self.wrote(cx, polled)
     }
@@ -483,6 +783,9 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for Counted<I> {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
+        if let Some(e) = self.closed(1, cx) {
+            return Poll::Ready(Err(e));
+        }
         let polled = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
         self.wrote(cx, polled)
     }
@@ -492,6 +795,9 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for Counted<I> {
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if let Some(e) = self.closed(1, cx) {
+            return Poll::Ready(Err(e));
+        }
         let polled = Pin::new(&mut self.inner).poll_flush(cx);
         self.flushed(cx, polled)
     }

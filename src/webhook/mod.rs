@@ -17,7 +17,9 @@ pub mod metrics;
 mod server;
 
 pub(crate) use crate::telemetry::LogFormat;
-pub use server::{BODY_BUDGET, BODY_LIMIT, Running, Settings, start, start_with_hooks};
+pub use server::{
+    BODY_BUDGET, BODY_LIMIT, MAX_METRICS_CONNECTIONS, Running, Settings, start, start_with_hooks,
+};
 
 use crate::status::Policy;
 use anyhow::{Context, bail};

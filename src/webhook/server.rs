@@ -37,7 +37,12 @@
 //!   then the connection is closed; HTTP/2: also a response that waits that long for the
 //!   client's flow-control window, or a connection still open that long after its idle GOAWAY
 //!   with nothing left to answer (`connections.rs`). Before (2026-12-03), both kinds of client
-//!   kept their connection for good.
+//!   kept their connection for good. A response counts as sent only once the client's window
+//!   has room for all of it: hyper hands a body to h2 as soon as the window has one byte, and
+//!   h2 buffers the rest, so a client announcing a window of one byte
+//!   (SETTINGS_INITIAL_WINDOW_SIZE 1) had the answers of its streams held in that buffer for
+//!   good while a request now and then kept the connection from being idle (2026-12-03);
+//!   `connections.rs` holds the last byte of each body back until the window has room.
 //!
 //! At most `max_connections` (1024) are open; one more is closed before its handshake. A
 //! connection takes about 13 KiB after the handshake, 27 KiB (HTTP/1.1) to 34 KiB (HTTP/2)
@@ -66,11 +71,16 @@
 //! conditions).
 //!
 //! The metrics listener has the same bounds after accepting (first request head, idle,
-//! writes, HTTP/2 PINGs) and at most 64 connections of its own; kubelet's liveness probe goes
-//! there (`/healthz`), so that a client holding the HTTPS connections does not restart the pod.
+//! writes, HTTP/2 PINGs) and at most [`MAX_METRICS_CONNECTIONS`] (64) connections of its own;
+//! kubelet's liveness probe goes there (`/healthz`), so that a client holding the HTTPS
+//! connections does not restart the pod. A new connection to it is always admitted: at the cap,
+//! the connection idle longest is closed to make room (else the oldest that has not sent a
+//! request, else the oldest). Before (2026-12-03) a new connection over the cap was refused,
+//! so 64 idle keep-alive connections from anywhere the NetworkPolicy admits failed the
+//! liveness probe, and a request on each now and then defeated the idle timeout.
 
 use super::certs::{self, ReloadSettings};
-use super::connections::{Capped, PerConnection};
+use super::connections::{Capped, Evicting, PerConnection};
 use super::metrics::Metrics;
 use crate::admission::{self, Hook, Outcome};
 use crate::status::Policy;
@@ -105,8 +115,16 @@ pub const BODY_LIMIT: usize = 7 * 1024 * 1024;
 pub const BODY_BUDGET: usize = 32 * 1024 * 1024;
 
 /// Open connections on the metrics listener at most: Prometheus keeps one or two, kubelet's
-/// probes open one each.
-const MAX_METRICS_CONNECTIONS: usize = 64;
+/// probes open one each (kubelet's HTTP prober does not keep connections alive). At the cap a
+/// new connection closes the one idle longest instead of being refused, so that whoever holds
+/// the cap's worth of connections cannot fail the liveness probe. A shorter idle timeout on
+/// this listener would not do it: a client that reopens its connections as soon as they close,
+/// or that sends a request on each now and then, keeps the cap full regardless. Nor does
+/// Prometheus need one: it scrapes every `scrape_interval` (1 m by default, 15-30 s commonly)
+/// on the connection it keeps, so the idle timeout of 120 s lets it reuse that connection; a
+/// connection of its closed meanwhile (the longest idle when the cap is reached) costs it a
+/// new TCP connection at the next scrape, not a failed scrape.
+pub const MAX_METRICS_CONNECTIONS: usize = 64;
 
 /// An oversized body is read and discarded up to this many bytes in total so that the client
 /// receives the 413 review instead of a reset connection; beyond it the connection is dropped.
@@ -412,10 +430,14 @@ async fn start_serving(settings: Settings, hooks: Option<Router>) -> anyhow::Res
     // The metrics listener (plain HTTP, where kubelet's liveness probe goes) gets the same
     // bounds as the HTTPS one after its handshake: first request head, idle, writes, HTTP/2
     // PINGs; and a cap of its own, so that a flood of the HTTPS port does not fail liveness.
+    // At that cap a new connection closes the one idle longest: the probe is always admitted.
     let metrics_handle = Handle::new();
     let mut metrics_server = axum_server::from_tcp(metrics_listener)
         .context("metrics listener")?
-        .acceptor(Capped::new(MAX_METRICS_CONNECTIONS, settings.write_timeout))
+        .acceptor(Evicting::new(
+            MAX_METRICS_CONNECTIONS,
+            settings.write_timeout,
+        ))
         .handle(metrics_handle.clone())
         .first_request_timeout(settings.header_timeout);
     metrics_server
