@@ -22,7 +22,8 @@ pub(crate) const EXIT_DENIED: u8 = 1;
 /// Runtime the API server would refuse against the CRD schema, or output that cannot be
 /// written (a closed pipe, a full disk).
 pub(crate) const EXIT_INPUT: u8 = 2;
-/// Exit code: the output cannot be written, or stdout is closed ([`EXIT_INPUT`]).
+/// Exit code: the output cannot be written, or stdout is closed: 2, the code of unreadable
+/// input.
 pub const EXIT_OUTPUT: u8 = EXIT_INPUT;
 
 /// `kim review`: an AdmissionReview file in, the webhook's answer out.

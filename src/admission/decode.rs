@@ -33,7 +33,7 @@ use std::convert::Infallible;
 use std::fmt;
 use std::mem::size_of;
 
-/// Most heap one review's decoding may build: 16 MiB, as estimated by [`charge`] (what glibc's
+/// Most heap one review's decoding may build: 16 MiB, as estimated while decoding (what glibc's
 /// malloc holds for each allocation). A status the model evaluates in full has at most 64
 /// conditions (a longer list is denied as malformed) of strings the CRD bounds (messages of
 /// 32 KiB): it builds little more than its own JSON, so two of them at etcd's 1.5 MiB object
