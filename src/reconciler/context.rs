@@ -156,11 +156,38 @@ impl Caches {
     /// Whether every cache has been filled by its first list, waiting at most `limit`.
     pub(crate) async fn ready(&self, limit: Duration) -> bool {
         let all = async {
-            let _ = self.runtimes.store().wait_until_ready().await;
-            let _ = self.shoots.store().wait_until_ready().await;
-            let _ = self.secrets.store().wait_until_ready().await;
+            self.runtimes.filled().wait().await;
+            self.shoots.filled().wait().await;
+            self.secrets.filled().wait().await;
         };
         tokio::time::timeout(limit, all).await.is_ok()
+    }
+
+    /// Logs, once each, when a cache has been filled by its first list: how long after `start`
+    /// and how many objects it holds. A cold start's progress for operators; a reconcile waits
+    /// for all three ([`Caches::ready`]).
+    pub(crate) async fn log_filled(&self, start: std::time::Instant) {
+        let filled = |what: &'static str, len: usize| {
+            tracing::info!(
+                cache = what,
+                objects = len,
+                after_ms = start.elapsed().as_millis() as u64,
+                "cache filled"
+            );
+        };
+        let runtimes = async {
+            self.runtimes.filled().wait().await;
+            filled("Runtimes", self.runtimes.store().len());
+        };
+        let shoots = async {
+            self.shoots.filled().wait().await;
+            filled("Shoots", self.shoots.store().len());
+        };
+        let secrets = async {
+            self.secrets.filled().wait().await;
+            filled("kubeconfig Secrets", self.secrets.store().len());
+        };
+        futures::join!(runtimes, shoots, secrets);
     }
 }
 

@@ -3,14 +3,14 @@
 //! [`super::caches`]), how Shoot and Secret events map back to Runtimes, and running it
 //! ([`run_with`]), under leader election when configured.
 
-use super::caches::OwnWrites;
+use super::caches::{Filled, OwnWrites};
 use super::context::{Ctx, Settings, Writers};
 use super::kubeconfig::{LABEL_MANAGED_BY, MANAGED_BY};
 use super::leader;
 use super::reconcile;
 use super::shoots::ShootHead;
 use crate::api::{LABEL_RUNTIME_ID, Runtime};
-use futures::{FutureExt, Stream, StreamExt, TryStreamExt};
+use futures::{Stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::PartialObjectMeta;
 use kube::runtime::controller::{self, Controller};
@@ -108,10 +108,16 @@ const PAGE_SIZE: u32 = 500;
 /// Tells `own` about the object of a watch event (see [`OwnWrites::delivered`]). Not the
 /// objects of a relist (after a watch expired, e.g. across etcd's compaction): the store takes
 /// them only at its end, and until then still serves the copies an own write replaced.
-fn delivered<K: Resource<DynamicType = ()> + Clone>(own: &OwnWrites<K>, event: &watcher::Event<K>) {
+/// The end of a list sets the cache's [`Filled`] flag.
+fn delivered<K: Resource<DynamicType = ()> + Clone>(
+    own: &OwnWrites<K>,
+    filled: &Filled,
+    event: &watcher::Event<K>,
+) {
     match event {
         watcher::Event::Apply(o) | watcher::Event::Delete(o) => own.delivered(o),
-        watcher::Event::Init | watcher::Event::InitApply(_) | watcher::Event::InitDone => {}
+        watcher::Event::InitDone => filled.set(),
+        watcher::Event::Init | watcher::Event::InitApply(_) => {}
     }
 }
 
@@ -127,13 +133,14 @@ pub(crate) fn watches(
     impl Stream<Item = Arc<PartialObjectMeta<Secret>>> + Send + 'static,
 ) {
     let own = ctx.caches.runtimes.own_writes();
+    let filled = ctx.caches.runtimes.filled().clone();
     let gone = ctx.clone();
     let runtimes = watcher(ctx.runtimes.clone(), watch_config(ctx, PAGE_SIZE))
         .default_backoff()
         .modify(strip_managed_fields)
         .reflect(writers.runtimes)
         .inspect_ok(move |event| {
-            delivered(&own, event);
+            delivered(&own, &filled, event);
             if let watcher::Event::Delete(rt) = event {
                 // Whatever removed it (kim's release, or a finalizer removed by hand), nothing
                 // about it is kept.
@@ -156,7 +163,8 @@ pub(crate) fn watches(
         .reflect(writers.shoots)
         .inspect_ok({
             let own = ctx.caches.shoots.own_writes();
-            move |event| delivered(&own, event)
+            let filled = ctx.caches.shoots.filled().clone();
+            move |event| delivered(&own, &filled, event)
         });
     let shoots = triggers(shoots, ctx.caches.shoots.store().clone(), "Shoots", true);
     let selector = format!("{LABEL_MANAGED_BY}={MANAGED_BY}");
@@ -169,7 +177,8 @@ pub(crate) fn watches(
         .reflect(writers.secrets)
         .inspect_ok({
             let own = ctx.caches.secrets.own_writes();
-            move |event| delivered(&own, event)
+            let filled = ctx.caches.secrets.filled().clone();
+            move |event| delivered(&own, &filled, event)
         });
     let secrets = triggers(
         secrets,
@@ -310,12 +319,17 @@ async fn run_controller(ctx: Arc<Ctx>, mut stop: watch::Receiver<bool>) {
         let _ = tx.send(());
     });
     let (runtimes, shoots, secrets) = watches(&ctx, writers);
+    let filled = tokio::spawn({
+        let ctx = ctx.clone();
+        let start = std::time::Instant::now();
+        async move { ctx.caches.log_filled(start).await }
+    });
     let (runtimes, runtime_watch) = detach(runtimes);
     let (shoots, shoot_watch) = detach(shoots);
     let (secrets, secret_watch) = detach(secrets);
     let store = ctx.caches.runtimes.store().clone();
     let by_secret = store.clone();
-    let listed = store.clone();
+    let listed = ctx.caches.runtimes.filled().clone();
     let namespace = ctx.settings.namespace.clone();
     let controller = Controller::for_shared_stream(runtimes, store.clone())
         .watches_shared_stream(shoots, move |shoot: Arc<ShootHead>| {
@@ -350,7 +364,7 @@ async fn run_controller(ctx: Arc<Ctx>, mut stop: watch::Receiver<bool>) {
     // started before that first list, so on stop it is dropped at once.
     let unlisted_at_stop = async move {
         let _ = stopped.wait_for(|s| *s).await;
-        if listed.wait_until_ready().now_or_never().is_none() {
+        if !listed.is_set() {
             tracing::warn!("stopping before the Runtimes could ever be listed");
         } else {
             std::future::pending::<()>().await;
@@ -361,6 +375,7 @@ async fn run_controller(ctx: Arc<Ctx>, mut stop: watch::Receiver<bool>) {
         () = unlisted_at_stop => {}
     }
     stopper.abort();
+    filled.abort();
     runtime_watch.abort();
     shoot_watch.abort();
     secret_watch.abort();
