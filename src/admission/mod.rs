@@ -21,7 +21,7 @@ mod tests;
 pub use decode::DECODED_LIMIT;
 use decode::{Refusal, Request, object_of};
 pub(crate) use encode::reason_for;
-pub use response::reject;
+pub use response::{UID_LIMIT, reject};
 
 use crate::status::{self, Facts, Policy};
 use chrono::{DateTime, Utc};
@@ -91,7 +91,8 @@ impl Outcome {
 
 /// Answers one AdmissionReview request body (`admission.k8s.io/v1`, also `v1beta1`).
 ///
-/// - Not JSON, not an AdmissionReview, no `request`, no `request.uid`: denied, code 400.
+/// - Not JSON, not an AdmissionReview, no `request`, no `request.uid`, or one longer than
+///   [`UID_LIMIT`] (not echoed): denied, code 400.
 /// - Decoding would build more than [`DECODED_LIMIT`]: denied, code 413 (uid echoed when it can
 ///   be read).
 /// - Not a `runtimes/status` UPDATE of `infrastructuremanager.kyma-project.io`: allowed, with a
@@ -111,7 +112,14 @@ pub fn review(hook: Hook, policy: &Policy, body: &[u8], now: DateTime<Utc>) -> O
             uid,
             message,
             warnings,
-        }) => response::denied(api_version, &uid, 400, &message, &warnings),
+        }) => {
+            let uid = if uid.len() <= UID_LIMIT {
+                uid.as_str()
+            } else {
+                ""
+            };
+            response::denied(api_version, uid, 400, &message, &warnings)
+        }
         Err(Refusal::TooLarge(message)) => reject(413, &message, body),
     }
 }
@@ -149,6 +157,13 @@ fn answer(
     let Some(uid) = req.uid.as_deref().filter(|u| !u.is_empty()) else {
         return response::denied(api_version, "", 400, "request.uid is missing", &warnings);
     };
+    if uid.len() > UID_LIMIT {
+        let message = format!(
+            "request.uid is {} bytes, longer than {UID_LIMIT}: not a uid kube-apiserver sends (a UUID)",
+            uid.len()
+        );
+        return response::denied(api_version, "", 400, &message, &warnings);
+    }
     let user_info = req.user_info.unwrap_or_default();
     let operation = req.operation.as_deref().unwrap_or("").to_string();
     let facts = Facts {

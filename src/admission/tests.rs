@@ -56,7 +56,8 @@ fn same(a: &Outcome, b: &Outcome) -> bool {
 }
 
 /// The uid a body's answer must echo: `request.uid` of a JSON body whose `request` and `uid`
-/// each appear once (as kube-apiserver sends them), when it is a non-empty string.
+/// each appear once (as kube-apiserver sends them), when it is a non-empty string of at most
+/// [`super::UID_LIMIT`] bytes.
 fn readable_uid(body: &[u8]) -> Option<String> {
     #[derive(serde::Deserialize)]
     struct Env {
@@ -67,7 +68,7 @@ fn readable_uid(body: &[u8]) -> Option<String> {
         uid: String,
     }
     let uid = serde_json::from_slice::<Env>(body).ok()?.request.uid;
-    (!uid.is_empty()).then_some(uid)
+    (!uid.is_empty() && uid.len() <= super::UID_LIMIT).then_some(uid)
 }
 
 /// Answers `body` with both hooks and checks each answer: a well-formed AdmissionReview that
@@ -376,6 +377,9 @@ fn refusals_say_what_is_wrong() {
     let text = String::from_utf8(body(&review_value(), false)).unwrap();
     let uid = "705ab4f5-6393-11e8-b7cc-42010a800002";
     let pod = text.replacen(r#""resource":"runtimes""#, r#""resource":"pods""#, 1);
+    let long_uid = text.replacen(uid, &"u".repeat(1 << 20), 1);
+    let too_long =
+        "request.uid is 1048576 bytes, longer than 128: not a uid kube-apiserver sends (a UUID)";
     let mut wrong = Vec::new();
     for (body, code, detail, want_uid) in [
         ("", 400, "request body is empty; expected an AdmissionReview (admission.k8s.io/v1)".to_string(), ""),
@@ -387,6 +391,8 @@ fn refusals_say_what_is_wrong() {
         (&text.replacen(r#""status":{"state":"Pending""#, r#""status":{},"status":{"state":"Pending""#, 1), 400, "request.oldObject is not a valid Runtime: a field appears twice at line 1 column 504".to_string(), uid),
         (&text.replacen(r#","oldObject":{"#, r#","oldObjekt":{"#, 1), 400, "request.oldObject is required for a Runtime status UPDATE".to_string(), uid),
         (&text.replacen(r#""uid":"705ab4f5"#, r#""uid":"","x":"705ab4f5"#, 1), 400, "request.uid is missing".to_string(), ""),
+        // A uid the answer would echo is bounded: not echoed, whatever else is wrong.
+        (&long_uid, 400, too_long.to_string(), ""),
         // Not a Runtime status UPDATE: its objects are not read, a broken one is no refusal.
         (&pod.replacen(r#""generation":2"#, r#""generation":"2""#, 1), 200, "kim: Runtime UPDATE is not a Runtime status UPDATE; nothing was checked".to_string(), uid),
     ] {
@@ -398,6 +404,9 @@ fn refusals_say_what_is_wrong() {
         }
     }
     assert!(wrong.is_empty(), "{wrong:#?}");
+    // Nor echoed by a refusal before decoding (the uid read from a body the HTTP layer refused).
+    assert_eq!(super::reject(413, "too large", long_uid.as_bytes()).uid, "");
+    assert_eq!(super::reject(413, "too large", text.as_bytes()).uid, uid);
     let mut bad = text.clone().into_bytes();
     bad[text.find("kcp-system").unwrap()] = 0xff;
     for o in answers(&bad) {

@@ -51,7 +51,7 @@
 //! streams open. The request bodies in flight hold at most `body_budget` ([`BODY_BUDGET`],
 //! 32 MiB) together, each at most [`BODY_LIMIT`]: a body is charged as its bytes arrive (its
 //! buffer's capacity, at most 256 KiB ahead of them; a declared `Content-Length` is not
-//! reserved, so a client that declares 7 MiB and sends nothing holds 16 KiB, not 7 MiB), a
+//! reserved, so a client that declares 7 MiB and sends nothing holds nothing, not 7 MiB), a
 //! declared length over the limit is refused 413 by that length (only the first 64 KiB kept),
 //! and a request whose bytes go over the budget is answered HTTP 429 with `Retry-After: 1`,
 //! which kube-apiserver retries (unbounded, 2026-12-03: 30 HTTP/1.1 requests with 7 MiB
@@ -695,9 +695,6 @@ impl Held {
 /// much of the budget until the body timeout).
 const BUFFER_AHEAD: usize = 256 * 1024;
 
-/// The capacity a body's buffer starts with, before its first bytes arrive.
-const BUFFER_START: usize = 16 * 1024;
-
 /// Appends to `buf` what fits of `data` within `keep` bytes, the room charged to `held` first
 /// (the buffer's capacity, what the allocator holds). The buffer grows by doubling, at most
 /// [`BUFFER_AHEAD`] beyond what it needs and never beyond `ceiling` (the declared length, when
@@ -754,11 +751,10 @@ async fn read_body(
     // The buffer never needs more than the declared length (hyper ends a body that would go
     // over it with an error).
     let ceiling = declared.map_or(keep, |n| n.min(keep as u64) as usize);
-    let initial = BUFFER_START.min(ceiling);
-    if !held.grow_to(initial) {
-        return BodyRead::OverBudget;
-    }
-    let mut buf = Vec::with_capacity(initial);
+    // Nothing is allocated or charged before the first bytes: an HTTP/2 connection may have 200
+    // streams open, and streams that send only their headers held 16 KiB each, enough for 11
+    // connections to fill the budget with no body byte sent (2026-12-03).
+    let mut buf = Vec::new();
     let mut total: u64 = 0;
     let mut too_large = declared_too_large;
     if declared.is_some_and(|n| n > DRAIN_LIMIT) {
