@@ -1291,9 +1291,23 @@ async fn http_level_junk_gets_a_4xx_or_a_review() {
 #[test]
 fn oversized_bodies_get_413_without_being_buffered() {
     let _heavy = HEAVY.blocking_lock();
-    rusty_fork::fork(
+    in_own_process(
         rusty_fork::rusty_fork_test_name!(oversized_bodies_get_413_without_being_buffered),
         rusty_fork::rusty_fork_id!(),
+        oversized_bodies,
+    );
+}
+
+/// Runs `test` on a runtime of two workers in a process of its own (rusty-fork re-runs this
+/// test binary for test `name` only), and fails when that process does.
+fn in_own_process<F: std::future::Future<Output = ()>>(
+    name: &str,
+    id: rusty_fork::RustyForkId,
+    test: fn() -> F,
+) {
+    rusty_fork::fork(
+        name,
+        id,
         |_| {},
         |child, _| {
             let status = child.wait().expect("the test's process");
@@ -1305,7 +1319,7 @@ fn oversized_bodies_get_413_without_being_buffered() {
                 .enable_all()
                 .build()
                 .expect("runtime")
-                .block_on(oversized_bodies())
+                .block_on(test())
         },
     )
     .expect("run the test in its own process");
@@ -1436,26 +1450,13 @@ fn large_legitimate_review(uid: &str, each: usize) -> Vec<u8> {
 #[test]
 fn reviews_that_decode_to_too_much_get_413_within_bounded_memory() {
     let _heavy = HEAVY.blocking_lock();
-    rusty_fork::fork(
+    in_own_process(
         rusty_fork::rusty_fork_test_name!(
             reviews_that_decode_to_too_much_get_413_within_bounded_memory
         ),
         rusty_fork::rusty_fork_id!(),
-        |_| {},
-        |child, _| {
-            let status = child.wait().expect("the test's process");
-            assert!(status.success(), "the test's process failed: {status}");
-        },
-        || {
-            tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .expect("runtime")
-                .block_on(decoded_size())
-        },
-    )
-    .expect("run the test in its own process");
+        decoded_size,
+    );
 }
 
 /// A review just under the body limit whose statuses are `[{"a":0},…]` would build hundreds of
