@@ -84,12 +84,7 @@ const REPORTER: &str = "kim-controller";
 const DEADLINE: Duration = Duration::from_secs(180);
 /// The binaries the example starts or runs, and the script that installs each into
 /// `target/tools/bin`.
-const TOOLS: [(&str, &str); 4] = [
-    ("kube-apiserver", "scripts/install-control-plane.sh"),
-    ("etcd", "scripts/install-control-plane.sh"),
-    ("gardener-apiserver", "scripts/install-control-plane.sh"),
-    ("kubectl", "scripts/install-tools.sh"),
-];
+const TOOLS: [&str; 4] = ["kube-apiserver", "etcd", "gardener-apiserver", "kubectl"];
 const USAGE: &str = "usage: simulate [SAMPLES_DIR]";
 
 /// The command line: `[SAMPLES_DIR]`; `--real-apiserver`, the name of the only mode, is
@@ -155,12 +150,12 @@ fn repo_root() -> PathBuf {
 /// Fails, naming the install script, when a binary of [`TOOLS`] is missing (kube-apiserver
 /// and etcd of the minor `KIM_KUBERNETES` selects, as [`testenv::tools::path`] finds them).
 fn check_tools() -> Res<()> {
-    let minor = testenv::tools::kubernetes()?;
     let mut missing = Vec::new();
-    for (name, script) in TOOLS {
+    for name in TOOLS {
         let path = testenv::tools::path(name)?;
         if !path.is_file() {
-            missing.push(install_hint(name, script, &path, &minor));
+            let hint = testenv::tools::install_hint(name);
+            missing.push(format!("{} ({hint})", path.display()));
         }
     }
     if missing.is_empty() {
@@ -966,18 +961,6 @@ fn ready_events(events: &[K8sEvent], names: &[String]) -> Vec<String> {
             ))
         })
         .collect()
-}
-
-/// `<path> (bash <script>)`, the script run with `KIM_KUBERNETES=<minor>` for kube-apiserver
-/// and etcd of a minor other than the default.
-fn install_hint(name: &str, script: &str, path: &Path, minor: &str) -> String {
-    let per_minor = matches!(name, "kube-apiserver" | "etcd");
-    let var = if per_minor && minor != testenv::tools::DEFAULT_KUBERNETES {
-        format!("{}={minor} ", testenv::tools::KUBERNETES_VAR)
-    } else {
-        String::new()
-    };
-    format!("{} ({var}bash {script})", path.display())
 }
 
 /// Whether kube-apiserver's answer `message` says kim's validating webhook denied the request.

@@ -1,9 +1,9 @@
 //! A real control plane for tests, as controller-runtime's envtest runs one: etcd and
-//! kube-apiserver (built by `scripts/install-control-plane.sh` into [`crate::tools::dir`]) as
-//! child processes on free loopback ports, in a temporary directory of their own; with
-//! [`Options::gardener`] also Gardener's gardener-apiserver, aggregated behind kube-apiserver
-//! ([`crate::garden`]). How they are started and measured: docs/control-plane.md, "Starting
-//! them" and "Gardener's API server".
+//! kube-apiserver (built by `scripts/install-control-plane.sh`, found by
+//! [`crate::tools::path`]) as child processes on free loopback ports, in a temporary directory
+//! of their own; with [`Options::gardener`] also Gardener's gardener-apiserver, aggregated
+//! behind kube-apiserver ([`crate::garden`]). How they are started and measured:
+//! docs/control-plane.md, "Starting them" and "Gardener's API server".
 //!
 //! - **TLS and users**: one CA (throw-away, or [`Options::ca`]) signs the serving certificates
 //!   and every user's client certificate (CN = user, O = groups): [`ControlPlane::admin`]
@@ -37,6 +37,11 @@ use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use base64::Engine;
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::runtime::wait::{await_condition, conditions};
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
     KeyUsagePurpose,
@@ -118,8 +123,7 @@ pub struct ClientCert {
 pub struct Options {
     /// Also start gardener-apiserver (built by `scripts/install-control-plane.sh`), aggregated
     /// behind kube-apiserver: [`ControlPlane::start_with`] returns once every Gardener group
-    /// version ([`crate::garden::GROUP_VERSIONS`]) is `Available` and listable. Needs the
-    /// `kube` feature.
+    /// version ([`crate::garden::GROUP_VERSIONS`]) is `Available` and listable.
     pub gardener: bool,
     /// The control plane's single CA (serving and client certificates) instead of a new one:
     /// for a simulated runtime cluster whose client CA is the Shoot's `<shoot>.ca-client`.
@@ -287,7 +291,8 @@ fn binaries(gardener: bool) -> io::Result<Vec<PathBuf>> {
     Ok(paths)
 }
 
-fn free_port() -> io::Result<u16> {
+/// A loopback port free now (the kernel's pick, released at once: it may be taken meanwhile).
+pub(crate) fn free_port() -> io::Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
@@ -401,10 +406,6 @@ fn kubeconfig(url: &str, ca_pem: &str, user: serde_json::Value) -> String {
     .expect("a kubeconfig serializes")
 }
 
-fn write(path: &Path, text: &str) -> io::Result<()> {
-    std::fs::write(path, text)
-}
-
 /// `exec BINARY ARGS…` as a script line (arguments single-quoted).
 ///
 /// The server gets SIGKILL when its parent, the supervisor, dies (`setpriv --pdeathsig`, from
@@ -452,8 +453,8 @@ impl ControlPlane {
     /// available and listable); may be called inside or outside a tokio runtime.
     ///
     /// # Errors
-    /// As [`ControlPlane::start`]; with `gardener`, also when the `kube` feature is off or
-    /// Gardener's APIs do not come up (the message carries the last lines of its log).
+    /// As [`ControlPlane::start`]; with `gardener`, also when Gardener's APIs do not come up
+    /// (the message carries the last lines of its log).
     pub fn start_with(options: Options) -> io::Result<ControlPlane> {
         // The readiness probe runs on a runtime of its own, which cannot be nested in the
         // caller's: start on a plain thread.
@@ -587,14 +588,14 @@ impl ControlPlane {
 
         let p = |name: &str| dir.join(name).to_string_lossy().into_owned();
         (|| {
-            write(&dir.join("ca.crt"), &ca_pem)?;
-            write(&dir.join("serving.crt"), &api_cert)?;
-            write(&dir.join("serving.key"), &api_key)?;
-            write(&dir.join("service-account.key"), &sa_key.serialize_pem())?;
-            write(&dir.join("service-account.pub"), &sa_key.public_key_pem())?;
-            write(&dir.join("proxy-ca.crt"), &proxy_ca_cert.pem())?;
-            write(&dir.join("proxy-client.crt"), &proxy_client.cert_pem)?;
-            write(&dir.join("proxy-client.key"), &proxy_client.key_pem)
+            std::fs::write(dir.join("ca.crt"), &ca_pem)?;
+            std::fs::write(dir.join("serving.crt"), &api_cert)?;
+            std::fs::write(dir.join("serving.key"), &api_key)?;
+            std::fs::write(dir.join("service-account.key"), sa_key.serialize_pem())?;
+            std::fs::write(dir.join("service-account.pub"), sa_key.public_key_pem())?;
+            std::fs::write(dir.join("proxy-ca.crt"), proxy_ca_cert.pem())?;
+            std::fs::write(dir.join("proxy-client.crt"), &proxy_client.cert_pem)?;
+            std::fs::write(dir.join("proxy-client.key"), &proxy_client.key_pem)
         })()
         .map_err(cleanup)?;
 
@@ -657,9 +658,9 @@ impl ControlPlane {
                     .map_err(other)?;
                 let kubeconfig = kubeconfig_yaml(&url, &ca_pem, &user);
                 (|| {
-                    write(&dir.join("gardener-apiserver.crt"), &cert)?;
-                    write(&dir.join("gardener-apiserver.key"), &key)?;
-                    write(&dir.join("gardener-apiserver.kubeconfig"), &kubeconfig)
+                    std::fs::write(dir.join("gardener-apiserver.crt"), &cert)?;
+                    std::fs::write(dir.join("gardener-apiserver.key"), &key)?;
+                    std::fs::write(dir.join("gardener-apiserver.kubeconfig"), &kubeconfig)
                 })()
                 .map_err(cleanup)?;
                 let args = vec![
@@ -690,7 +691,7 @@ impl ControlPlane {
         use std::os::unix::fs::PermissionsExt;
         for (name, text) in scripts {
             let path = dir.join(name);
-            write(&path, &text).map_err(cleanup)?;
+            std::fs::write(&path, &text).map_err(cleanup)?;
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
                 .map_err(cleanup)?;
         }
@@ -838,11 +839,6 @@ impl ControlPlane {
             .map(|s| s.child.id())
     }
 
-    /// How long the successful start attempt took, to `/readyz` 200.
-    pub fn started_in(&self) -> Duration {
-        self.started_in
-    }
-
     /// Resident memory of all server processes now (etcd, kube-apiserver, gardener-apiserver
     /// when started), in KiB (from `/proc/<pid>/status`).
     pub fn rss_kib(&self) -> u64 {
@@ -851,7 +847,7 @@ impl ControlPlane {
 
     /// Resident memory of each server process now, in KiB: (`etcd` | `kube-apiserver` |
     /// `gardener-apiserver`, KiB); a process that is gone counts 0.
-    pub fn rss_by_process(&self) -> Vec<(&'static str, u64)> {
+    fn rss_by_process(&self) -> Vec<(&'static str, u64)> {
         self.server_pids()
             .into_iter()
             .map(|(name, pid)| {
@@ -909,16 +905,6 @@ impl ControlPlane {
             .build()
     }
 
-    /// A new namespace name, unique in this process (`<prefix>-<pid>-<n>`); not created.
-    pub fn unique_name(prefix: &str) -> String {
-        static N: AtomicU32 = AtomicU32::new(0);
-        format!(
-            "{prefix}-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        )
-    }
-
     /// Sends `command` to the supervisor and returns its one-line answer.
     fn command(&self, command: &str) -> io::Result<String> {
         let mut guard = self.supervisor.lock().unwrap_or_else(|e| e.into_inner());
@@ -943,7 +929,13 @@ impl ControlPlane {
         }
     }
 
-    fn start_server(&self, command: &str, pid: &AtomicU32) -> io::Result<Duration> {
+    /// Sends start `command`, stores the new `pid` and waits with `ready`.
+    fn start_server(
+        &self,
+        command: &str,
+        pid: &AtomicU32,
+        ready: impl Fn() -> io::Result<()> + Send + Sync,
+    ) -> io::Result<Duration> {
         let t0 = Instant::now();
         let answer = self.command(command)?;
         let new = answer
@@ -952,7 +944,7 @@ impl ControlPlane {
         pid.store(new, Ordering::Relaxed);
         // The readiness probe runs on a runtime of its own: on a plain thread, so that this
         // may be called from inside a runtime (`tokio::task::block_in_place`).
-        std::thread::scope(|scope| scope.spawn(|| self.wait_ready()).join())
+        std::thread::scope(|scope| scope.spawn(ready).join())
             .map_err(|_| other("readiness probe panicked"))??;
         Ok(t0.elapsed())
     }
@@ -975,7 +967,7 @@ impl ControlPlane {
     /// # Errors
     /// The supervisor does not answer, or the server is not ready in time.
     pub fn start_apiserver(&self) -> io::Result<Duration> {
-        self.start_server("start-apiserver", &self.apiserver_pid)
+        self.start_server("start-apiserver", &self.apiserver_pid, || self.wait_ready())
     }
 
     /// Kills etcd with SIGKILL and returns once it is gone; kube-apiserver keeps running and
@@ -997,7 +989,7 @@ impl ControlPlane {
     /// # Errors
     /// The supervisor does not answer, or kube-apiserver is not ready in time.
     pub fn start_etcd(&self) -> io::Result<Duration> {
-        self.start_server("start-etcd", &self.etcd_pid)
+        self.start_server("start-etcd", &self.etcd_pid, || self.wait_ready())
     }
 
     /// gardener-apiserver's URL (`https://127.0.0.1:<port>`, its serving certificate signed by
@@ -1043,31 +1035,19 @@ impl ControlPlane {
         if self.gardener_url.is_none() {
             return Err(other("this control plane runs no gardener-apiserver"));
         }
-        let t0 = Instant::now();
-        let answer = self.command("start-gardener")?;
-        let pid = answer
-            .parse()
-            .map_err(|_| other(format!("start-gardener: {answer:?}")))?;
-        self.gardener_pid.store(pid, Ordering::Relaxed);
-        std::thread::scope(|scope| scope.spawn(|| self.wait_gardener()).join())
-            .map_err(|_| other("gardener-apiserver readiness probe panicked"))?
-            .map_err(|e| {
-                other(format!(
-                    "{e}\n--- gardener-apiserver.log (last lines)\n{}",
-                    tail(&self.dir.join("gardener-apiserver.log"), 20)
-                ))
-            })?;
-        Ok(t0.elapsed())
-    }
-
-    /// Registers gardener-apiserver's APIs and waits for them ([`crate::garden`]), on a runtime
-    /// of its own.
-    fn wait_gardener(&self) -> io::Result<()> {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
-        rt.block_on(crate::garden::register(self, READY_TIMEOUT))
-            .map_err(other)
+        // Registers its APIs and waits for them ([`crate::garden`]), on a runtime of its own.
+        self.start_server("start-gardener", &self.gardener_pid, || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?
+                .block_on(crate::garden::register(self, READY_TIMEOUT))
+                .map_err(|e| {
+                    other(format!(
+                        "{e}\n--- gardener-apiserver.log (last lines)\n{}",
+                        tail(&self.dir.join("gardener-apiserver.log"), 20)
+                    ))
+                })
+        })
     }
 
     /// Stops every server and removes the directory; waits for the supervisor (at most about
@@ -1183,250 +1163,266 @@ impl Drop for ControlPlane {
     }
 }
 
-mod kube_support {
-    use super::*;
-    use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-    use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
-    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-    use kube::api::{Api, Patch, PatchParams, PostParams};
-    use kube::runtime::wait::{await_condition, conditions};
-
-    impl ControlPlane {
-        /// A `kube::Client` authenticating as `user`. Must be called inside a tokio runtime.
-        ///
-        /// # Panics
-        /// When kube refuses the generated kubeconfig (it does not).
-        pub async fn client(&self, user: &ClientCert) -> kube::Client {
-            self.client_from_kubeconfig(&self.kubeconfig(user)).await
-        }
-
-        /// A `kube::Client` for the admin (`system:masters`).
-        pub async fn admin(&self) -> kube::Client {
-            self.client(&self.admin).await
-        }
-
-        /// A `kube::Client` for the admin that answers 503, 429 and 504 as they come. kube's
-        /// clients retry those by default (kube 5 `Config::default_retry`: 15 times with
-        /// backoff up to 1000 s, minutes in all), so a test that expects a 503 (an aggregated
-        /// API server down) or a probe with a deadline of its own uses this one.
-        pub async fn admin_without_retries(&self) -> kube::Client {
-            self.client_with_retries(&self.kubeconfig(&self.admin), false)
-                .await
-        }
-
-        /// A `kube::Client` from kubeconfig YAML.
-        ///
-        /// # Panics
-        /// When the YAML is not a kubeconfig kube accepts.
-        pub async fn client_from_kubeconfig(&self, yaml: &str) -> kube::Client {
-            self.client_with_retries(yaml, true).await
-        }
-
-        async fn client_with_retries(&self, yaml: &str, retry: bool) -> kube::Client {
-            let _ = rustls::crypto::ring::default_provider().install_default();
-            let kc = kube::config::Kubeconfig::from_yaml(yaml).expect("kubeconfig");
-            let mut config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-                .await
-                .expect("kube config");
-            config.default_retry = retry;
-            kube::Client::try_from(config).expect("kube client")
-        }
-
-        /// Creates namespace `name` (as the admin); an existing one is fine.
-        ///
-        /// # Panics
-        /// On any other API error.
-        pub async fn create_namespace(&self, name: &str) {
-            let api: Api<Namespace> = Api::all(self.admin().await);
-            let ns: Namespace =
-                serde_json::from_value(serde_json::json!({"metadata": {"name": name}}))
-                    .expect("namespace");
-            match api.create(&PostParams::default(), &ns).await {
-                Ok(_) => {}
-                Err(kube::Error::Api(e)) if e.code == 409 => {}
-                Err(e) => panic!("creating namespace {name}: {e}"),
-            }
-        }
-
-        /// A fresh namespace for one test (`<prefix>-<pid>-<n>`), created.
-        pub async fn namespace(&self, prefix: &str) -> String {
-            let name = Self::unique_name(prefix);
-            self.create_namespace(&name).await;
-            name
-        }
-
-        /// A token of ServiceAccount `namespace/name` (created, with its namespace, when
-        /// missing), minted with the TokenRequest API, valid for an hour.
-        ///
-        /// # Panics
-        /// On an API error.
-        pub async fn service_account_token(&self, namespace: &str, name: &str) -> String {
-            self.create_namespace(namespace).await;
-            let client = self.admin().await;
-            let sas: Api<ServiceAccount> = Api::namespaced(client, namespace);
-            let sa: ServiceAccount =
-                serde_json::from_value(serde_json::json!({"metadata": {"name": name}}))
-                    .expect("service account");
-            match sas.create(&PostParams::default(), &sa).await {
-                Ok(_) => {}
-                Err(kube::Error::Api(e)) if e.code == 409 => {}
-                Err(e) => panic!("creating ServiceAccount {namespace}/{name}: {e}"),
-            }
-            let request = TokenRequest {
-                spec: Some(TokenRequestSpec {
-                    expiration_seconds: Some(3600),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            };
-            let answer = sas
-                .create_token_request(name, &PostParams::default(), &request)
-                .await
-                .unwrap_or_else(|e| panic!("TokenRequest for {namespace}/{name}: {e}"));
-            answer
-                .status
-                .and_then(|s| s.token)
-                .expect("TokenRequest answered a token")
-        }
-
-        /// Installs the CustomResourceDefinitions of `yaml` (one or more documents; other
-        /// kinds are refused) with server-side apply as the admin, and waits until each is
-        /// `Established` (at most 30 s each). Returns their names.
-        ///
-        /// # Errors
-        /// A document is not a CRD, the server refuses one (its message), or one is not
-        /// established in time.
-        pub async fn install_crds(&self, yaml: &str) -> Result<Vec<String>, String> {
-            let docs: Vec<serde_json::Value> =
-                serde_saphyr::from_multiple(yaml).map_err(|e| format!("CRD YAML: {e}"))?;
-            let api: Api<CustomResourceDefinition> = Api::all(self.admin().await);
-            let mut names = Vec::new();
-            for doc in docs.into_iter().filter(|d| !d.is_null()) {
-                if doc["kind"] != "CustomResourceDefinition" {
-                    return Err(format!("not a CustomResourceDefinition: {}", doc["kind"]));
-                }
-                let name = doc["metadata"]["name"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string();
-                api.patch(
-                    &name,
-                    &PatchParams::apply("testenv").force(),
-                    &Patch::Apply(&doc),
-                )
-                .await
-                .map_err(|e| format!("installing CRD {name}: {e}"))?;
-                names.push(name);
-            }
-            for name in &names {
-                let established =
-                    await_condition(api.clone(), name, conditions::is_crd_established());
-                match tokio::time::timeout(Duration::from_secs(30), established).await {
-                    Ok(Ok(_)) => {}
-                    Ok(Err(e)) => return Err(format!("waiting for CRD {name}: {e}")),
-                    Err(_) => return Err(format!("CRD {name} not Established within 30 s")),
-                }
-            }
-            Ok(names)
-        }
-
-        /// Installs a kustomize directory as envtest installs webhooks: the output of
-        /// `kubectl kustomize DIR`, every webhook pointed at `webhook` ([`point_webhooks_at`]), objects of
-        /// kinds this server does not serve named in [`Installed::skipped`], the rest applied
-        /// with server-side apply as the admin (Namespaces and CRDs first), then each CRD
-        /// waited for until `Established`.
-        ///
-        /// # Errors
-        /// kubectl is missing or fails, discovery fails, or the server refuses an object (its
-        /// message, with the object named).
-        pub async fn install_kustomize(
-            &self,
-            dir: &Path,
-            webhook: std::net::SocketAddr,
-            ca_pem: &str,
-        ) -> Result<Installed, String> {
-            let kubectl = crate::tools::require("kubectl", "install_kustomize");
-            let out = Command::new(kubectl)
-                .arg("kustomize")
-                .arg(dir)
-                .stdin(Stdio::null())
-                .output()
-                .map_err(|e| format!("kubectl kustomize: {e}"))?;
-            if !out.status.success() {
-                return Err(format!(
-                    "kubectl kustomize {}: {}",
-                    dir.display(),
-                    String::from_utf8_lossy(&out.stderr)
-                ));
-            }
-            let text = String::from_utf8_lossy(&out.stdout);
-            let mut docs: Vec<serde_json::Value> =
-                serde_saphyr::from_multiple(&text).map_err(|e| format!("kustomize output: {e}"))?;
-            docs.retain(|d| !d.is_null());
-            for d in &mut docs {
-                point_webhooks_at(d, webhook, ca_pem);
-            }
-            let rank = |d: &serde_json::Value| match d["kind"].as_str() {
-                Some("Namespace") => 0,
-                Some("CustomResourceDefinition") => 1,
-                _ => 2,
-            };
-            docs.sort_by_key(rank);
-            let client = self.admin().await;
-            let discovery = kube::discovery::Discovery::new(client.clone())
-                .run()
-                .await
-                .map_err(|e| format!("discovery: {e}"))?;
-            let mut installed = Installed::default();
-            let mut crds = Vec::new();
-            for d in &docs {
-                let (api_version, kind) = (
-                    d["apiVersion"].as_str().unwrap_or_default(),
-                    d["kind"].as_str().unwrap_or_default(),
-                );
-                let name = d["metadata"]["name"].as_str().unwrap_or_default();
-                let ns = d["metadata"]["namespace"].as_str();
-                let label = format!(
-                    "{kind} {}{name}",
-                    ns.map(|n| format!("{n}/")).unwrap_or_default()
-                );
-                let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-                let gvk = kube::api::GroupVersionKind::gvk(group, version, kind);
-                let Some((ar, caps)) = discovery.resolve_gvk(&gvk) else {
-                    installed.skipped.push(label);
-                    continue;
-                };
-                let api: Api<kube::api::DynamicObject> = match (caps.scope, ns) {
-                    (kube::discovery::Scope::Namespaced, Some(n)) => {
-                        Api::namespaced_with(client.clone(), n, &ar)
-                    }
-                    (kube::discovery::Scope::Namespaced, None) => {
-                        Api::default_namespaced_with(client.clone(), &ar)
-                    }
-                    (kube::discovery::Scope::Cluster, _) => Api::all_with(client.clone(), &ar),
-                };
-                api.patch(
-                    name,
-                    &PatchParams::apply("testenv").force(),
-                    &Patch::Apply(d),
-                )
-                .await
-                .map_err(|e| format!("applying {label}: {e}"))?;
-                if kind == "CustomResourceDefinition" {
-                    crds.push(name.to_string());
-                }
-                installed.applied.push(label);
-            }
-            let crd_api: Api<CustomResourceDefinition> = Api::all(client);
-            for name in crds {
-                let established =
-                    await_condition(crd_api.clone(), &name, conditions::is_crd_established());
-                tokio::time::timeout(Duration::from_secs(30), established)
-                    .await
-                    .map_err(|_| format!("CRD {name} not Established within 30 s"))?
-                    .map_err(|e| format!("waiting for CRD {name}: {e}"))?;
-            }
-            Ok(installed)
-        }
+impl ControlPlane {
+    /// A `kube::Client` authenticating as `user`. Must be called inside a tokio runtime.
+    ///
+    /// # Panics
+    /// When kube refuses the generated kubeconfig (it does not).
+    pub async fn client(&self, user: &ClientCert) -> kube::Client {
+        self.client_from_kubeconfig(&self.kubeconfig(user)).await
     }
+
+    /// A `kube::Client` for the admin (`system:masters`).
+    pub async fn admin(&self) -> kube::Client {
+        self.client(&self.admin).await
+    }
+
+    /// A `kube::Client` for the admin that answers 503, 429 and 504 as they come. kube's
+    /// clients retry those by default (kube 5 `Config::default_retry`: 15 times with
+    /// backoff up to 1000 s, minutes in all), so a test that expects a 503 (an aggregated
+    /// API server down) or a probe with a deadline of its own uses this one.
+    pub async fn admin_without_retries(&self) -> kube::Client {
+        self.client_with_retries(&self.kubeconfig(&self.admin), false)
+            .await
+    }
+
+    /// A `kube::Client` from kubeconfig YAML.
+    ///
+    /// # Panics
+    /// When the YAML is not a kubeconfig kube accepts.
+    pub async fn client_from_kubeconfig(&self, yaml: &str) -> kube::Client {
+        self.client_with_retries(yaml, true).await
+    }
+
+    async fn client_with_retries(&self, yaml: &str, retry: bool) -> kube::Client {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let kc = kube::config::Kubeconfig::from_yaml(yaml).expect("kubeconfig");
+        let mut config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+            .await
+            .expect("kube config");
+        config.default_retry = retry;
+        kube::Client::try_from(config).expect("kube client")
+    }
+
+    /// Creates namespace `name` (as the admin); an existing one is fine.
+    ///
+    /// # Panics
+    /// On any other API error.
+    pub async fn create_namespace(&self, name: &str) {
+        let api: Api<Namespace> = Api::all(self.admin().await);
+        create_or_keep(&api, serde_json::json!({"metadata": {"name": name}}))
+            .await
+            .unwrap_or_else(|e| panic!("creating namespace {name}: {e}"));
+    }
+
+    /// A fresh namespace for one test (`<prefix>-<pid>-<n>`), created.
+    pub async fn namespace(&self, prefix: &str) -> String {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let n = N.fetch_add(1, Ordering::Relaxed);
+        let name = format!("{prefix}-{}-{n}", std::process::id());
+        self.create_namespace(&name).await;
+        name
+    }
+
+    /// A token of ServiceAccount `namespace/name` (created, with its namespace, when
+    /// missing), minted with the TokenRequest API, valid for an hour.
+    ///
+    /// # Panics
+    /// On an API error.
+    pub async fn service_account_token(&self, namespace: &str, name: &str) -> String {
+        self.create_namespace(namespace).await;
+        let client = self.admin().await;
+        let sas: Api<ServiceAccount> = Api::namespaced(client, namespace);
+        create_or_keep(&sas, serde_json::json!({"metadata": {"name": name}}))
+            .await
+            .unwrap_or_else(|e| panic!("creating ServiceAccount {namespace}/{name}: {e}"));
+        let request = TokenRequest {
+            spec: Some(TokenRequestSpec {
+                expiration_seconds: Some(3600),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let answer = sas
+            .create_token_request(name, &PostParams::default(), &request)
+            .await
+            .unwrap_or_else(|e| panic!("TokenRequest for {namespace}/{name}: {e}"));
+        answer
+            .status
+            .and_then(|s| s.token)
+            .expect("TokenRequest answered a token")
+    }
+
+    /// Installs the CustomResourceDefinitions of `yaml` (one or more documents; other
+    /// kinds are refused) with server-side apply as the admin, and waits until each is
+    /// `Established` (at most 30 s each). Returns their names.
+    ///
+    /// # Errors
+    /// A document is not a CRD, the server refuses one (its message), or one is not
+    /// established in time.
+    pub async fn install_crds(&self, yaml: &str) -> Result<Vec<String>, String> {
+        let docs: Vec<serde_json::Value> =
+            serde_saphyr::from_multiple(yaml).map_err(|e| format!("CRD YAML: {e}"))?;
+        let api: Api<CustomResourceDefinition> = Api::all(self.admin().await);
+        let mut names = Vec::new();
+        for doc in docs.into_iter().filter(|d| !d.is_null()) {
+            if doc["kind"] != "CustomResourceDefinition" {
+                return Err(format!("not a CustomResourceDefinition: {}", doc["kind"]));
+            }
+            let name = doc["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            api.patch(
+                &name,
+                &PatchParams::apply("testenv").force(),
+                &Patch::Apply(&doc),
+            )
+            .await
+            .map_err(|e| format!("installing CRD {name}: {e}"))?;
+            names.push(name);
+        }
+        wait_established(&api, &names).await?;
+        Ok(names)
+    }
+
+    /// Installs a kustomize directory as envtest installs webhooks: the output of
+    /// `kubectl kustomize DIR`, every webhook pointed at `webhook` ([`point_webhooks_at`]), objects of
+    /// kinds this server does not serve named in [`Installed::skipped`], the rest applied
+    /// with server-side apply as the admin (Namespaces and CRDs first), then each CRD
+    /// waited for until `Established`.
+    ///
+    /// # Errors
+    /// kubectl is missing or fails, discovery fails, or the server refuses an object (its
+    /// message, with the object named).
+    pub async fn install_kustomize(
+        &self,
+        dir: &Path,
+        webhook: std::net::SocketAddr,
+        ca_pem: &str,
+    ) -> Result<Installed, String> {
+        let kubectl = crate::tools::require("kubectl", "install_kustomize");
+        let out = Command::new(kubectl)
+            .arg("kustomize")
+            .arg(dir)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("kubectl kustomize: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "kubectl kustomize {}: {}",
+                dir.display(),
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        let text = String::from_utf8_lossy(&out.stdout);
+        let mut docs: Vec<serde_json::Value> =
+            serde_saphyr::from_multiple(&text).map_err(|e| format!("kustomize output: {e}"))?;
+        docs.retain(|d| !d.is_null());
+        for d in &mut docs {
+            point_webhooks_at(d, webhook, ca_pem);
+        }
+        let rank = |d: &serde_json::Value| match d["kind"].as_str() {
+            Some("Namespace") => 0,
+            Some("CustomResourceDefinition") => 1,
+            _ => 2,
+        };
+        docs.sort_by_key(rank);
+        let client = self.admin().await;
+        let discovery = kube::discovery::Discovery::new(client.clone())
+            .run()
+            .await
+            .map_err(|e| format!("discovery: {e}"))?;
+        let mut installed = Installed::default();
+        let mut crds = Vec::new();
+        for d in &mut docs {
+            let (label, applied) = apply_served(&client, &discovery, d, None).await?;
+            if !applied {
+                installed.skipped.push(label);
+                continue;
+            }
+            if d["kind"] == "CustomResourceDefinition" {
+                crds.push(
+                    d["metadata"]["name"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string(),
+                );
+            }
+            installed.applied.push(label);
+        }
+        wait_established(&Api::all(client), &crds).await?;
+        Ok(installed)
+    }
+}
+
+/// Applies `doc` (server-side apply as `testenv`) as the kind `discovery` resolves it to, a
+/// namespaced one in `namespace` (written into `doc`), else in `doc`'s, else in `default`.
+/// Returns `Kind [namespace/]name` and whether the server serves the kind (else nothing is sent).
+pub(crate) async fn apply_served(
+    client: &kube::Client,
+    discovery: &kube::discovery::Discovery,
+    doc: &mut serde_json::Value,
+    namespace: Option<&str>,
+) -> Result<(String, bool), String> {
+    use kube::discovery::Scope;
+    let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_string();
+    let label = |d: &serde_json::Value| match d["metadata"]["namespace"].as_str() {
+        Some(n) => format!("{} {n}/{}", text(&d["kind"]), text(&d["metadata"]["name"])),
+        None => format!("{} {}", text(&d["kind"]), text(&d["metadata"]["name"])),
+    };
+    let (api_version, kind) = (text(&doc["apiVersion"]), text(&doc["kind"]));
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", &api_version));
+    let gvk = kube::api::GroupVersionKind::gvk(group, version, &kind);
+    let Some((ar, caps)) = discovery.resolve_gvk(&gvk) else {
+        return Ok((label(doc), false));
+    };
+    let client = client.clone();
+    let api: Api<kube::api::DynamicObject> = match (caps.scope, namespace) {
+        (Scope::Cluster, _) => Api::all_with(client, &ar),
+        (Scope::Namespaced, Some(n)) => {
+            doc["metadata"]["namespace"] = n.into();
+            Api::namespaced_with(client, n, &ar)
+        }
+        (Scope::Namespaced, None) => match doc["metadata"]["namespace"].as_str() {
+            Some(n) => Api::namespaced_with(client, n, &ar),
+            None => Api::default_namespaced_with(client, &ar),
+        },
+    };
+    let apply = PatchParams::apply("testenv").force();
+    let name = text(&doc["metadata"]["name"]);
+    let applied = api.patch(&name, &apply, &Patch::Apply(&*doc)).await;
+    applied.map_err(|e| format!("applying {}: {e}", label(doc)))?;
+    Ok((label(doc), true))
+}
+
+/// Creates `object` with `api`; one that exists already (409) is kept as it is.
+pub(crate) async fn create_or_keep<K>(api: &Api<K>, object: serde_json::Value) -> kube::Result<()>
+where
+    K: Clone
+        + std::fmt::Debug
+        + k8s_openapi::serde::de::DeserializeOwned
+        + k8s_openapi::serde::Serialize,
+{
+    let object: K = serde_json::from_value(object).map_err(kube::Error::SerdeError)?;
+    match api.create(&PostParams::default(), &object).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Waits until each CRD of `names` is `Established` (at most 30 s each).
+async fn wait_established(
+    api: &Api<CustomResourceDefinition>,
+    names: &[String],
+) -> Result<(), String> {
+    for name in names {
+        let established = await_condition(api.clone(), name, conditions::is_crd_established());
+        tokio::time::timeout(Duration::from_secs(30), established)
+            .await
+            .map_err(|_| format!("CRD {name} not Established within 30 s"))?
+            .map_err(|e| format!("waiting for CRD {name}: {e}"))?;
+    }
+    Ok(())
 }

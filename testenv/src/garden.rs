@@ -33,15 +33,15 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{
     Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
 };
-use kube::discovery::{Discovery, Scope};
+use kube::discovery::Discovery;
 use kube::runtime::wait::await_condition;
 use serde_json::{Value, json};
 
-use crate::controlplane::{ControlPlane, Installed};
+use crate::controlplane::{ControlPlane, Installed, apply_served};
 
 /// The group versions gardener-apiserver v1.140 serves (Gardener's
 /// `pkg/apiserver.AllGardenerAPIGroupVersions`), one `APIService` each.
-pub const GROUP_VERSIONS: [(&str, &str); 6] = [
+pub(crate) const GROUP_VERSIONS: [(&str, &str); 6] = [
     ("core.gardener.cloud", "v1"),
     ("core.gardener.cloud", "v1beta1"),
     ("settings.gardener.cloud", "v1alpha1"),
@@ -51,7 +51,7 @@ pub const GROUP_VERSIONS: [(&str, &str); 6] = [
 ];
 
 /// Namespace and name of the Service the `APIService`s name.
-pub const SERVICE: (&str, &str) = ("kube-system", "gardener-apiserver");
+const SERVICE: (&str, &str) = ("kube-system", "gardener-apiserver");
 
 /// The project of kim's example configuration (`docs/config.example.yaml`): its Shoots live
 /// in namespace `garden-kyma-dev`.
@@ -62,17 +62,7 @@ const MANAGER: &str = "testenv";
 
 /// The placeholder fixture files use for the project's namespace (`garden-<project>`), in
 /// string values only (e.g. a CredentialsBinding's `credentialsRef.namespace`).
-pub const NAMESPACE_PLACEHOLDER: &str = "${namespace}";
-
-/// `testenv/fixtures/garden`: the YAML files [`install_fixtures`] applies.
-pub fn fixtures_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/garden")
-}
-
-/// The `APIService` name of a group version (`<version>.<group>`).
-pub fn api_service_name(group: &str, version: &str) -> String {
-    format!("{version}.{group}")
-}
+const NAMESPACE_PLACEHOLDER: &str = "${namespace}";
 
 /// Registers gardener-apiserver with kube-apiserver and waits for it, within `limit`: applies
 /// the Service and the `APIService`s (server-side apply, idempotent, so also after a
@@ -116,7 +106,7 @@ pub(crate) async fn register(cp: &ControlPlane, limit: Duration) -> Result<(), S
     > = Api::all(client.clone());
     let ca_bundle = base64::engine::general_purpose::STANDARD.encode(cp.ca_pem());
     for (group, version) in GROUP_VERSIONS {
-        let name = api_service_name(group, version);
+        let name = format!("{version}.{group}");
         let doc = json!({
             "apiVersion": "apiregistration.k8s.io/v1",
             "kind": "APIService",
@@ -137,7 +127,7 @@ pub(crate) async fn register(cp: &ControlPlane, limit: Duration) -> Result<(), S
     }
 
     for (group, version) in GROUP_VERSIONS {
-        let name = api_service_name(group, version);
+        let name = format!("{version}.{group}");
         let available = await_condition(api_services.clone(), &name, |o: Option<&_>| {
             let o: Option<
                 &k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService,
@@ -228,7 +218,7 @@ async fn list_one(client: &kube::Client, group: &str, version: &str) -> Result<(
 ///
 /// # Errors
 /// A file cannot be read or is not YAML (the file named).
-pub fn fixture_documents(dir: &Path) -> Result<Vec<Value>, String> {
+fn fixture_documents(dir: &Path) -> Result<Vec<Value>, String> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .map_err(|e| format!("reading {}: {e}", dir.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -258,7 +248,7 @@ fn fill_namespace(v: &mut Value, namespace: &str) {
 
 /// Installs what a Shoot of project `project` needs to be admitted by gardener-apiserver:
 /// namespace `garden-<project>` (labelled as Gardener's project controller would) and the
-/// `Project`, then every document of [`fixtures_dir`] (CloudProfiles, ControllerRegistrations,
+/// `Project`, then every document of `testenv/fixtures/garden` (CloudProfiles, ControllerRegistrations,
 /// ExposureClasses cluster-wide; Secrets, ConfigMaps, SecretBindings and CredentialsBindings
 /// in `garden-<project>`, [`NAMESPACE_PLACEHOLDER`] filled in), with server-side apply, so
 /// idempotent. What the files hold and why: `testenv/fixtures/garden/README.md`.
@@ -295,7 +285,9 @@ pub async fn install_fixtures(client: &kube::Client, project: &str) -> Result<In
         "metadata": {"name": project},
         "spec": {"namespace": namespace},
     })];
-    docs.extend(fixture_documents(&fixtures_dir())?);
+    docs.extend(fixture_documents(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/garden"),
+    )?);
     // Credentials before what names them.
     let rank = |d: &Value| match d["kind"].as_str() {
         Some("Project") => 0,
@@ -310,32 +302,13 @@ pub async fn install_fixtures(client: &kube::Client, project: &str) -> Result<In
         .map_err(|e| format!("discovery: {e}"))?;
     for mut d in docs {
         fill_namespace(&mut d, &namespace);
-        let (api_version, kind) = (
-            d["apiVersion"].as_str().unwrap_or_default().to_string(),
-            d["kind"].as_str().unwrap_or_default().to_string(),
-        );
-        let name = d["metadata"]["name"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
-        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", &api_version));
-        let gvk = GroupVersionKind::gvk(group, version, &kind);
-        let (ar, caps) = discovery
-            .resolve_gvk(&gvk)
-            .ok_or_else(|| format!("{kind} {name}: {api_version} {kind} is not served"))?;
-        let (api, label): (Api<DynamicObject>, String) = match caps.scope {
-            Scope::Namespaced => {
-                d["metadata"]["namespace"] = json!(namespace);
-                (
-                    Api::namespaced_with(client.clone(), &namespace, &ar),
-                    format!("{kind} {namespace}/{name}"),
-                )
-            }
-            Scope::Cluster => (Api::all_with(client.clone(), &ar), format!("{kind} {name}")),
-        };
-        api.patch(&name, &apply, &Patch::Apply(&d))
-            .await
-            .map_err(|e| format!("applying {label}: {e}"))?;
+        let (label, applied) = apply_served(client, &discovery, &mut d, Some(&namespace)).await?;
+        if !applied {
+            return Err(format!(
+                "{label}: {} is not served",
+                d["apiVersion"].as_str().unwrap_or_default()
+            ));
+        }
         installed.applied.push(label);
     }
     Ok(installed)
@@ -388,7 +361,7 @@ pub async fn create_with_warnings(
 
 /// The text of a `Warning` header value (RFC 7234: `299 - "text"`, as Kubernetes sends it),
 /// or the value itself when it has another form.
-pub fn warning_text(value: &str) -> String {
+fn warning_text(value: &str) -> String {
     value
         .strip_prefix("299 - \"")
         .and_then(|rest| rest.strip_suffix('"'))

@@ -50,28 +50,19 @@ impl Outcome {
     }
 }
 
-/// Outcomes per operation type, consumed in order; when a list is exhausted operations succeed.
+/// Outcomes of successive `Create` operations (first attempt, retries…), consumed in order;
+/// once the list is exhausted, and for every `Reconcile` and `Delete`, operations succeed.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ShootScript {
-    /// Outcomes of successive `Create` operations (first attempt, retries…).
+    /// The outcomes still to come.
     pub create: VecDeque<Outcome>,
-    /// Outcomes of successive `Reconcile` operations.
-    pub reconcile: VecDeque<Outcome>,
-    /// Outcomes of successive `Delete` operations.
-    pub delete: VecDeque<Outcome>,
 }
 
 impl ShootScript {
-    /// Every operation succeeds.
-    pub fn succeed() -> Self {
-        Self::default()
-    }
-
     /// The first `Create` fails (terminally) with these codes.
     pub fn create_fails(codes: &[&str]) -> Self {
         Self {
             create: VecDeque::from([Outcome::failed(codes)]),
-            ..Self::default()
         }
     }
 
@@ -79,20 +70,6 @@ impl ShootScript {
     #[must_use]
     pub fn then_create(mut self, o: Outcome) -> Self {
         self.create.push_back(o);
-        self
-    }
-
-    /// Appends a `Reconcile` outcome.
-    #[must_use]
-    pub fn then_reconcile(mut self, o: Outcome) -> Self {
-        self.reconcile.push_back(o);
-        self
-    }
-
-    /// Appends a `Delete` outcome.
-    #[must_use]
-    pub fn then_delete(mut self, o: Outcome) -> Self {
-        self.delete.push_back(o);
         self
     }
 }

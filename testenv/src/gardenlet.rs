@@ -21,10 +21,10 @@
 //! - `Failed` is terminal until a new generation or the retry annotation; `Error` is retried at
 //!   once (Gardener retries errors on its own), so a script's list of outcomes is consumed.
 //!
-//! For a Shoot with `deletionTimestamp`: `Delete Processing 0` → the outcome; on success the
-//! runtime cluster of a [`Clusters::PerShoot`] gardenlet is stopped, the CA objects deleted,
-//! `Delete Succeeded 100` written (Gardener's FinalizerRemoval admission keeps the finalizer
-//! until then) and the finalizer removed, so the Shoot disappears.
+//! For a Shoot with `deletionTimestamp`: `Delete Processing 0`, then the runtime cluster of a
+//! [`Clusters::PerShoot`] gardenlet is stopped, the CA objects deleted, `Delete Succeeded 100`
+//! written (Gardener's FinalizerRemoval admission keeps the finalizer until then) and the
+//! finalizer removed, so the Shoot disappears.
 //!
 //! Every step is taken as soon as the watch delivers the Shoot, from a fresh read of it (the
 //! watch cache may not hold this gardenlet's own last write yet); [`Gardenlet::pause`] holds
@@ -60,7 +60,7 @@ use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams,
 };
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
@@ -68,7 +68,7 @@ use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
-use crate::controlplane::{ControlPlane, Options, RsaCa};
+use crate::controlplane::{ControlPlane, Options, RsaCa, create_or_keep};
 use crate::gardener::{OPERATION_ANNOTATION, Outcome, SHOOT_FINALIZER, ShootScript};
 
 /// The group (client certificate O) of the admin kubeconfig `shoots/adminkubeconfig` hands a
@@ -133,9 +133,7 @@ pub struct GardenletConfig {
     pub namespace: String,
     /// Runtime clusters (default [`Clusters::PerShoot`]).
     pub clusters: Clusters,
-    /// Script of Shoots without their own (default: everything succeeds).
-    pub default_script: ShootScript,
-    /// Scripts by Shoot name.
+    /// Scripts by Shoot name (a Shoot without one: everything succeeds).
     pub scripts: HashMap<String, ShootScript>,
 }
 
@@ -145,7 +143,6 @@ impl GardenletConfig {
         Self {
             namespace: namespace.to_string(),
             clusters: Clusters::PerShoot,
-            default_script: ShootScript::default(),
             scripts: HashMap::new(),
         }
     }
@@ -246,6 +243,26 @@ struct ClusterSet {
     handed_out: usize,
 }
 
+impl ClusterSet {
+    /// Cluster `i` of the pool (at most the next one to start) and the pool's CA, each
+    /// started or made when first needed.
+    async fn pool_member(
+        &mut self,
+        i: usize,
+    ) -> Result<(Arc<ControlPlane>, Arc<RsaCa>), StepError> {
+        let ca = match &self.pool_ca {
+            Some(ca) => ca.clone(),
+            None => self.pool_ca.insert(Arc::new(generate_ca().await?)).clone(),
+        };
+        if let Some(cp) = self.pool.get(i) {
+            return Ok((cp.clone(), ca));
+        }
+        let cp = Arc::new(start_cluster(ca.clone()).await?);
+        self.pool.push(cp.clone());
+        Ok((cp, ca))
+    }
+}
+
 struct Inner {
     config: Mutex<GardenletConfig>,
     shoots: Api<DynamicObject>,
@@ -276,14 +293,6 @@ pub fn shoot_resource() -> ApiResource {
     ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk("core.gardener.cloud", "v1beta1", "Shoot"),
         "shoots",
-    )
-}
-
-/// `core.gardener.cloud/v1beta1` `InternalSecret`.
-pub fn internal_secret_resource() -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("core.gardener.cloud", "v1beta1", "InternalSecret"),
-        "internalsecrets",
     )
 }
 
@@ -319,7 +328,14 @@ impl Gardenlet {
         let inner = Arc::new(Inner {
             config: Mutex::new(config),
             shoots: shoots.clone(),
-            secrets: Api::namespaced_with(garden.clone(), &ns, &internal_secret_resource()),
+            secrets: Api::namespaced_with(
+                garden.clone(),
+                &ns,
+                &ApiResource::from_gvk_with_plural(
+                    &GroupVersionKind::gvk("core.gardener.cloud", "v1beta1", "InternalSecret"),
+                    "internalsecrets",
+                ),
+            ),
             configmaps: Api::namespaced(garden, &ns),
             project,
             history: watch::Sender::new(History::default()),
@@ -343,11 +359,6 @@ impl Gardenlet {
         lock(&self.inner.config)
             .scripts
             .insert(name.to_string(), script);
-    }
-
-    /// Sets the script of Shoots without their own.
-    pub fn set_default_script(&self, script: ShootScript) {
-        lock(&self.inner.config).default_script = script;
     }
 
     /// Holds every Shoot where it is: no step is taken until [`Gardenlet::resume`] (a step
@@ -406,17 +417,11 @@ impl Gardenlet {
             return Ok(None);
         }
         let mut clusters = self.inner.clusters.lock().await;
-        if let Some(cp) = clusters.pool.first() {
-            return Ok(Some(cp.clone()));
+        let new = clusters.pool.is_empty();
+        let (cp, _) = clusters.pool_member(0).await.map_err(|e| e.0)?;
+        if new {
+            bind_admins(&cp).await.map_err(|e| e.0)?;
         }
-        let ca = match &clusters.pool_ca {
-            Some(ca) => ca.clone(),
-            None => Arc::new(generate_ca().await.map_err(|e| e.0)?),
-        };
-        clusters.pool_ca = Some(ca.clone());
-        let cp = Arc::new(start_cluster(ca).await.map_err(|e| e.0)?);
-        bind_admins(&cp).await.map_err(|e| e.0)?;
-        clusters.pool.push(cp.clone());
         Ok(Some(cp))
     }
 
@@ -477,17 +482,14 @@ impl Inner {
         });
     }
 
-    /// The next outcome of `op` for Shoot `name` (consumed).
+    /// The next outcome of `op` for Shoot `name` (consumed): only a `Create` has scripted ones.
     fn outcome(&self, name: &str, op: Operation) -> Outcome {
         let mut config = lock(&self.config);
-        let default = config.default_script.clone();
-        let script = config.scripts.entry(name.to_string()).or_insert(default);
-        let list = match op {
-            Operation::Create => &mut script.create,
-            Operation::Reconcile => &mut script.reconcile,
-            Operation::Delete => &mut script.delete,
-        };
-        list.pop_front().unwrap_or(Outcome::Succeeded)
+        match (op, config.scripts.get_mut(name)) {
+            (Operation::Create, Some(script)) => script.create.pop_front(),
+            _ => None,
+        }
+        .unwrap_or(Outcome::Succeeded)
     }
 
     async fn patch_status(&self, name: &str, status: Value) -> Result<(), StepError> {
@@ -544,25 +546,10 @@ impl Inner {
                 (Arc::new(start_cluster(ca.clone()).await?), ca)
             }
             Clusters::Pool(n) => {
-                let ca = match &clusters.pool_ca {
-                    Some(ca) => ca.clone(),
-                    None => {
-                        let ca = Arc::new(generate_ca().await?);
-                        clusters.pool_ca = Some(ca.clone());
-                        ca
-                    }
-                };
                 let i = clusters.handed_out % n.max(1);
-                let cp = match clusters.pool.get(i) {
-                    Some(cp) => cp.clone(),
-                    None => {
-                        let cp = Arc::new(start_cluster(ca.clone()).await?);
-                        clusters.pool.push(cp.clone());
-                        cp
-                    }
-                };
+                let member = clusters.pool_member(i).await?;
                 clusters.handed_out += 1;
-                (cp, ca)
+                member
             }
         };
         bind_admins(&cp).await?;
@@ -668,21 +655,14 @@ async fn start_cluster(ca: Arc<RsaCa>) -> Result<ControlPlane, StepError> {
 async fn bind_admins(cp: &ControlPlane) -> Result<(), StepError> {
     let api: Api<ClusterRoleBinding> = Api::all(cp.admin().await);
     for group in ADMINS_GROUPS {
-        let binding: ClusterRoleBinding = serde_json::from_value(json!({
+        let binding = json!({
             "metadata": {"name": group},
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
             "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group}],
-        }))
-        .map_err(|e| StepError(e.to_string()))?;
-        match api.create(&PostParams::default(), &binding).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 409 => {}
-            Err(e) => {
-                return Err(StepError(format!(
-                    "binding {group} in the runtime cluster: {e}"
-                )));
-            }
-        }
+        });
+        create_or_keep(&api, binding)
+            .await
+            .map_err(api_err(format!("binding {group} in the runtime cluster")))?;
     }
     Ok(())
 }
@@ -724,11 +704,8 @@ impl Seen {
     /// The operation to run now, if any.
     fn next(&self) -> Option<Operation> {
         if self.deleting {
-            return match (self.op, self.state.as_str()) {
-                (Some(Operation::Delete), "Succeeded") => None,
-                (Some(Operation::Delete), "Failed") if !self.retry => None,
-                _ => Some(Operation::Delete),
-            };
+            let deleted = self.op == Some(Operation::Delete) && self.state == "Succeeded";
+            return (!deleted).then_some(Operation::Delete);
         }
         match (self.op, self.state.as_str()) {
             (None, _) => Some(Operation::Create),

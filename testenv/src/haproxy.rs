@@ -33,15 +33,9 @@ pub struct Backend {
 pub struct Haproxy {
     /// The frontend: what webhook configurations call.
     pub addr: SocketAddr,
-    process: Process,
+    _process: Process,
     socket: PathBuf,
     _dir: tempfile::TempDir,
-}
-
-fn free_port() -> std::io::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
 }
 
 impl Haproxy {
@@ -58,7 +52,7 @@ impl Haproxy {
         // exit with a bind error: try again with another.
         let mut last = String::new();
         for _ in 0..5 {
-            let port = free_port().map_err(|e| e.to_string())?;
+            let port = crate::controlplane::free_port().map_err(|e| e.to_string())?;
             let mut cfg = format!(
                 "global\n  maxconn 4096\n  stats socket {} mode 600 level admin\n\
                  defaults\n  mode tcp\n  timeout connect 1s\n  timeout client 60s\n  timeout server 60s\n\
@@ -96,7 +90,7 @@ impl Haproxy {
                 if admin(&socket, "show info").is_ok() {
                     return Ok(Haproxy {
                         addr: SocketAddr::from(([127, 0, 0, 1], port)),
-                        process,
+                        _process: process,
                         socket,
                         _dir: dir,
                     });
@@ -161,11 +155,6 @@ impl Haproxy {
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-    }
-
-    /// Its pid.
-    pub fn pid(&self) -> u32 {
-        self.process.id()
     }
 }
 

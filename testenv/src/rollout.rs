@@ -149,10 +149,9 @@ fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-fn free_addr() -> SocketAddr {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
+fn free_addr() -> Result<SocketAddr, String> {
+    let port = crate::controlplane::free_port().map_err(|e| format!("a free port: {e}"))?;
+    Ok(SocketAddr::from(([127, 0, 0, 1], port)))
 }
 
 /// One replica slot: fixed ports, the process serving them now.
@@ -406,8 +405,8 @@ pub async fn run(opts: &Options) -> Result<Report, String> {
             };
             Ok(Replica {
                 name: n.to_string(),
-                addr: free_addr(),
-                metrics: free_addr(),
+                addr: free_addr()?,
+                metrics: free_addr()?,
                 process: None,
                 cgroup,
             })

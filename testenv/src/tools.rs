@@ -5,7 +5,7 @@
 //! They live in `<workspace>/target/tools/bin` (or `$KIM_TOOLS_DIR/bin`). kube-apiserver and
 //! etcd come in one version per supported Kubernetes minor; `$KIM_KUBERNETES` ([`KUBERNETES_VAR`])
 //! selects it for the whole test run: unset (or [`DEFAULT_KUBERNETES`]) takes the ones in `bin`,
-//! another minor those in `k8s-<minor>/bin` beside it ([`control_plane_dir`]). The install
+//! another minor those in `k8s-<minor>/bin` beside it ([`path`]). The install
 //! script reads the same variable, so `KIM_KUBERNETES=1.37 bash scripts/test.sh` builds and
 //! tests the newest. Every other tool is the same for every minor.
 //!
@@ -21,11 +21,11 @@ use std::path::PathBuf;
 pub const KUBERNETES_VAR: &str = "KIM_KUBERNETES";
 
 /// The minor the tests run on when [`KUBERNETES_VAR`] is unset or empty: the oldest supported
-/// one, whose kube-apiserver and etcd are in [`dir`]. The same default is written in
+/// one, whose kube-apiserver and etcd are in `<tools>/bin`. The same default is written in
 /// `scripts/install-control-plane.sh`.
 pub const DEFAULT_KUBERNETES: &str = "1.35";
 
-/// The binaries that exist once per Kubernetes minor (in [`control_plane_dir`]).
+/// The binaries that exist once per Kubernetes minor (see [`path`]).
 const PER_MINOR: [&str; 2] = ["kube-apiserver", "etcd"];
 
 /// The tools' root: `$KIM_TOOLS_DIR`, else `<workspace>/target/tools`.
@@ -37,13 +37,6 @@ fn root() -> PathBuf {
             .expect("testenv lives in the kim workspace")
             .join("target/tools"),
     }
-}
-
-/// The directory the tools are installed in: `$KIM_TOOLS_DIR/bin`, else
-/// `<workspace>/target/tools/bin`. It holds kube-apiserver and etcd of
-/// [`DEFAULT_KUBERNETES`] only; see [`control_plane_dir`].
-pub fn dir() -> PathBuf {
-    root().join("bin")
 }
 
 /// The Kubernetes minor selected for this run, `1.<n>`: `$KIM_KUBERNETES`, else
@@ -79,35 +72,27 @@ fn select(value: Option<std::ffi::OsString>) -> io::Result<String> {
     }
 }
 
-/// The directory of kube-apiserver and etcd for the selected minor ([`kubernetes`]): [`dir`]
-/// for [`DEFAULT_KUBERNETES`], `<tools>/k8s-<minor>/bin` for any other.
-///
-/// # Errors
-/// As [`kubernetes`].
-pub fn control_plane_dir() -> io::Result<PathBuf> {
-    let minor = kubernetes()?;
-    Ok(if minor == DEFAULT_KUBERNETES {
-        dir()
-    } else {
-        root().join(format!("k8s-{minor}")).join("bin")
-    })
-}
-
-/// Where tool `name` is installed: kube-apiserver and etcd in [`control_plane_dir`], every
-/// other tool in [`dir`]. The file need not exist.
+/// Where tool `name` is installed (the file need not exist): `<tools>/bin`, except
+/// kube-apiserver and etcd of a minor ([`kubernetes`]) other than [`DEFAULT_KUBERNETES`],
+/// which are in `<tools>/k8s-<minor>/bin`.
 ///
 /// # Errors
 /// As [`kubernetes`], for kube-apiserver and etcd.
 pub fn path(name: &str) -> io::Result<PathBuf> {
-    if PER_MINOR.contains(&name) {
-        Ok(control_plane_dir()?.join(name))
+    let minor = if PER_MINOR.contains(&name) {
+        kubernetes()?
     } else {
-        Ok(dir().join(name))
-    }
+        DEFAULT_KUBERNETES.into()
+    };
+    Ok(if minor == DEFAULT_KUBERNETES {
+        root().join("bin").join(name)
+    } else {
+        root().join(format!("k8s-{minor}/bin")).join(name)
+    })
 }
 
 /// The command that installs tool `name`, for the messages of a missing tool.
-pub(crate) fn install_hint(name: &str) -> String {
+pub fn install_hint(name: &str) -> String {
     if !matches!(name, "kube-apiserver" | "etcd" | "gardener-apiserver") {
         return "bash scripts/install-tools.sh".into();
     }
