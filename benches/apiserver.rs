@@ -446,16 +446,9 @@ impl ApiMetrics {
     }
 
     async fn scrape(&self) -> anyhow::Result<Metrics> {
-        let text = self
-            .http
-            .get(&self.url)
-            .send()
-            .await
-            .context("kube-apiserver /metrics")?
-            .error_for_status()?
-            .text()
-            .await?;
-        Ok(parse_metrics(&text))
+        Ok(parse_metrics(
+            &flow_counts::metrics_text(&self.http, &self.url).await?,
+        ))
     }
 }
 
@@ -2344,15 +2337,7 @@ impl Garden {
 
     async fn sample(&self) -> anyhow::Result<Sample> {
         let text = self.kcp.scrape_text().await?;
-        let gardener = self
-            .gardener_http
-            .get(&self.gardener_url)
-            .send()
-            .await
-            .context("gardener-apiserver /metrics")?
-            .error_for_status()?
-            .text()
-            .await?;
+        let gardener = flow_counts::metrics_text(&self.gardener_http, &self.gardener_url).await?;
         Ok(Sample {
             kcp: self.kcp.read(&text),
             garden: self.garden.read(&text),

@@ -149,15 +149,7 @@ impl FlowCounter {
     /// # Errors
     /// `/metrics` cannot be read.
     pub async fn scrape_text(&self) -> anyhow::Result<String> {
-        Ok(self
-            .http
-            .get(&self.url)
-            .send()
-            .await
-            .context("kube-apiserver /metrics")?
-            .error_for_status()?
-            .text()
-            .await?)
+        metrics_text(&self.http, &self.url).await
     }
 
     /// The dispatched counts of this counter's schemas in a `/metrics` text.
@@ -178,6 +170,19 @@ impl FlowCounter {
         }
         out
     }
+}
+
+/// The text of a server's `/metrics` at `url` (`https://…/metrics`), read with `http`.
+///
+/// # Errors
+/// The server does not answer, or answers an error status.
+pub async fn metrics_text(http: &reqwest::Client, url: &str) -> anyhow::Result<String> {
+    let answer = http
+        .get(url)
+        .send()
+        .await
+        .with_context(|| format!("GET {url}"))?;
+    Ok(answer.error_for_status()?.text().await?)
 }
 
 /// `after − before`, zeros left out.

@@ -6,6 +6,7 @@
 
 use crate::support;
 
+use kim::testing::model::response_of;
 use kim::testing::webhook::devcerts;
 use kim::webhook::Settings;
 use std::time::Duration;
@@ -156,8 +157,7 @@ async fn h2_and_http1_both_work() {
         assert_eq!(r.version(), version);
         assert_eq!(r.status(), 200);
         assert_eq!(r.headers()["content-type"], JSON);
-        let v = parse_review(&r.bytes().await.unwrap());
-        assert_eq!(v["response"]["uid"], "v-1");
+        response_of(&r.bytes().await.unwrap(), "v-1");
     }
 }
 
@@ -219,7 +219,7 @@ async fn cancelled_streams_do_not_close_an_h2_connection() {
         data.flow_control().release_capacity(chunk.len()).unwrap();
         bytes.extend_from_slice(&chunk);
     }
-    assert_eq!(parse_review(&bytes)["response"]["uid"], "after-resets");
+    response_of(&bytes, "after-resets");
     drop(h2);
     drop(cancelled);
     connection.abort();
@@ -390,9 +390,9 @@ async fn oversized_body_gets_a_413_review_and_the_server_keeps_serving() {
             .await
             .unwrap();
         assert_eq!(r.status(), 200, "http1={http1}");
-        let v = parse_review(&r.bytes().await.unwrap());
-        assert_eq!(v["response"]["allowed"], false, "{v}");
-        assert_eq!(v["response"]["status"]["code"], 413, "{v}");
+        let v = response_of(&r.bytes().await.unwrap(), "big-1");
+        assert_eq!(v["allowed"], false, "{v}");
+        assert_eq!(v["status"]["code"], 413, "{v}");
 
         // Streamed (chunked / h2 DATA frames without a declared length).
         let chunks: Vec<Result<Vec<u8>, std::io::Error>> =
@@ -405,8 +405,8 @@ async fn oversized_body_gets_a_413_review_and_the_server_keeps_serving() {
             .await
             .unwrap();
         assert_eq!(r.status(), 200, "http1={http1}");
-        let v = parse_review(&r.bytes().await.unwrap());
-        assert_eq!(v["response"]["status"]["code"], 413, "{v}");
+        let v = response_of(&r.bytes().await.unwrap(), "big-1");
+        assert_eq!(v["status"]["code"], 413, "{v}");
 
         // Still serving, on the same client.
         let r = c
@@ -416,8 +416,7 @@ async fn oversized_body_gets_a_413_review_and_the_server_keeps_serving() {
             .send()
             .await
             .unwrap();
-        let v = parse_review(&r.bytes().await.unwrap());
-        assert_eq!(v["response"]["uid"], "small-1");
+        response_of(&r.bytes().await.unwrap(), "small-1");
     }
 
     // Just under the limit is read whole (not refused as too large).
@@ -430,9 +429,8 @@ async fn oversized_body_gets_a_413_review_and_the_server_keeps_serving() {
         .send()
         .await
         .unwrap();
-    let v = parse_review(&r.bytes().await.unwrap());
-    assert_eq!(v["response"]["uid"], "near-1");
-    assert_ne!(v["response"]["status"]["code"], 413, "{v}");
+    let v = response_of(&r.bytes().await.unwrap(), "near-1");
+    assert_ne!(v["status"]["code"], 413, "{v}");
 
     let text = scrape(server.metrics_addr).await;
     assert_eq!(sample(&text, "kim_webhook_requests_in_flight"), Some(0.0));
@@ -468,20 +466,22 @@ async fn content_type_must_be_json() {
         let r = post(ct).await.unwrap();
         assert_eq!(r.status(), 200, "{ct:?}");
         assert_eq!(r.headers()["content-type"], JSON);
-        let v = parse_review(&r.bytes().await.unwrap());
-        assert_eq!(v["response"]["allowed"], false, "{ct:?}: {v}");
-        assert_eq!(v["response"]["status"]["code"], 400, "{ct:?}: {v}");
-        assert_eq!(v["response"]["uid"], "ct-1", "uid echoed: {v}");
+        let v = response_of(&r.bytes().await.unwrap(), "ct-1");
+        assert_eq!(v["allowed"], false, "{ct:?}: {v}");
+        assert_eq!(v["status"]["code"], 400, "{ct:?}: {v}");
     }
     // Parameters and case do not matter.
-    let plain = parse_review(&post(Some(JSON)).await.unwrap().bytes().await.unwrap());
+    let answer = async |ct| {
+        response_of(
+            &post(Some(ct)).await.unwrap().bytes().await.unwrap(),
+            "ct-1",
+        )
+    };
+    let plain = answer(JSON).await;
     for ct in ["application/json; charset=utf-8", "Application/JSON"] {
-        let v = parse_review(&post(Some(ct)).await.unwrap().bytes().await.unwrap());
-        assert_eq!(
-            v["response"]["allowed"], plain["response"]["allowed"],
-            "{ct}"
-        );
-        assert_eq!(v["response"]["status"], plain["response"]["status"], "{ct}");
+        let v = answer(ct).await;
+        assert_eq!(v["allowed"], plain["allowed"], "{ct}");
+        assert_eq!(v["status"], plain["status"], "{ct}");
     }
 }
 
@@ -501,18 +501,10 @@ async fn timeout_query_is_accepted() {
             .await
             .unwrap();
         assert_eq!(r.status(), 200, "{path}");
-        let v = parse_review(&r.bytes().await.unwrap());
-        assert_eq!(v["response"]["uid"], "t-1", "{path}");
-        answers.push(v);
+        answers.push(response_of(&r.bytes().await.unwrap(), "t-1"));
     }
-    assert_eq!(
-        answers[0]["response"]["allowed"],
-        answers[1]["response"]["allowed"]
-    );
-    assert_eq!(
-        answers[0]["response"]["status"],
-        answers[1]["response"]["status"]
-    );
+    assert_eq!(answers[0]["allowed"], answers[1]["allowed"]);
+    assert_eq!(answers[0]["status"], answers[1]["status"]);
 }
 
 /// Waits until a fresh connection is served `want` (DER), at most 10 s.
@@ -823,8 +815,7 @@ async fn graceful_shutdown_finishes_the_in_flight_request() {
     drop(tx);
     let resp = request.await.unwrap().expect("in-flight request answered");
     assert_eq!(resp.status(), 200);
-    let v = parse_review(&resp.bytes().await.unwrap());
-    assert_eq!(v["response"]["uid"], "inflight-1");
+    response_of(&resp.bytes().await.unwrap(), "inflight-1");
 
     shutdown.await.unwrap().expect("clean shutdown");
     assert!(

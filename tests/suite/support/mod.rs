@@ -60,35 +60,24 @@ where
     }
 }
 
-/// A minimal AdmissionReview v1 envelope (a ConfigMap UPDATE, not a Runtime) with `uid` and
-/// `padding` bytes of filler in the object.
+/// A `runtimes/status` UPDATE review ([`kim::testing::model::update_status_review`]) with
+/// `uid` and `padding` bytes of filler in an annotation of the object.
 pub fn review_json(uid: &str, padding: usize) -> Vec<u8> {
-    let filler = "x".repeat(padding);
-    serde_json::to_vec(&serde_json::json!({
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": uid,
-            "kind": {"group": "", "version": "v1", "kind": "ConfigMap"},
-            "resource": {"group": "", "version": "v1", "resource": "configmaps"},
-            "name": "c", "namespace": "default", "operation": "UPDATE",
-            "userInfo": {"username": "alice", "groups": ["system:authenticated"]},
-            "object": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"filler": filler}},
-            "oldObject": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}},
-            "dryRun": false,
-            "options": {"apiVersion": "meta.k8s.io/v1", "kind": "UpdateOptions"}
-        }
-    }))
-    .unwrap()
-}
-
-/// Parses an answer body and checks the envelope every answer must have.
-pub fn parse_review(body: &[u8]) -> serde_json::Value {
-    let v: serde_json::Value = serde_json::from_slice(body).expect("answer is JSON");
-    assert_eq!(v["apiVersion"], "admission.k8s.io/v1", "{v}");
-    assert_eq!(v["kind"], "AdmissionReview", "{v}");
-    assert!(v["response"]["allowed"].is_boolean(), "{v}");
-    v
+    let object = |filler: &str| {
+        serde_json::json!({
+            "apiVersion": "infrastructuremanager.kyma-project.io/v1", "kind": "Runtime",
+            "metadata": {"name": "c", "namespace": "kcp-system", "annotations": {"filler": filler}},
+        })
+    };
+    let user = serde_json::json!({"username": "alice", "groups": ["system:authenticated"]});
+    let review = kim::testing::model::update_status_review(
+        uid,
+        user,
+        object(&"x".repeat(padding)),
+        object(""),
+        false,
+    );
+    serde_json::to_vec(&review).unwrap()
 }
 
 /// The HTTPS and metrics addresses of a `kim webhook --dev` process, from the banner it prints
