@@ -5,15 +5,34 @@
 //! caches churn: every watch event decodes a new copy of its object and drops the old one, a
 //! cold start decodes whole list answers, every reconcile builds and drops request bodies. The
 //! holes this leaves in the middle of the heaps stay resident until reused, so the RSS grows
-//! well past the live heap (1.7× at 3 000 Runtimes, BENCHMARKS.md). `malloc_trim(0)` walks the
-//! arenas and hands every whole free page back (`madvise(MADV_DONTNEED)`); it keeps the
-//! allocations where they are, so it costs no copying, only the walk, which runs on a blocking
-//! thread.
+//! well past the live heap (1.7× at 3 000 Runtimes, BENCHMARKS.md). The webhook's large
+//! reviews do the same: bodies of up to 7 MiB and up to 16 MiB of decoded values each, freed
+//! in the arenas of whichever threads held them. `malloc_trim(0)` walks the arenas and hands
+//! every whole free page back (`madvise(MADV_DONTNEED)`); it keeps the allocations where they
+//! are, so it costs no copying, only the walk, which runs on a blocking thread. Both `kim
+//! controller` and `kim webhook` trim every [`DEFAULT_TRIM_SECONDS`] by default ([`TrimArgs`]).
 
 use std::time::Duration;
 
-/// How often the controller trims by default, in seconds (`--malloc-trim-seconds`).
+/// How often the controller and the webhook trim by default, in seconds
+/// (`--malloc-trim-seconds`).
 pub const DEFAULT_TRIM_SECONDS: u64 = 10;
+
+/// The flag of `kim controller` and `kim webhook` that sets how often they trim.
+#[derive(Debug, Clone, clap::Args)]
+pub struct TrimArgs {
+    /// Seconds between two hand-backs of freed heap pages to the operating system
+    /// (`malloc_trim`, glibc only: `crate::memory`). `0`: never.
+    #[arg(long, env = "KIM_MALLOC_TRIM_SECONDS", default_value_t = DEFAULT_TRIM_SECONDS)]
+    pub malloc_trim_seconds: u64,
+}
+
+impl TrimArgs {
+    /// The period for [`spawn_trimmer`]; zero: never.
+    pub fn period(&self) -> Duration {
+        Duration::from_secs(self.malloc_trim_seconds)
+    }
+}
 
 /// Trims the heap every `every` until the returned task is aborted; `None` when `every` is zero
 /// or the C library is not glibc (other allocators return memory on their own terms).

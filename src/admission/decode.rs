@@ -39,11 +39,15 @@ use std::mem::size_of;
 /// 32 KiB): it builds little more than its own JSON, so two of them at etcd's 1.5 MiB object
 /// limit (`object` and `oldObject`) stay far below it; a list of 10 000 conditions (1.5 MB)
 /// builds 13 MB and is still read, to be denied as malformed by the model. A review over
-/// the limit is answered 413. The webhook evaluates at most one review per core on its blocking
-/// pool and one per async worker inline, so decoding holds at most 2 × cores × 16 MiB at once
-/// besides the 32 MiB of bodies in flight: 32 MiB with the chart's CPU limit (500m, which the
-/// process counts as one core). Unbounded (2026-12-03), one 7 MiB review of `[{"a":0},…]`
-/// statuses grew the process by 444 MiB RSS; bounded, by 32 MiB.
+/// the limit is answered 413. The webhook evaluates bodies of at most 16 KiB inline on its
+/// async workers (JSON builds at most about 152 bytes for each of its bytes, arrays nested in
+/// arrays: 2.4 MiB each) and at most two larger ones at a time, one on one core
+/// (`webhook::LARGE_REVIEWS_AT_ONCE`), so decoding holds at most min(cores, 2) × 16 MiB +
+/// workers × 2.4 MiB at once besides the 32 MiB of bodies in flight, more cores adding only
+/// their workers' 2.4 MiB: 18.4 MiB with the chart's limits (500m CPU, which the process
+/// counts as one core and one worker; 128 MiB of memory). Before (2026-12-03) it was 2 × cores
+/// × 16 MiB (32 MiB on the chart's limits, 2 GiB on 64 cores). Unbounded (2026-12-03), one
+/// 7 MiB review of `[{"a":0},…]` statuses grew the process by 444 MiB RSS; bounded, by 32 MiB.
 pub const DECODED_LIMIT: usize = 16 * 1024 * 1024;
 
 thread_local! {

@@ -584,6 +584,9 @@ fn the_estimate_of_what_decoding_builds_holds() {
         )
         .unwrap()
     };
+    let nested = |open: &str, inner: &str, close: &str, depth: usize| {
+        format!("{}{inner}{}", open.repeat(depth), close.repeat(depth))
+    };
     let wide = format!(
         "{{{}}}",
         (0..10_000)
@@ -604,6 +607,14 @@ fn the_estimate_of_what_decoding_builds_holds() {
         ("[\"a\",…]", repeat("\"a\"", 100_000)),
         ("[\"\\u0041…\",…]", repeat("\"\\u0041bc\"", 50_000)),
         ("an object of 10 000 members", wide),
+        (
+            "[[[…[0]…]]],… (120 deep)",
+            repeat(&nested("[", "0", "]", 120), 1_000),
+        ),
+        (
+            "[{\"\":{\"\":…0…}},…] (120 deep)",
+            repeat(&nested("{\"\":", "0", "}", 120), 1_000),
+        ),
         ("64 conditions", conditions(64, 20)),
         ("64 conditions, 16 KiB messages", conditions(64, 16 * 1024)),
         ("10 000 conditions", conditions(10_000, 20)),

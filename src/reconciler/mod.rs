@@ -150,10 +150,9 @@ pub struct ControllerArgs {
     #[command(flatten)]
     pub policy: crate::status::PolicyArgs,
 
-    /// Seconds between two hand-backs of freed heap pages to the operating system
-    /// (`malloc_trim`, glibc only: `crate::memory`). `0`: never.
-    #[arg(long, env = "KIM_MALLOC_TRIM_SECONDS", default_value_t = crate::memory::DEFAULT_TRIM_SECONDS)]
-    pub malloc_trim_seconds: u64,
+    /// `--malloc-trim-seconds`, as the webhook's.
+    #[command(flatten)]
+    pub trim: crate::memory::TrimArgs,
 
     /// Log format.
     #[arg(long, env = "KIM_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
@@ -252,7 +251,7 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
         leader_elect = args.leader_elect,
         "kim controller starting"
     );
-    let trimmer = crate::memory::spawn_trimmer(Duration::from_secs(args.malloc_trim_seconds));
+    let trimmer = crate::memory::spawn_trimmer(args.trim.period());
     let result = run_with(settings, async {
         match crate::signal::shutdown_signal().await {
             Ok(s) => tracing::info!(signal = s, "shutting down"),

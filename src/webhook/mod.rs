@@ -18,7 +18,8 @@ mod server;
 
 pub(crate) use crate::telemetry::LogFormat;
 pub use server::{
-    BODY_BUDGET, BODY_LIMIT, MAX_METRICS_CONNECTIONS, Running, Settings, start, start_with_hooks,
+    BODY_BUDGET, BODY_LIMIT, INLINE_REVIEW_LIMIT, LARGE_REVIEWS_AT_ONCE, MAX_METRICS_CONNECTIONS,
+    Running, Settings, start, start_with_hooks,
 };
 
 use crate::status::Policy;
@@ -70,6 +71,10 @@ pub struct WebhookArgs {
     /// sleep in images without a shell). Counted within the grace period.
     #[arg(long, env = "KIM_SHUTDOWN_DELAY_SECONDS", default_value_t = 0)]
     pub shutdown_delay_seconds: u64,
+
+    /// `--malloc-trim-seconds`, as the controller's.
+    #[command(flatten)]
+    pub trim: crate::memory::TrimArgs,
 }
 
 impl WebhookArgs {
@@ -99,6 +104,7 @@ impl WebhookArgs {
             addr: self.addr,
             metrics_addr: self.metrics_addr,
             policy: Arc::new(self.policy()?),
+            malloc_trim: self.trim.period(),
             ..Settings::new(self.effective_cert_dir()?)
         })
     }

@@ -63,12 +63,33 @@
 //! [`admission::DECODED_LIMIT`] (16 MiB, estimated as it is built) of `status` values and
 //! `userInfo.groups` strings, else it is answered 413 (a well-formed review, uid echoed when
 //! readable), since small JSON builds large values (unbounded, 2026-12-03: one 7 MiB review of
-//! `[{"a":0},…]` statuses grew the process by 444 MiB RSS; bounded, by 32 MiB). Reviews are
-//! evaluated at most one per core on the blocking pool (bodies over 256 KiB) and one per async
-//! worker inline, so decoding holds at most 2 × cores × 16 MiB besides the body budget: 32 MiB
-//! with the chart's CPU limit (500m, one core as the process counts them). Evaluation copies
-//! nothing of a status but the defaulting patch's values (a few per condition, for at most 64
-//! conditions).
+//! `[{"a":0},…]` statuses grew the process by 444 MiB RSS; bounded, by 32 MiB). A body of at
+//! most [`INLINE_REVIEW_LIMIT`] (16 KiB, twice a Runtime's review) is evaluated inline on the
+//! async worker that read it; JSON builds at most about 152 bytes for each of its bytes
+//! (arrays nested in arrays; `[{"a":0},…]` 64), so such a review builds at most 2.4 MiB. A
+//! larger one waits for its turn, its body held, and is evaluated on the blocking pool, at most
+//! [`LARGE_REVIEWS_AT_ONCE`] (2; 1 on one core) at a time. Decoding so holds at most
+//! min(cores, 2) × 16 MiB + workers × 2.4 MiB besides the body budget, more cores adding only
+//! the 2.4 MiB of their workers: 18.4 MiB with the chart's CPU limit (500m, one core and one
+//! worker as the process counts them; its memory limit is 128 MiB), 186 MiB on 64 cores
+//! without a CPU limit. Before (2026-12-03) bodies up to 256 KiB were evaluated inline and
+//! larger ones one per core: 2 × cores × 16 MiB (2 GiB on 64 cores). Measured 2026-12-03
+//! (debug build, 2 cores, the client in the same process, freed pages handed back every
+//! 100 ms): six 7 MiB reviews of `[{"a":0},…]` at once, with reviews of 240 KiB of nested
+//! arrays sent meanwhile, grew the process by 82–85 MiB, against 87–104 MiB before (on 2 cores
+//! 2 large reviews at a time either way; what changed there is that the 240 KiB ones wait for
+//! their turn instead of being decoded on the workers beside them)
+//! (`webhook_bad_input::concurrent_reviews_that_decode_to_too_much_stay_within_the_decoding_bound`).
+//! Evaluation copies nothing of a status but the defaulting patch's values (a few per
+//! condition, for at most 64 conditions).
+//!
+//! Freed memory goes back to the system every `malloc_trim` (10 s, `--malloc-trim-seconds`,
+//! [`crate::memory`]): glibc keeps the pages a review's body and decoded values leave in the
+//! heap of each thread that held them. Without it (2026-12-03, debug build, server and client
+//! in one process) three rounds of twelve reviews that decode to too much took the RSS from
+//! 43–46 to 132–134 MiB, still 106–132 MiB a minute later; with it every 500 ms, to
+//! 63–71 MiB during the rounds and back to 47–64 MiB once they were answered
+//! (`webhook_bad_input::memory_freed_after_large_reviews_goes_back_to_the_system`).
 //!
 //! The metrics listener has the same bounds after accepting (first request head, idle,
 //! writes, HTTP/2 PINGs) and at most [`MAX_METRICS_CONNECTIONS`] (64) connections of its own;
@@ -136,10 +157,21 @@ const DRAIN_LIMIT: u64 = 32 * 1024 * 1024;
 /// take is bounded by [`BODY_BUDGET`] over all connections, not by this count.
 const MAX_CONCURRENT_STREAMS: u32 = 200;
 
-/// Bodies up to this size are evaluated on the async worker (microseconds of work); larger
-/// ones on the blocking pool, at most one per core at a time, so that a flood of big reviews
-/// cannot starve small ones (the apiserver's timeout is 10 s by default).
-const INLINE_REVIEW_LIMIT: usize = 256 * 1024;
+/// Bodies up to this size are evaluated on the async worker that read them (microseconds of
+/// work), without waiting for a turn; larger ones on the blocking pool, at most
+/// [`LARGE_REVIEWS_AT_ONCE`] at a time, so that a flood of big reviews can neither starve small
+/// ones (the apiserver's timeout is 10 s by default) nor take more memory with more cores.
+/// 16 KiB: twice a Runtime's review as kube-apiserver sends it (5.5–7.8 KiB for the sample
+/// Runtimes' status writes, `testing::model::status_review`, 2026-12-03). JSON builds at most
+/// about 152 bytes for each of its bytes (arrays nested in arrays, 151 measured with the
+/// decoder's estimate: `admission::tests::the_estimate_of_what_decoding_builds_holds`,
+/// 2026-12-03), so an inline review builds at most 2.4 MiB.
+pub const INLINE_REVIEW_LIMIT: usize = 16 * 1024;
+
+/// Reviews over [`INLINE_REVIEW_LIMIT`] evaluated at once at most: 2, one on a single core
+/// (`available_parallelism`, which counts a CPU limit of 500m as one). Each may build up to
+/// [`admission::DECODED_LIMIT`]; the others wait for their turn, their bodies held.
+pub const LARGE_REVIEWS_AT_ONCE: usize = 2;
 
 /// Longest uid, user or detail written to a log line; longer values are cut.
 const LOG_FIELD_LIMIT: usize = 512;
@@ -245,13 +277,19 @@ pub struct Settings {
     /// `Content-Length` or not; a request over the budget is answered HTTP 429 with
     /// `Retry-After: 1` (no AdmissionReview), which kube-apiserver retries.
     pub body_budget: usize,
+    /// Period of the hand-back of freed heap pages to the operating system (`malloc_trim`,
+    /// glibc only: [`crate::memory`]; default 10 s, `--malloc-trim-seconds`); zero: never. The
+    /// decoding of a large review and the bodies leave free pages inside the heaps of the
+    /// threads that held them, which otherwise stay resident.
+    pub malloc_trim: Duration,
 }
 
 impl Settings {
     /// Production defaults: `0.0.0.0:9443`, metrics on `0.0.0.0:8080`, the built-in policy,
     /// 7 MiB body limit, 30 s body timeout, re-read every 5 s plus a directory watch, 10 s for
     /// the handshake and for the first request head, 120 s idle, HTTP/2 PINGs after 30 s
-    /// answered within 20 s, 1024 connections, 30 s write timeout, 32 MiB of bodies in flight.
+    /// answered within 20 s, 1024 connections, 30 s write timeout, 32 MiB of bodies in flight,
+    /// freed heap pages handed back every 10 s.
     pub(crate) fn new(cert_dir: impl Into<PathBuf>) -> Settings {
         Settings {
             addr: SocketAddr::from(([0, 0, 0, 0], 9443)),
@@ -270,6 +308,7 @@ impl Settings {
             max_connections: 1024,
             write_timeout: Duration::from_secs(30),
             body_budget: BODY_BUDGET,
+            malloc_trim: Duration::from_secs(crate::memory::DEFAULT_TRIM_SECONDS),
         }
     }
 
@@ -284,7 +323,8 @@ impl Settings {
 }
 
 struct AppState {
-    /// Bounds how many large reviews are evaluated at once on the blocking pool.
+    /// The turns of reviews over [`INLINE_REVIEW_LIMIT`]: [`LARGE_REVIEWS_AT_ONCE`] at most,
+    /// fewer on fewer cores.
     heavy: Arc<tokio::sync::Semaphore>,
     policy: Arc<Policy>,
     metrics: Arc<Metrics>,
@@ -312,6 +352,8 @@ pub struct Running {
     metrics_server: Option<JoinHandle<std::io::Result<()>>>,
     metrics_handle: Handle<SocketAddr>,
     reloader: JoinHandle<()>,
+    /// The hand-back of freed heap pages ([`Settings::malloc_trim`]), if any.
+    trimmer: Option<JoinHandle<()>>,
 }
 
 impl std::fmt::Debug for Running {
@@ -369,7 +411,9 @@ async fn start_serving(settings: Settings, hooks: Option<Router>) -> anyhow::Res
 
     let state = Arc::new(AppState {
         heavy: Arc::new(tokio::sync::Semaphore::new(
-            std::thread::available_parallelism().map_or(2, |n| n.get()),
+            std::thread::available_parallelism()
+                .map_or(LARGE_REVIEWS_AT_ONCE, |n| n.get())
+                .min(LARGE_REVIEWS_AT_ONCE),
         )),
         policy: settings.policy.clone(),
         metrics: metrics.clone(),
@@ -475,6 +519,7 @@ async fn start_serving(settings: Settings, hooks: Option<Router>) -> anyhow::Res
         metrics_server: Some(metrics_server),
         metrics_handle,
         reloader,
+        trimmer: crate::memory::spawn_trimmer(settings.malloc_trim),
     };
     // The listener is already bound; this waits until the accept loop runs.
     if handle.listening().await.is_none() {
@@ -555,6 +600,9 @@ impl Running {
             }
         }
         self.reloader.abort();
+        if let Some(t) = self.trimmer.take() {
+            t.abort();
+        }
         self.metrics_handle
             .graceful_shutdown(Some(Duration::from_secs(1)));
         if let Some(task) = self.metrics_server.take() {
@@ -576,6 +624,9 @@ impl Drop for Running {
             self.handle.shutdown();
         }
         self.reloader.abort();
+        if let Some(t) = self.trimmer.take() {
+            t.abort();
+        }
         self.metrics_handle.shutdown();
         if let Some(task) = self.metrics_server.take() {
             task.abort();
@@ -828,11 +879,12 @@ fn check_content_type(headers: &HeaderMap) -> Result<(), String> {
     }
 }
 
-/// Runs [`admission::review`] on a complete body: inline when small, on the blocking pool
-/// (bounded by [`AppState::heavy`]) when larger than [`INLINE_REVIEW_LIMIT`]. A panic in
-/// the review is answered with `reject(500)`; `None` only if that panics too. The body's
-/// bytes stay charged to the budget (`held`), and a review on the blocking pool keeps its
-/// place there, until the review ends, also when the request is cancelled meanwhile.
+/// Runs [`admission::review`] on a complete body: inline when at most
+/// [`INLINE_REVIEW_LIMIT`], else on the blocking pool once it has its turn
+/// ([`AppState::heavy`]). A panic in the review is answered with `reject(500)`; `None` only if
+/// that panics too. The body's bytes stay charged to the budget (`held`), and a review on the
+/// blocking pool keeps its turn, until the review ends, also when the request is cancelled
+/// meanwhile.
 async fn evaluate(
     st: &Arc<AppState>,
     hook: Hook,

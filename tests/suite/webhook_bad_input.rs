@@ -1515,6 +1515,231 @@ async fn decoded_size() {
     assert_serving(&env, "after the large reviews").await;
 }
 
+/// The review [`with_statuses`] whose statuses are `[[[…[0]…]]],…`, arrays nested 100 deep
+/// (the shape that builds the most per byte: some 150 bytes for each), as many as make the
+/// body about `size` bytes.
+fn nested_review(uid: &str, size: usize) -> Vec<u8> {
+    let depth = 100;
+    let item = format!("{}0{}", "[".repeat(depth), "]".repeat(depth));
+    let room = size - with_statuses(uid, b"[]").len();
+    let n = room / 2 / (item.len() + 1);
+    let list = format!("[{}]", vec![item; n].join(","));
+    with_statuses(uid, list.as_bytes())
+}
+
+/// [`post`] as kube-apiserver sends a review: again after `Retry-After` (1 s) while the webhook
+/// answers 429 because its budget of bodies in flight is full, for at most a minute.
+async fn post_as_apiserver(
+    c: &reqwest::Client,
+    env: &Env,
+    path: &str,
+    body: bytes::Bytes,
+) -> Answer {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let a = post(c, env, path, Some(JSON), body.clone()).await;
+        if a.status != 429 {
+            return a;
+        }
+        assert!(Instant::now() < deadline, "still 429 after a minute");
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// Measures this process's RSS, so it runs in a process of its own, as
+/// [`oversized_bodies_get_413_without_being_buffered`] does.
+#[test]
+fn concurrent_reviews_that_decode_to_too_much_stay_within_the_decoding_bound() {
+    let _heavy = HEAVY.blocking_lock();
+    in_own_process(
+        rusty_fork::rusty_fork_test_name!(
+            concurrent_reviews_that_decode_to_too_much_stay_within_the_decoding_bound
+        ),
+        rusty_fork::rusty_fork_id!(),
+        concurrent_decoding,
+    );
+}
+
+/// Six reviews at the body limit whose statuses are `[{"a":0},…]` and six of 240 KiB whose
+/// statuses are nested arrays: each would build far more than
+/// [`kim::admission::DECODED_LIMIT`]. By uid.
+fn expanding_reviews() -> Vec<(String, bytes::Bytes)> {
+    let mut reviews = Vec::new();
+    for i in 0..6 {
+        let uid = format!("expanding-{i}");
+        reviews.push((uid.clone(), bytes::Bytes::from(expanding_review(&uid))));
+        let uid = format!("nested-{i}");
+        let body = nested_review(&uid, 240 * 1024);
+        assert!(
+            body.len() > 200 * 1024 && body.len() <= 240 * 1024,
+            "{}",
+            body.len()
+        );
+        reviews.push((uid, bytes::Bytes::from(body)));
+    }
+    reviews
+}
+
+/// Sends `reviews` all at once over HTTP/2 (again on a 429, as kube-apiserver does) and checks
+/// that each gets its 413 with its uid.
+async fn all_refused_as_too_large(env: &Env, reviews: &[(String, bytes::Bytes)]) {
+    let answers = futures::future::join_all(
+        reviews
+            .iter()
+            .map(|(_, body)| post_as_apiserver(&env.h2, env, V, body.clone())),
+    )
+    .await;
+    let limit = kim::admission::DECODED_LIMIT;
+    for ((uid, _), a) in reviews.iter().zip(&answers) {
+        let r = review_of(a, &Uid::Is(uid.clone()), uid);
+        assert_eq!(r["allowed"], false, "{uid}: {r}");
+        assert_eq!(r["status"]["code"], 413, "{uid}: {r}");
+        let message = r["status"]["message"].as_str().unwrap();
+        assert!(
+            message.contains(&format!("more than {limit} bytes")),
+            "{uid}: {message}"
+        );
+    }
+}
+
+/// Six reviews at the body limit whose statuses are `[{"a":0},…]` at once, while two clients
+/// send reviews of 240 KiB whose statuses are nested arrays one after the other until those
+/// six are answered (48 at most): each gets its 413 with its uid, and the process grows by no
+/// more than the budget of bodies in flight, the decoded limit for each of the
+/// [`kim::webhook::LARGE_REVIEWS_AT_ONCE`] reviews decoded at once, what an inline review can
+/// build (at most 152 bytes for each byte of [`kim::webhook::INLINE_REVIEW_LIMIT`]) on each of
+/// the two workers, and 32 MiB for the rest: this process holds the clients too, and what the
+/// allocator keeps of the reviews answered between two trims, which the server does every
+/// 100 ms here so that it keeps little.
+///
+/// Measured 2026-12-03 (debug build, 2 cores, so 2 large reviews at a time before and after):
+/// 82–85 MiB (4 runs, bound 100 MiB); with bodies up to 256 KiB evaluated inline as before,
+/// 87–104 MiB (3 runs); with the default trim every 10 s, 91–100 MiB. More cores no longer
+/// raise the bound: it was 2 × cores × 16 MiB of decoded values, it is min(cores, 2) × 16 MiB +
+/// workers × 2.4 MiB.
+async fn concurrent_decoding() {
+    let env = env_with(|s| Settings {
+        malloc_trim: Duration::from_millis(100),
+        ..s
+    })
+    .await;
+    assert_serving_on(&env.h2, &env, "before").await;
+    let inline_bound = 152 * kim::webhook::INLINE_REVIEW_LIMIT;
+    let bound_kib = (kim::webhook::BODY_BUDGET
+        + kim::webhook::LARGE_REVIEWS_AT_ONCE * kim::admission::DECODED_LIMIT
+        + 2 * inline_bound
+        + 32 * MIB)
+        / 1024;
+    let large: Vec<(String, bytes::Bytes)> = (0..6)
+        .map(|i| {
+            let uid = format!("expanding-{i}");
+            let body = bytes::Bytes::from(expanding_review(&uid));
+            (uid, body)
+        })
+        .collect();
+    // Built beforehand, so that building them does not count.
+    let small = std::sync::Mutex::new(
+        (0..48)
+            .map(|i| {
+                let uid = format!("nested-{i}");
+                let body = bytes::Bytes::from(nested_review(&uid, 240 * 1024));
+                (uid, body)
+            })
+            .collect::<Vec<_>>(),
+    );
+    let answered = AtomicBool::new(false);
+    let lane = || {
+        let (env, answered, small) = (&env, &answered, &small);
+        async move {
+            let mut sent = 0;
+            while !answered.load(Ordering::Acquire) {
+                let Some(review) = small.lock().unwrap().pop() else {
+                    break;
+                };
+                all_refused_as_too_large(env, &[review]).await;
+                sent += 1;
+            }
+            sent
+        }
+    };
+    let large_ones = async {
+        all_refused_as_too_large(&env, &large).await;
+        answered.store(true, Ordering::Release);
+    };
+    let (((), a, b), growth_kib) =
+        peak_rss_growth(futures::future::join3(large_ones, lane(), lane())).await;
+    eprintln!(
+        "6 reviews of {} MiB at once and {} of 240 KiB meanwhile, all decoding to too much: peak RSS growth {} MiB (bound {} MiB)",
+        kim::webhook::BODY_LIMIT / MIB,
+        a + b,
+        growth_kib / 1024,
+        bound_kib / 1024
+    );
+    assert!(
+        a + b > 0,
+        "no review of 240 KiB sent while the large ones were"
+    );
+    assert!(
+        growth_kib < bound_kib as u64,
+        "RSS grew by {growth_kib} KiB, over {bound_kib} KiB"
+    );
+    assert_serving_on(&env.h2, &env, "after").await;
+}
+
+/// Measures this process's RSS, so it runs in a process of its own, as
+/// [`oversized_bodies_get_413_without_being_buffered`] does.
+#[test]
+fn memory_freed_after_large_reviews_goes_back_to_the_system() {
+    let _heavy = HEAVY.blocking_lock();
+    in_own_process(
+        rusty_fork::rusty_fork_test_name!(memory_freed_after_large_reviews_goes_back_to_the_system),
+        rusty_fork::rusty_fork_id!(),
+        resting_rss,
+    );
+}
+
+/// After three rounds of the [`expanding_reviews`], the process's RSS comes back to within
+/// 24 MiB of what it was before them: glibc's malloc keeps the pages freed inside the heaps of
+/// the threads that built the bodies and the decoded values, and the webhook hands them back
+/// every [`Settings::malloc_trim`] (here 500 ms instead of 10 s). Measured 2026-12-03 (debug
+/// build): from 43–46 MiB to 63–71 MiB during the rounds, 47–64 MiB once they were answered
+/// (4 runs); without the trim (`malloc_trim: Duration::ZERO`, 2 runs) to 132–134 MiB, and
+/// still 106–132 MiB at the end of the minute this test waits.
+async fn resting_rss() {
+    let env = env_with(|s| Settings {
+        malloc_trim: Duration::from_millis(500),
+        ..s
+    })
+    .await;
+    assert_serving_on(&env.h2, &env, "before").await;
+    let before = rss_kib();
+    let margin_kib = 24 * 1024;
+    let mut peak = before;
+    for _ in 0..3 {
+        all_refused_as_too_large(&env, &expanding_reviews()).await;
+        peak = peak.max(rss_kib());
+    }
+    assert_serving_on(&env.h2, &env, "after").await;
+    let t = Instant::now();
+    let rested = crate::support::eventually(Duration::from_secs(60), || async {
+        let now = rss_kib();
+        (now <= before + margin_kib).then_some(now)
+    })
+    .await;
+    eprintln!(
+        "RSS {} MiB before 36 reviews that decode to too much, {} MiB after them, {} MiB {:.1} s later",
+        before / 1024,
+        peak / 1024,
+        rested.unwrap_or_else(rss_kib) / 1024,
+        t.elapsed().as_secs_f64()
+    );
+    assert!(
+        rested.is_some(),
+        "the RSS stays at {} KiB, more than {margin_kib} KiB over {before} KiB before the reviews",
+        rss_kib()
+    );
+}
+
 /// The in-flight gauge reads `n`: requests the server is reading or answering. A state that
 /// stays while the requests wait for their bodies.
 async fn in_flight(env: &Env, n: usize) -> bool {

@@ -739,6 +739,15 @@ async fn run_returns_an_error_on_an_unusable_cert_dir() {
         std::path::Path::new("certs/dev")
     );
     assert_eq!(cli.args.policy.compat.len(), 1);
+    assert_eq!(
+        cli.args.settings().unwrap().malloc_trim,
+        Duration::from_secs(10)
+    );
+    for (flag, period) in [("0", Duration::ZERO), ("3", Duration::from_secs(3))] {
+        let cli = Cli::try_parse_from(["kim", "--dev", "--malloc-trim-seconds", flag]).unwrap();
+        assert_eq!(cli.args.settings().unwrap().malloc_trim, period, "{flag}");
+    }
+    assert!(Cli::try_parse_from(["kim", "--dev", "--malloc-trim-seconds", "-1"]).is_err());
     assert!(Cli::try_parse_from(["kim", "--compat", "nope"]).is_err());
     let cli = Cli::try_parse_from(["kim"]).unwrap();
     assert!(
