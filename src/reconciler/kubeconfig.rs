@@ -180,8 +180,22 @@ pub(crate) async fn run(pass: &mut Pass<'_>, shoot: &Shoot) -> Result<(Stored, D
     Ok((stored, renew))
 }
 
+/// Sets each `(key, value)` in `map`, removing the keys whose value is unknown (not left stale
+/// from the version before).
+fn set_all(map: &mut Option<BTreeMap<String, String>>, entries: &[(&str, Option<String>)]) {
+    let map = map.get_or_insert_with(BTreeMap::new);
+    for (key, value) in entries {
+        match value {
+            Some(v) => map.insert((*key).to_string(), v.clone()),
+            None => map.remove(*key),
+        };
+    }
+}
+
 /// Requests a kubeconfig and writes the Secret (create, or replace at the resourceVersion
-/// read, keeping its other labels and annotations). Errors carry a message for the condition
+/// read, keeping the labels, annotations, owners and finalizers others put on it: kim sets
+/// only its own three labels and three annotations; kubectl's last-applied configuration is not
+/// kept, the cache drops it). Errors carry a message for the condition
 /// that holds no secret material.
 async fn renew(
     pass: &Pass<'_>,
@@ -228,31 +242,32 @@ async fn renew(
         (Error::Other(message.clone()), message)
     })?;
     let name = secret_name(rid);
+    let own_labels = [
+        (LABEL_RUNTIME_ID, Some(rid.to_string())),
+        (LABEL_MANAGED_BY, Some(MANAGED_BY.to_string())),
+        (LABEL_CLUSTER_NAME, Some(rid.to_string())),
+    ];
+    let own_annotations = [
+        (
+            ANNOTATION_LAST_SYNC,
+            Some(now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
+        ),
+        (ANNOTATION_EXPIRATION, expiration),
+        (ANNOTATION_SHOOT_UID, shoot.metadata.uid.clone()),
+    ];
+    // The metadata written over `base` (the Secret as read, if any): kim's labels and
+    // annotations set on top of the others.
+    let metadata_over = |base: Option<&ObjectMeta>| {
+        let mut meta = base.cloned().unwrap_or_default();
+        meta.name = Some(name.clone());
+        meta.namespace = Some(ctx.settings.namespace.clone());
+        meta.managed_fields = None;
+        set_all(&mut meta.labels, &own_labels);
+        set_all(&mut meta.annotations, &own_annotations);
+        meta
+    };
     let secret = Secret {
-        metadata: ObjectMeta {
-            name: Some(name.clone()),
-            namespace: Some(ctx.settings.namespace.clone()),
-            resource_version: existing.as_ref().and_then(|s| s.resource_version()),
-            labels: Some(BTreeMap::from([
-                (LABEL_RUNTIME_ID.to_string(), rid.to_string()),
-                (LABEL_MANAGED_BY.to_string(), MANAGED_BY.to_string()),
-                (LABEL_CLUSTER_NAME.to_string(), rid.to_string()),
-            ])),
-            annotations: Some(
-                [(
-                    ANNOTATION_LAST_SYNC.to_string(),
-                    Some(now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
-                )]
-                .into_iter()
-                .chain([
-                    (ANNOTATION_EXPIRATION.to_string(), expiration),
-                    (ANNOTATION_SHOOT_UID.to_string(), shoot.metadata.uid.clone()),
-                ])
-                .filter_map(|(k, v)| Some((k, v?)))
-                .collect(),
-            ),
-            ..existing.map(|s| s.metadata.clone()).unwrap_or_default()
-        },
+        metadata: metadata_over(existing.map(|s| &s.metadata)),
         data: Some(BTreeMap::from([(
             SECRET_KEY.to_string(),
             ByteString(kubeconfig),
@@ -272,7 +287,7 @@ async fn renew(
             Err(e) if error::is_conflict(&e) => match ctx.secrets.get(&name).await {
                 Ok(current) => {
                     let mut secret = secret;
-                    secret.metadata.resource_version = current.metadata.resource_version;
+                    secret.metadata = metadata_over(Some(&current.metadata));
                     ctx.secrets
                         .replace(&name, &PostParams::default(), &secret)
                         .await

@@ -1215,6 +1215,8 @@ async fn runtime_clients_are_bounded_and_follow_the_kubeconfig(
 /// lifetime, Gardener's least, × 0.001): each renewal is a new admin kubeconfig from Gardener,
 /// a new version of the Secret, and the administrators bound anew with it (it may be for a new
 /// cluster: one binding list per rotation) — and no status write; the Runtime stays `Ready`.
+/// A Secret of that name another tool wrote first is taken over, and every version kim writes
+/// keeps that tool's label and annotation.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_kubeconfig_is_rotated_without_status_writes() {
     let env = turn().await;
@@ -1242,6 +1244,27 @@ async fn the_kubeconfig_is_rotated_without_status_writes() {
     )
     .await;
     let denied_before = webhook_denials(&env).await;
+    // The Secret is there before kim writes it, with a label and an annotation of another
+    // tool's (as KIM's Secrets carry): kim's writes keep them.
+    let foreign = |s: &Secret| {
+        (
+            s.labels().get("example.com/team").cloned(),
+            s.annotations().get("example.com/note").cloned(),
+        )
+    };
+    let secrets_api = Api::<Secret>::namespaced(env.stack.cp.admin().await, NS);
+    secrets_api
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": format!("kubeconfig-{name}"),
+                             "labels": {"example.com/team": "ops"},
+                             "annotations": {"example.com/note": "kept"}},
+            }))
+            .unwrap(),
+        )
+        .await
+        .expect("the Secret of another tool");
     let controller = Controller::start_on(&env, &config, &[]).await;
     env.create_runtime(name).await;
     env.wait_runtime(name, "Ready", ready, &controller.proc)
@@ -1313,6 +1336,21 @@ async fn the_kubeconfig_is_rotated_without_status_writes() {
         writes,
         "a rotation changes no status"
     );
+    let versions = applied(&secrets.since(0));
+    for s in &versions {
+        assert_eq!(
+            foreign(s),
+            (Some("ops".into()), Some("kept".into())),
+            "every version kim wrote keeps the other tool's label and annotation: {:?} {:?}",
+            s.labels(),
+            s.annotations()
+        );
+        assert!(
+            s.labels().contains_key("kyma-project.io/runtime-id"),
+            "and has kim's labels: {:?}",
+            s.labels()
+        );
+    }
     let now = env.runtimes().await.get(name).await.expect("the Runtime");
     assert_eq!(now.data["status"]["state"], "Ready");
     issued.remove().await;
