@@ -359,14 +359,30 @@ async fn kubectl_drives_the_real_control_plane() {
     );
 
     // ---- an Event as the controller publishes it, through kubectl events ----
+    // The controller's Event of a Runtime turned Ready: reason `Ready`, action `Reconcile`,
+    // the conditions as `type=status/reason` (`reconciler::pass`).
+    let out = k
+        .ok(&[
+            "get",
+            &runtime,
+            "-n",
+            NS,
+            "-o",
+            "jsonpath={range .status.conditions[*]}{.type}={.status}/{.reason}{\"\\n\"}{end}",
+        ])
+        .await;
+    let note = format!(
+        "Runtime is Ready: {}",
+        out.stdout.lines().collect::<Vec<_>>().join(", ")
+    );
     let event = serde_json::json!({
         "apiVersion": "events.k8s.io/v1",
         "kind": "Event",
         "metadata": {"name": format!("{NAME}.17f0c0de00000000"), "namespace": NS},
         "eventTime": chrono::Utc::now().format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string(),
-        "action": "Provisioned",
-        "reason": "ShootCreationCompleted",
-        "note": "Shoot created",
+        "action": "Reconcile",
+        "reason": "Ready",
+        "note": note,
         "type": "Normal",
         "regarding": {
             "apiVersion": "infrastructuremanager.kyma-project.io/v1",
@@ -391,17 +407,12 @@ async fn kubectl_drives_the_real_control_plane() {
     );
     let row: Vec<&str> = lines[1].split_whitespace().collect();
     assert_eq!(
-        row[row.len() - 5..],
-        [
-            "Normal",
-            "ShootCreationCompleted",
-            &format!("Runtime/{NAME}"),
-            "Shoot",
-            "created"
-        ],
+        row[1..4],
+        ["Normal", "Ready", &format!("Runtime/{NAME}")],
         "{}",
         out.stdout
     );
+    assert_eq!(row[4..].join(" "), note, "{}", out.stdout);
 
     // ---- kubectl explain reads the CRD's schema through the apiserver's OpenAPI v3 ----
     let out = k.ok(&["explain", "runtime.status"]).await;
