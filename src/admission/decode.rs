@@ -45,7 +45,7 @@ use std::mem::size_of;
 /// (`webhook::LARGE_REVIEWS_AT_ONCE`), so decoding holds at most min(cores, 2) × 16 MiB +
 /// workers × 2.4 MiB at once besides the 32 MiB of bodies in flight, more cores adding only
 /// their workers' 2.4 MiB: 18.4 MiB with the chart's limits (500m CPU, which the process
-/// counts as one core and one worker; 128 MiB of memory). Before (2026-12-03) it was 2 × cores
+/// counts as one core and one worker; 192 MiB of memory). Before (2026-12-03) it was 2 × cores
 /// × 16 MiB (32 MiB on the chart's limits, 2 GiB on 64 cores). Unbounded (2026-12-03), one
 /// 7 MiB review of `[{"a":0},…]` statuses grew the process by 444 MiB RSS; bounded, by 32 MiB.
 pub const DECODED_LIMIT: usize = 16 * 1024 * 1024;

@@ -47,7 +47,7 @@
 //! At most `max_connections` (1024) are open; one more is closed before its handshake. A
 //! connection takes about 13 KiB after the handshake, 27 KiB (HTTP/1.1) to 34 KiB (HTTP/2)
 //! after a request (the process's RSS, debug build, 2026-12-03): 1024 idle ones fit in the
-//! shipped 128 MiB memory limit, some 3 000 would not. An HTTP/2 connection has at most 200
+//! shipped 192 MiB memory limit, some 5 000 would not. An HTTP/2 connection has at most 200
 //! streams open. The request bodies in flight hold at most `body_budget` ([`BODY_BUDGET`],
 //! 32 MiB) together, each at most [`BODY_LIMIT`]: a body is charged as its bytes arrive (its
 //! buffer's capacity, at most 256 KiB ahead of them; a declared `Content-Length` is not
@@ -71,7 +71,7 @@
 //! [`LARGE_REVIEWS_AT_ONCE`] (2; 1 on one core) at a time. Decoding so holds at most
 //! min(cores, 2) × 16 MiB + workers × 2.4 MiB besides the body budget, more cores adding only
 //! the 2.4 MiB of their workers: 18.4 MiB with the chart's CPU limit (500m, one core and one
-//! worker as the process counts them; its memory limit is 128 MiB), 186 MiB on 64 cores
+//! worker as the process counts them; its memory limit is 192 MiB), 186 MiB on 64 cores
 //! without a CPU limit. Before (2026-12-03) bodies up to 256 KiB were evaluated inline and
 //! larger ones one per core: 2 × cores × 16 MiB (2 GiB on 64 cores). Measured 2026-12-03
 //! (debug build, 2 cores, the client in the same process, freed pages handed back every
@@ -89,7 +89,13 @@
 //! in one process) three rounds of twelve reviews that decode to too much took the RSS from
 //! 43–46 to 132–134 MiB, still 106–132 MiB a minute later; with it every 500 ms, to
 //! 63–71 MiB during the rounds and back to 47–64 MiB once they were answered
-//! (`webhook_bad_input::memory_freed_after_large_reviews_goes_back_to_the_system`).
+//! (`webhook_bad_input::memory_freed_after_large_reviews_goes_back_to_the_system`). And blocks
+//! of 128 KiB or more are unmapped when freed ([`crate::memory::unmap_large_blocks`]): glibc
+//! otherwise raises that threshold to the largest block freed, so after one 7 MiB body every
+//! later body and decoded review stayed in the threads' heaps. Twelve concurrent 7 MiB reviews
+//! from another process over HTTP/2 (2026-12-03, debug build) peaked at 186 MiB RSS before and
+//! 132–137 MiB after, 38 MiB 15 s later against 138: what the allocator and the connections
+//! hold beyond the bounds above, inside the shipped 192 MiB memory limit.
 //!
 //! The metrics listener has the same bounds after accepting (first request head, idle,
 //! writes, HTTP/2 PINGs) and at most [`MAX_METRICS_CONNECTIONS`] (64) connections of its own;
@@ -130,7 +136,7 @@ pub const BODY_LIMIT: usize = 7 * 1024 * 1024;
 /// Bytes of request bodies all requests may hold at once: 32 MiB. kube-apiserver's reviews of a
 /// Runtime are a few KiB (a thousand of them fit), and four reviews at [`BODY_LIMIT`] (objects
 /// at the apiserver's 3 MiB limit, `object` and `oldObject`) fit at once. With the 1024
-/// connections and the process itself it stays within the shipped 128 MiB memory limit:
+/// connections and the process itself it stays within the shipped 192 MiB memory limit:
 /// unbounded, 30 HTTP/1.1 requests with 7 MiB bodies took the process to 263 MB RSS
 /// (2026-12-03).
 pub const BODY_BUDGET: usize = 32 * 1024 * 1024;
@@ -280,7 +286,9 @@ pub struct Settings {
     /// Period of the hand-back of freed heap pages to the operating system (`malloc_trim`,
     /// glibc only: [`crate::memory`]; default 10 s, `--malloc-trim-seconds`); zero: never. The
     /// decoding of a large review and the bodies leave free pages inside the heaps of the
-    /// threads that held them, which otherwise stay resident.
+    /// threads that held them, which otherwise stay resident. Unless zero, blocks of 128 KiB
+    /// or more are also unmapped as soon as they are freed ([`crate::memory::unmap_large_blocks`],
+    /// process-wide).
     pub malloc_trim: Duration,
 }
 
@@ -389,6 +397,11 @@ pub async fn start_with_hooks(settings: Settings, hooks: Router) -> anyhow::Resu
 
 async fn start_serving(settings: Settings, hooks: Option<Router>) -> anyhow::Result<Running> {
     certs::install_default_provider();
+    // Large bodies and decoded reviews go back to the system when freed (process-wide); with
+    // the trim off, glibc's malloc is left as it is.
+    if !settings.malloc_trim.is_zero() {
+        crate::memory::unmap_large_blocks();
+    }
     let dir = settings.cert_dir.clone();
     let (pair, loaded) = tokio::task::spawn_blocking(move || certs::load_dir(&dir))
         .await

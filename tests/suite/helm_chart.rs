@@ -512,7 +512,7 @@ fn helm_values_change_only_what_they_name() {
         "apps/v1 Deployment kim-system/kim-webhook: /spec/template/metadata/annotations/prometheus.io/port: None != Some(String(\"8080\"))",
         "apps/v1 Deployment kim-system/kim-webhook: /spec/template/metadata/annotations/prometheus.io/scrape: None != Some(String(\"true\"))",
         "apps/v1 Deployment kim-system/kim-webhook: /spec/template/spec/containers/0/image: \"ghcr.io/kyma-project/kim:9.9.9\" != \"ghcr.io/kyma-project/kim:0.1.0\"",
-        "apps/v1 Deployment kim-system/kim-webhook: /spec/template/spec/containers/0/resources/limits/memory: \"256Mi\" != \"128Mi\"",
+        "apps/v1 Deployment kim-system/kim-webhook: /spec/template/spec/containers/0/resources/limits/memory: \"256Mi\" != \"192Mi\"",
         "v1 ConfigMap kim-system/kim-webhook-policy: only in the Helm render",
     ];
     let (policy_wiring, rest): (Vec<_>, Vec<_>) = diff.iter().partition(|d| {
