@@ -470,6 +470,16 @@ async fn content_type_must_be_json() {
         assert_eq!(v["allowed"], false, "{ct:?}: {v}");
         assert_eq!(v["status"]["code"], 400, "{ct:?}: {v}");
     }
+    // A large body is refused the same way, its uid read from its start.
+    let r = c
+        .post(url(server.addr, "/validate"))
+        .header("content-type", "text/plain")
+        .body(review_json("ct-big", 3 * 1024 * 1024))
+        .send()
+        .await
+        .unwrap();
+    let v = response_of(&r.bytes().await.unwrap(), "ct-big");
+    assert_eq!(v["status"]["code"], 400, "{v}");
     // Parameters and case do not matter.
     let answer = async |ct| {
         response_of(
