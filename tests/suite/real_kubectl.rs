@@ -318,7 +318,7 @@ async fn kubectl_drives_the_real_control_plane() {
             "-n",
             NS,
             "-o",
-            "jsonpath={range .status.conditions[*]}{.type}={.status} {.observedGeneration} {.lastTransitionTime}{\"\\n\"}{end}",
+            "jsonpath={range .status.conditions[*]}{.type}={.status} {.observedGeneration} {.lastTransitionTime} {.reason}{\"\\n\"}{end}",
         ])
         .await;
     let rows: Vec<Vec<&str>> = out.stdout.lines().map(|l| l.split(' ').collect()).collect();
@@ -328,9 +328,19 @@ async fn kubectl_drives_the_real_control_plane() {
         "KubeconfigReady=True",
         "Configured=True",
     ]) {
+        assert_eq!(row.len(), 4, "{}", out.stdout);
         assert_eq!(row[..2], [want, "1"], "{}", out.stdout);
         assert!(row[2].ends_with('Z'), "lastTransitionTime {:?}", row[2]);
     }
+    // The controller's Event of a Runtime turned Ready (below) names each condition as
+    // `type=status/reason` (`reconciler::pass`).
+    let ready_note = format!(
+        "Runtime is Ready: {}",
+        rows.iter()
+            .map(|r| format!("{}/{}", r[0], r[3]))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
 
     // ---- printer columns ----
     let out = k.ok(&["get", "runtimes", "-n", NS]).await;
@@ -359,22 +369,8 @@ async fn kubectl_drives_the_real_control_plane() {
     );
 
     // ---- an Event as the controller publishes it, through kubectl events ----
-    // The controller's Event of a Runtime turned Ready: reason `Ready`, action `Reconcile`,
-    // the conditions as `type=status/reason` (`reconciler::pass`).
-    let out = k
-        .ok(&[
-            "get",
-            &runtime,
-            "-n",
-            NS,
-            "-o",
-            "jsonpath={range .status.conditions[*]}{.type}={.status}/{.reason}{\"\\n\"}{end}",
-        ])
-        .await;
-    let note = format!(
-        "Runtime is Ready: {}",
-        out.stdout.lines().collect::<Vec<_>>().join(", ")
-    );
+    // The controller's Event of a Runtime turned Ready: reason `Ready`, action `Reconcile`.
+    let note = ready_note;
     let event = serde_json::json!({
         "apiVersion": "events.k8s.io/v1",
         "kind": "Event",

@@ -1285,18 +1285,29 @@ async fn http_level_junk_gets_a_4xx_or_a_review() {
 // ---------------------------------------------------------------------------------------------
 // Oversized bodies.
 
-/// Measures this process's RSS, so it runs in a process of its own (rusty-fork re-runs this
-/// test binary for this one test): the other tests of the binary, running alongside in the
-/// parent, would count in the growth. The parent holds [`HEAVY`] meanwhile.
-#[test]
-fn oversized_bodies_get_413_without_being_buffered() {
-    let _heavy = HEAVY.blocking_lock();
-    in_own_process(
-        rusty_fork::rusty_fork_test_name!(oversized_bodies_get_413_without_being_buffered),
-        rusty_fork::rusty_fork_id!(),
-        oversized_bodies,
-    );
+/// `#[test] fn $name` (with the docs given): takes [`HEAVY`] and runs `$body` with [`in_own_process`].
+macro_rules! own_process_test {
+    ($(#[$doc:meta])* $name:ident, $body:path) => {
+        $(#[$doc])*
+        #[test]
+        fn $name() {
+            let _heavy = HEAVY.blocking_lock();
+            in_own_process(
+                rusty_fork::rusty_fork_test_name!($name),
+                rusty_fork::rusty_fork_id!(),
+                $body,
+            );
+        }
+    };
 }
+
+own_process_test!(
+    /// Measures this process's RSS, so it runs in a process of its own (rusty-fork re-runs this
+    /// test binary for this one test): the other tests of the binary, running alongside in the
+    /// parent, would count in the growth. The parent holds [`HEAVY`] meanwhile.
+    oversized_bodies_get_413_without_being_buffered,
+    oversized_bodies
+);
 
 /// Runs `test` on a runtime of two workers in a process of its own (rusty-fork re-runs this
 /// test binary for test `name` only), and fails when that process does.
@@ -1445,19 +1456,12 @@ fn large_legitimate_review(uid: &str, each: usize) -> Vec<u8> {
     })
 }
 
-/// Measures this process's RSS, so it runs in a process of its own, as
-/// [`oversized_bodies_get_413_without_being_buffered`] does.
-#[test]
-fn reviews_that_decode_to_too_much_get_413_within_bounded_memory() {
-    let _heavy = HEAVY.blocking_lock();
-    in_own_process(
-        rusty_fork::rusty_fork_test_name!(
-            reviews_that_decode_to_too_much_get_413_within_bounded_memory
-        ),
-        rusty_fork::rusty_fork_id!(),
-        decoded_size,
-    );
-}
+own_process_test!(
+    /// Measures this process's RSS, so it runs in a process of its own, as
+    /// [`oversized_bodies_get_413_without_being_buffered`] does.
+    reviews_that_decode_to_too_much_get_413_within_bounded_memory,
+    decoded_size
+);
 
 /// A review just under the body limit whose statuses are `[{"a":0},…]` would build hundreds of
 /// MB (measured 2026-12-03 before the bound: 444 MiB of RSS growth): it gets a 413 review with
@@ -1546,19 +1550,12 @@ async fn post_as_apiserver(
     }
 }
 
-/// Measures this process's RSS, so it runs in a process of its own, as
-/// [`oversized_bodies_get_413_without_being_buffered`] does.
-#[test]
-fn concurrent_reviews_that_decode_to_too_much_stay_within_the_decoding_bound() {
-    let _heavy = HEAVY.blocking_lock();
-    in_own_process(
-        rusty_fork::rusty_fork_test_name!(
-            concurrent_reviews_that_decode_to_too_much_stay_within_the_decoding_bound
-        ),
-        rusty_fork::rusty_fork_id!(),
-        concurrent_decoding,
-    );
-}
+own_process_test!(
+    /// Measures this process's RSS, so it runs in a process of its own, as
+    /// [`oversized_bodies_get_413_without_being_buffered`] does.
+    concurrent_reviews_that_decode_to_too_much_stay_within_the_decoding_bound,
+    concurrent_decoding
+);
 
 /// Six reviews at the body limit whose statuses are `[{"a":0},…]` and six of 240 KiB whose
 /// statuses are nested arrays: each would build far more than
@@ -1686,17 +1683,12 @@ async fn concurrent_decoding() {
     assert_serving_on(&env.h2, &env, "after").await;
 }
 
-/// Measures this process's RSS, so it runs in a process of its own, as
-/// [`oversized_bodies_get_413_without_being_buffered`] does.
-#[test]
-fn memory_freed_after_large_reviews_goes_back_to_the_system() {
-    let _heavy = HEAVY.blocking_lock();
-    in_own_process(
-        rusty_fork::rusty_fork_test_name!(memory_freed_after_large_reviews_goes_back_to_the_system),
-        rusty_fork::rusty_fork_id!(),
-        resting_rss,
-    );
-}
+own_process_test!(
+    /// Measures this process's RSS, so it runs in a process of its own, as
+    /// [`oversized_bodies_get_413_without_being_buffered`] does.
+    memory_freed_after_large_reviews_goes_back_to_the_system,
+    resting_rss
+);
 
 /// After three rounds of the [`expanding_reviews`], the process's RSS comes back to within
 /// 24 MiB of what it was before them: glibc's malloc keeps the pages freed inside the heaps of
