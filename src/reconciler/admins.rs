@@ -15,7 +15,7 @@ use crate::status::{CondStatus, State};
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleRef, Subject};
 use kube::api::{DeleteParams, ListParams, ObjectMeta, PostParams};
-use kube::{Api, Client, ResourceExt};
+use kube::{Api, Client, Resource, ResourceExt};
 use std::collections::BTreeMap;
 
 /// Label on every binding this reconciler manages.
@@ -170,7 +170,7 @@ pub async fn sync(client: Client, users: &[String]) -> Result<SyncReport, Error>
 ///
 /// Errors: the Secret cannot be read or holds no usable kubeconfig.
 async fn client_for(ctx: &Ctx, key: &str, stored: &Stored) -> Result<Client, Error> {
-    let fingerprint = super::runtime_clients::fingerprint(&stored.meta);
+    let fingerprint = super::runtime_clients::fingerprint(stored.head.meta());
     if let Some(c) = ctx.cached_client(key, &fingerprint) {
         return Ok(c);
     }
@@ -178,7 +178,7 @@ async fn client_for(ctx: &Ctx, key: &str, stored: &Stored) -> Result<Client, Err
     let secret = match &stored.secret {
         Some(s) => s,
         None => {
-            let name = stored.meta.name.clone().unwrap_or_default();
+            let name = stored.head.name_any();
             read = ctx
                 .secrets
                 .get(&name)

@@ -6,6 +6,7 @@
 
 use super::caches::Cached;
 use super::events::Publisher;
+use super::kubeconfig::SecretHead;
 use super::leader::LeaderElection;
 use super::metrics::Metrics;
 use super::runtime_clients::ClientCache;
@@ -15,7 +16,6 @@ use crate::gardener::Config;
 use crate::status::Policy;
 use backon::{BackoffBuilder, ExponentialBackoff, ExponentialBuilder};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use kube::api::PartialObjectMeta;
 use kube::runtime::events::Reporter;
 use kube::runtime::reflector::{self, store::Writer};
 use kube::{Api, Client, ResourceExt};
@@ -144,12 +144,12 @@ pub struct Ctx {
 }
 
 /// The watch caches of one controller: the Runtimes of its namespace, the Shoots of the
-/// Gardener project namespace (without `spec`) and the kubeconfig Secrets (metadata only,
+/// Gardener project namespace (without `spec`) and the kubeconfig Secrets (their heads,
 /// label `operator.kyma-project.io/managed-by: infrastructure-manager`).
 pub(crate) struct Caches {
     pub(crate) runtimes: Cached<Runtime>,
     pub(crate) shoots: Cached<ShootHead>,
-    pub(crate) secrets: Cached<PartialObjectMeta<Secret>>,
+    pub(crate) secrets: Cached<SecretHead>,
 }
 
 impl Caches {
@@ -195,7 +195,7 @@ impl Caches {
 pub(crate) struct Writers {
     pub(crate) runtimes: Writer<Runtime>,
     pub(crate) shoots: Writer<ShootHead>,
-    pub(crate) secrets: Writer<PartialObjectMeta<Secret>>,
+    pub(crate) secrets: Writer<SecretHead>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

@@ -5,11 +5,11 @@
 
 use super::caches::{Filled, OwnWrites};
 use super::context::{Ctx, Settings, Writers};
-use super::kubeconfig::{LABEL_MANAGED_BY, MANAGED_BY};
+use super::kubeconfig::{LABEL_MANAGED_BY, MANAGED_BY, SecretHead};
 use super::leader;
 use super::reconcile;
 use super::shoots::ShootHead;
-use crate::api::{LABEL_RUNTIME_ID, Runtime};
+use crate::api::Runtime;
 use futures::{Stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::PartialObjectMeta;
@@ -45,14 +45,11 @@ fn runtime_for_shoot(
 }
 
 /// The Runtime whose kubeconfig Secret `secret` is (by its runtime-id label).
-fn runtime_for_secret(
-    store: &Store<Runtime>,
-    secret: &PartialObjectMeta<Secret>,
-) -> Option<ObjectRef<Runtime>> {
-    let rid = secret.labels().get(LABEL_RUNTIME_ID)?;
+fn runtime_for_secret(store: &Store<Runtime>, secret: &SecretHead) -> Option<ObjectRef<Runtime>> {
+    let rid = secret.runtime_id()?;
     let namespace = secret.namespace().unwrap_or_default();
     named_by_runtime_id(store, &namespace, rid)
-        .or_else(|| store.find(|rt| rt.runtime_id() == Some(rid.as_str())))
+        .or_else(|| store.find(|rt| rt.runtime_id() == Some(rid)))
         .map(|rt| ObjectRef::from_obj(rt.as_ref()))
 }
 
@@ -121,6 +118,18 @@ fn delivered<K: Resource<DynamicType = ()> + Clone>(
     }
 }
 
+/// The event of a metadata watch of kubeconfig Secrets with each Secret cut to its head.
+fn secret_heads(event: watcher::Event<PartialObjectMeta<Secret>>) -> watcher::Event<SecretHead> {
+    let head = |s: PartialObjectMeta<Secret>| SecretHead::of(&s.metadata);
+    match event {
+        watcher::Event::Apply(s) => watcher::Event::Apply(head(s)),
+        watcher::Event::Delete(s) => watcher::Event::Delete(head(s)),
+        watcher::Event::InitApply(s) => watcher::Event::InitApply(head(s)),
+        watcher::Event::Init => watcher::Event::Init,
+        watcher::Event::InitDone => watcher::Event::InitDone,
+    }
+}
+
 /// The three watches of a controller, each filling its cache ([`Writers`]): Runtimes (the
 /// trigger of their own reconciles), Shoots without `spec`, kubeconfig Secrets as metadata.
 #[allow(clippy::type_complexity)]
@@ -130,7 +139,7 @@ pub(crate) fn watches(
 ) -> (
     impl Stream<Item = Arc<Runtime>> + Send + 'static,
     impl Stream<Item = Arc<ShootHead>> + Send + 'static,
-    impl Stream<Item = Arc<PartialObjectMeta<Secret>>> + Send + 'static,
+    impl Stream<Item = Arc<SecretHead>> + Send + 'static,
 ) {
     let own = ctx.caches.runtimes.own_writes();
     let filled = ctx.caches.runtimes.filled().clone();
@@ -173,7 +182,7 @@ pub(crate) fn watches(
         kube::Api::namespaced(ctx.settings.kcp.clone(), &ctx.settings.namespace);
     let secrets = watcher(secrets_meta, watch_config(ctx, PAGE_SIZE).labels(&selector))
         .default_backoff()
-        .modify(strip_managed_fields)
+        .map_ok(secret_heads)
         .reflect(writers.secrets)
         .inspect_ok({
             let own = ctx.caches.secrets.own_writes();
@@ -335,7 +344,7 @@ async fn run_controller(ctx: Arc<Ctx>, mut stop: watch::Receiver<bool>) {
         .watches_shared_stream(shoots, move |shoot: Arc<ShootHead>| {
             runtime_for_shoot(&store, &namespace, &shoot)
         })
-        .watches_shared_stream(secrets, move |secret: Arc<PartialObjectMeta<Secret>>| {
+        .watches_shared_stream(secrets, move |secret: Arc<SecretHead>| {
             runtime_for_secret(&by_secret, &secret)
         })
         .with_config(controller::Config::default().concurrency(ctx.settings.concurrency))

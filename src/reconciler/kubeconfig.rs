@@ -4,10 +4,11 @@
 //! renewed once it is older than `expirationSeconds × rotationFraction` (annotation
 //! `operator.kyma-project.io/last-sync`).
 //!
-//! The Secret is read from the controller's cache of kubeconfig Secrets, as metadata
-//! ([`super::caches`]): whether and when to renew is in its annotations, and the kubeconfig
-//! itself is read only when a runtime-cluster client has to be built ([`Stored`]). The
-//! kubeconfig is never logged and never put into a condition message or error.
+//! The Secret is read from the controller's cache of kubeconfig Secrets, as the few fields of
+//! its metadata a reconcile reads ([`SecretHead`]): whether and when to renew is in its
+//! annotations, and the kubeconfig itself is read only when a runtime-cluster client has to be
+//! built ([`Stored`]). The kubeconfig is never logged and never put into a condition message or
+//! error.
 
 use super::error::{self, Error};
 use super::pass::Pass;
@@ -18,10 +19,13 @@ use crate::api::{ADMIN_KUBECONFIG_SUBRESOURCE, AdminKubeconfigRequest, LABEL_RUN
 use crate::status::table::types::KUBECONFIG_READY;
 use crate::status::{CondStatus, State};
 use chrono::{DateTime, Utc};
-use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
-use kube::ResourceExt;
-use kube::api::{ObjectMeta, PartialObjectMeta, PostParams};
+use k8s_openapi::{ByteString, NamespaceResourceScope};
+use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
+use kube::{Resource, ResourceExt};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -47,13 +51,101 @@ pub(crate) const ANNOTATION_EXPIRATION: &str =
 /// the next rotation.
 pub(crate) const ANNOTATION_SHOOT_UID: &str = "infrastructuremanager.kyma-project.io/shoot-uid";
 
+/// The annotations of a kubeconfig Secret a reconcile reads; the cache keeps no other.
+const ANNOTATIONS_READ: [&str; 3] = [
+    ANNOTATION_LAST_SYNC,
+    ANNOTATION_EXPIRATION,
+    ANNOTATION_SHOOT_UID,
+];
+
+/// A kubeconfig Secret as the controller's watch cache holds it: its identity (name, namespace,
+/// uid, resourceVersion, deletion), its runtime-id label and [`ANNOTATIONS_READ`] — nothing
+/// else.
+///
+/// Watched as `PartialObjectMetadata` (kube-runtime's metadata watcher), so neither a list nor
+/// a watch event carries a kubeconfig, and cut to these fields when it arrives: the whole
+/// `ObjectMeta` of a Secret kim wrote holds two maps (three labels, three annotations, more on
+/// a Secret KIM wrote), a B-tree node each. A renewal writes the Secret with a merge patch of
+/// kim's own labels, annotations and key ([`renew`]), so it needs none of the others.
+///
+/// (`Deserialize` only for the Controller's bounds: the cache is filled with [`SecretHead::of`].)
+#[derive(Deserialize, Debug, Clone, PartialEq, Default)]
+pub(crate) struct SecretHead {
+    #[serde(default)]
+    metadata: ObjectMeta,
+    #[serde(skip)]
+    runtime_id: Option<String>,
+    /// The values of [`ANNOTATIONS_READ`], in that order.
+    #[serde(skip)]
+    read: [Option<String>; ANNOTATIONS_READ.len()],
+}
+
+impl SecretHead {
+    /// The head of a Secret with metadata `meta`.
+    pub(crate) fn of(meta: &ObjectMeta) -> SecretHead {
+        let annotation = |key: &str| meta.annotations.as_ref()?.get(key).cloned();
+        SecretHead {
+            metadata: ObjectMeta {
+                name: meta.name.clone(),
+                namespace: meta.namespace.clone(),
+                uid: meta.uid.clone(),
+                resource_version: meta.resource_version.clone(),
+                deletion_timestamp: meta.deletion_timestamp.clone(),
+                ..ObjectMeta::default()
+            },
+            runtime_id: meta
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(LABEL_RUNTIME_ID))
+                .cloned(),
+            read: ANNOTATIONS_READ.map(annotation),
+        }
+    }
+
+    /// The value of the runtime-id label ([`LABEL_RUNTIME_ID`]), if any.
+    pub(crate) fn runtime_id(&self) -> Option<&str> {
+        self.runtime_id.as_deref()
+    }
+
+    /// The value of annotation `key` of [`ANNOTATIONS_READ`].
+    fn annotation(&self, key: &str) -> Option<&str> {
+        let i = ANNOTATIONS_READ.iter().position(|k| *k == key)?;
+        self.read[i].as_deref()
+    }
+}
+
+/// Addressed as core/v1 `secrets`, exactly as [`Secret`].
+impl Resource for SecretHead {
+    type DynamicType = ();
+    type Scope = NamespaceResourceScope;
+
+    fn kind(dt: &()) -> Cow<'_, str> {
+        Secret::kind(dt)
+    }
+    fn group(dt: &()) -> Cow<'_, str> {
+        Secret::group(dt)
+    }
+    fn version(dt: &()) -> Cow<'_, str> {
+        Secret::version(dt)
+    }
+    fn api_version(dt: &()) -> Cow<'_, str> {
+        Secret::api_version(dt)
+    }
+    fn plural(dt: &()) -> Cow<'_, str> {
+        Secret::plural(dt)
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
 /// Whether `secret` holds the kubeconfig of another Shoot than `shoot` (a Secret written
 /// without [`ANNOTATION_SHOOT_UID`], by KIM or an older kim, is taken to be `shoot`'s).
-pub(crate) fn for_another_shoot(secret: &impl ResourceExt, shoot: &Shoot) -> bool {
-    match (
-        secret.annotations().get(ANNOTATION_SHOOT_UID),
-        &shoot.metadata.uid,
-    ) {
+pub(crate) fn for_another_shoot(secret: &SecretHead, shoot: &Shoot) -> bool {
+    match (secret.annotation(ANNOTATION_SHOOT_UID), &shoot.metadata.uid) {
         (Some(stored), Some(uid)) => stored != uid,
         _ => false,
     }
@@ -64,32 +156,31 @@ pub(crate) fn secret_name(runtime_id: &str) -> String {
     format!("{SECRET_PREFIX}{runtime_id}")
 }
 
-/// The kubeconfig Secret of a Runtime as step 5 leaves it: its metadata, and the whole
-/// Secret when this pass wrote it (so step 6 needs no read of it).
+/// The kubeconfig Secret of a Runtime as step 5 leaves it: its head, and the whole Secret when
+/// this pass wrote it (so step 6 needs no read of it).
 pub(crate) struct Stored {
-    /// The Secret's metadata (name, uid, resourceVersion, annotations).
-    pub(crate) meta: ObjectMeta,
+    /// The Secret's head (name, uid, resourceVersion, the annotations read).
+    pub(crate) head: SecretHead,
     /// The Secret with its kubeconfig, when written in this pass.
     pub(crate) secret: Option<Secret>,
 }
 
-/// When the Secret's kubeconfig was last written, from [`ANNOTATION_LAST_SYNC`].
-pub(crate) fn last_sync(secret: &impl ResourceExt) -> Option<DateTime<Utc>> {
-    secret
-        .annotations()
-        .get(ANNOTATION_LAST_SYNC)
-        .and_then(|v| DateTime::parse_from_rfc3339(v).ok())
+/// Parses an RFC 3339 time.
+fn time(value: &str) -> Option<DateTime<Utc>> {
+    DateTime::parse_from_rfc3339(value)
+        .ok()
         .map(|t| t.with_timezone(&Utc))
+}
+
+/// When the Secret's kubeconfig was last written, from [`ANNOTATION_LAST_SYNC`].
+pub(crate) fn last_sync(secret: &SecretHead) -> Option<DateTime<Utc>> {
+    secret.annotation(ANNOTATION_LAST_SYNC).and_then(time)
 }
 
 /// When the kubeconfig in `secret` expires: [`ANNOTATION_EXPIRATION`], or, for a Secret written
 /// without it, its last sync plus `lifetime` (the configured `expirationSeconds`).
-pub(crate) fn expires_at(secret: &impl ResourceExt, lifetime: Duration) -> Option<DateTime<Utc>> {
-    let annotated = secret
-        .annotations()
-        .get(ANNOTATION_EXPIRATION)
-        .and_then(|v| DateTime::parse_from_rfc3339(v).ok())
-        .map(|t| t.with_timezone(&Utc));
+pub(crate) fn expires_at(secret: &SecretHead, lifetime: Duration) -> Option<DateTime<Utc>> {
+    let annotated = secret.annotation(ANNOTATION_EXPIRATION).and_then(time);
     annotated.or_else(|| {
         let lifetime = chrono::Duration::from_std(lifetime).ok()?;
         last_sync(secret).map(|t| t + lifetime)
@@ -100,7 +191,7 @@ pub(crate) fn expires_at(secret: &impl ResourceExt, lifetime: Duration) -> Optio
 /// older than `rotate_after`. (A Secret whose kubeconfig turns out unusable when it is read is
 /// renewed by the next pass, `Ctx::kubeconfig_unusable`.)
 pub(crate) fn renew_in(
-    secret: Option<&impl ResourceExt>,
+    secret: Option<&SecretHead>,
     now: DateTime<Utc>,
     rotate_after: Duration,
 ) -> Duration {
@@ -132,39 +223,33 @@ pub(crate) async fn run(pass: &mut Pass<'_>, shoot: &Shoot) -> Result<(Stored, D
         )));
     };
     let name = secret_name(&rid);
-    let existing: Option<PartialObjectMeta<Secret>> =
-        ctx.caches.secrets.get(&name).map(|s| s.as_ref().clone());
+    let existing = ctx.caches.secrets.get(&name);
     let rotate_after = ctx.settings.config.kubeconfig_rotation_after();
     let now = Utc::now();
     let unusable = ctx.take_unusable(&pass.key());
     let replaced = existing
-        .as_ref()
+        .as_deref()
         .is_some_and(|s| for_another_shoot(s, shoot));
-    let due = renew_in(existing.as_ref(), now, rotate_after).is_zero();
-    let stored = if unusable || replaced || due {
-        match renew(pass, shoot, &rid, existing.as_ref(), now).await {
+    let due = renew_in(existing.as_deref(), now, rotate_after).is_zero();
+    let stored = match existing {
+        Some(head) if !(unusable || replaced || due) => Stored {
+            head: head.as_ref().clone(),
+            secret: None,
+        },
+        existing => match renew(pass, shoot, &rid, existing.as_deref(), now).await {
             Ok(s) => Stored {
-                meta: s.metadata.clone(),
+                head: SecretHead::of(&s.metadata),
                 secret: Some(s),
             },
             Err((error, message)) => {
                 return pass.fail(error, State::Pending, failed(message));
             }
-        }
-    } else {
-        let meta = existing
-            .expect("renew_in is zero without a Secret")
-            .metadata;
-        Stored { meta, secret: None }
-    };
-    let secret = PartialObjectMeta::<Secret> {
-        metadata: stored.meta.clone(),
-        ..Default::default()
+        },
     };
     let lifetime = Duration::from_secs(
         u64::try_from(ctx.settings.config.kubeconfig.expiration_seconds).unwrap_or(0),
     );
-    if let Some(at) = expires_at(&secret, lifetime) {
+    if let Some(at) = expires_at(&stored.head, lifetime) {
         ctx.metrics()
             .set_kubeconfig_expiry(&pass.key(), at.timestamp());
     }
@@ -176,32 +261,21 @@ pub(crate) async fn run(pass: &mut Pass<'_>, shoot: &Shoot) -> Result<(Stored, D
             KUBECONFIG_CREATED,
         )],
     ));
-    let renew = renew_in(Some(&secret), Utc::now(), rotate_after).max(Duration::from_secs(1));
+    let renew = renew_in(Some(&stored.head), Utc::now(), rotate_after).max(Duration::from_secs(1));
     Ok((stored, renew))
 }
 
-/// Sets each `(key, value)` in `map`, removing the keys whose value is unknown (not left stale
-/// from the version before).
-fn set_all(map: &mut Option<BTreeMap<String, String>>, entries: &[(&str, Option<String>)]) {
-    let map = map.get_or_insert_with(BTreeMap::new);
-    for (key, value) in entries {
-        match value {
-            Some(v) => map.insert((*key).to_string(), v.clone()),
-            None => map.remove(*key),
-        };
-    }
-}
-
-/// Requests a kubeconfig and writes the Secret (create, or replace at the resourceVersion
-/// read, keeping the labels, annotations, owners and finalizers others put on it: kim sets
-/// only its own three labels and three annotations; kubectl's last-applied configuration is not
-/// kept, the cache drops it). Errors carry a message for the condition
-/// that holds no secret material.
+/// Requests a kubeconfig and writes the Secret: created, or, when it exists, changed with a JSON
+/// merge patch (RFC 7386) of kim's three labels, three annotations and the `config` key only —
+/// the labels, annotations, keys, owners and finalizers others put on it stay as they are, with
+/// no read of the Secret first, and the patch cannot conflict. A Secret of that name that the
+/// cache does not hold (without kim's label: written by hand or by another tool) is taken over
+/// the same way. Errors carry a message for the condition that holds no secret material.
 async fn renew(
     pass: &Pass<'_>,
     shoot: &Shoot,
     rid: &str,
-    existing: Option<&PartialObjectMeta<Secret>>,
+    existing: Option<&SecretHead>,
     now: DateTime<Utc>,
 ) -> Result<Secret, (Error, String)> {
     let ctx = pass.ctx;
@@ -242,12 +316,12 @@ async fn renew(
         (Error::Other(message.clone()), message)
     })?;
     let name = secret_name(rid);
-    let own_labels = [
+    let labels = [
         (LABEL_RUNTIME_ID, Some(rid.to_string())),
         (LABEL_MANAGED_BY, Some(MANAGED_BY.to_string())),
         (LABEL_CLUSTER_NAME, Some(rid.to_string())),
     ];
-    let own_annotations = [
+    let annotations = [
         (
             ANNOTATION_LAST_SYNC,
             Some(now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
@@ -255,45 +329,45 @@ async fn renew(
         (ANNOTATION_EXPIRATION, expiration),
         (ANNOTATION_SHOOT_UID, shoot.metadata.uid.clone()),
     ];
-    // The metadata written over `base` (the Secret as read, if any): kim's labels and
-    // annotations set on top of the others.
-    let metadata_over = |base: Option<&ObjectMeta>| {
-        let mut meta = base.cloned().unwrap_or_default();
-        meta.name = Some(name.clone());
-        meta.namespace = Some(ctx.settings.namespace.clone());
-        meta.managed_fields = None;
-        set_all(&mut meta.labels, &own_labels);
-        set_all(&mut meta.annotations, &own_annotations);
-        meta
+    let data = ByteString(kubeconfig);
+    let name = &name;
+    let create = || {
+        let secret = Secret {
+            metadata: ObjectMeta {
+                name: Some(name.clone()),
+                namespace: Some(ctx.settings.namespace.clone()),
+                labels: Some(known(&labels)),
+                annotations: Some(known(&annotations)),
+                ..ObjectMeta::default()
+            },
+            data: Some(BTreeMap::from([(SECRET_KEY.to_string(), data.clone())])),
+            type_: Some("Opaque".to_string()),
+            ..Secret::default()
+        };
+        async move { ctx.secrets.create(&PostParams::default(), &secret).await }
     };
-    let secret = Secret {
-        metadata: metadata_over(existing.map(|s| &s.metadata)),
-        data: Some(BTreeMap::from([(
-            SECRET_KEY.to_string(),
-            ByteString(kubeconfig),
-        )])),
-        type_: Some("Opaque".to_string()),
-        ..Secret::default()
-    };
-    let written = match existing {
-        Some(_) => {
+    let patch = || {
+        // An annotation whose value is unknown (no expiration answered) is removed (null), not
+        // left stale from the kubeconfig before.
+        let body = json!({
+            "metadata": {"labels": merged(&labels), "annotations": merged(&annotations)},
+            "data": {SECRET_KEY: data.clone()},
+        });
+        async move {
             ctx.secrets
-                .replace(&name, &PostParams::default(), &secret)
+                .patch(name, &PatchParams::default(), &Patch::Merge(&body))
                 .await
         }
-        None => match ctx.secrets.create(&PostParams::default(), &secret).await {
-            // It exists, but not in the cache: without kim's label (written by hand, or by an
-            // older tool). Replaced at the version read, as a cached one is.
-            Err(e) if error::is_conflict(&e) => match ctx.secrets.get(&name).await {
-                Ok(current) => {
-                    let mut secret = secret;
-                    secret.metadata = metadata_over(Some(&current.metadata));
-                    ctx.secrets
-                        .replace(&name, &PostParams::default(), &secret)
-                        .await
-                }
-                Err(e) => Err(e),
-            },
+    };
+    let written = match existing {
+        // Deleted since the cache saw it.
+        Some(_) => match patch().await {
+            Err(e) if error::is_not_found(&e) => create().await,
+            other => other,
+        },
+        // It exists, but not in the cache.
+        None => match create().await {
+            Err(e) if error::is_conflict(&e) => patch().await,
             other => other,
         },
     };
@@ -303,17 +377,104 @@ async fn renew(
         (Error::api(what, e), message)
     })?;
     tracing::info!(runtime = %pass.key(), secret = %name, "kubeconfig Secret written");
-    let meta = PartialObjectMeta::<Secret> {
-        metadata: ObjectMeta {
-            managed_fields: None,
-            ..written.metadata.clone()
-        },
-        ..Default::default()
-    };
-    let before = existing.map(|e| PartialObjectMeta::<Secret> {
-        metadata: e.metadata.clone(),
-        ..Default::default()
-    });
-    ctx.caches.secrets.wrote(&name, before.as_ref(), meta);
+    ctx.caches
+        .secrets
+        .wrote(name, existing, SecretHead::of(&written.metadata));
     Ok(written)
+}
+
+/// The entries of `entries` whose value is known, as a label or annotation map.
+fn known(entries: &[(&str, Option<String>)]) -> BTreeMap<String, String> {
+    entries
+        .iter()
+        .filter_map(|(key, value)| Some((key.to_string(), value.clone()?)))
+        .collect()
+}
+
+/// `entries` as a JSON merge patch of a map: an unknown value as `null` (the key removed).
+fn merged(entries: &[(&str, Option<String>)]) -> Map<String, Value> {
+    entries
+        .iter()
+        .map(|(key, value)| (key.to_string(), json!(value)))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(labels: &[(&str, &str)], annotations: &[(&str, &str)]) -> ObjectMeta {
+        let map = |entries: &[(&str, &str)]| {
+            Some(
+                entries
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            )
+        };
+        ObjectMeta {
+            name: Some("kubeconfig-rid".into()),
+            namespace: Some("kcp-system".into()),
+            uid: Some("u1".into()),
+            resource_version: Some("7".into()),
+            labels: map(labels),
+            annotations: map(annotations),
+            finalizers: Some(vec!["someone/else".into()]),
+            ..ObjectMeta::default()
+        }
+    }
+
+    #[test]
+    fn a_head_keeps_what_a_reconcile_reads_and_nothing_else() {
+        let head = SecretHead::of(&meta(
+            &[(LABEL_RUNTIME_ID, "rid"), ("team", "a")],
+            &[
+                (ANNOTATION_LAST_SYNC, "2026-12-03T10:00:00Z"),
+                (ANNOTATION_SHOOT_UID, "s1"),
+                ("note", "large"),
+            ],
+        ));
+        assert_eq!(head.runtime_id(), Some("rid"));
+        assert_eq!(
+            head.annotation(ANNOTATION_LAST_SYNC),
+            Some("2026-12-03T10:00:00Z")
+        );
+        assert_eq!(head.annotation(ANNOTATION_SHOOT_UID), Some("s1"));
+        assert_eq!(head.annotation(ANNOTATION_EXPIRATION), None);
+        assert_eq!(head.annotation("note"), None);
+        let m = head.meta();
+        assert_eq!(
+            (
+                m.name.as_deref(),
+                m.uid.as_deref(),
+                m.resource_version.as_deref()
+            ),
+            (Some("kubeconfig-rid"), Some("u1"), Some("7"))
+        );
+        assert!(m.labels.is_none() && m.annotations.is_none() && m.finalizers.is_none());
+        let expected = DateTime::parse_from_rfc3339("2026-12-03T10:00:00Z").unwrap();
+        assert_eq!(last_sync(&head), Some(expected.with_timezone(&Utc)));
+        // Without an expiration annotation: the last sync plus the configured lifetime.
+        assert_eq!(
+            expires_at(&head, Duration::from_secs(3600)),
+            Some(expected.with_timezone(&Utc) + chrono::Duration::hours(1))
+        );
+    }
+
+    #[test]
+    fn a_renewal_patch_removes_an_unknown_annotation_and_sets_the_others() {
+        let patch = merged(&[
+            (ANNOTATION_LAST_SYNC, Some("t".to_string())),
+            (ANNOTATION_EXPIRATION, None),
+        ]);
+        assert_eq!(
+            Value::Object(patch),
+            json!({ANNOTATION_LAST_SYNC: "t", ANNOTATION_EXPIRATION: null})
+        );
+        let created = known(&[
+            (ANNOTATION_LAST_SYNC, Some("t".to_string())),
+            (ANNOTATION_EXPIRATION, None),
+        ]);
+        assert_eq!(created.len(), 1);
+    }
 }

@@ -421,7 +421,7 @@ fn cases() -> Vec<Case> {
             "writing Secret kubeconfig-",
         ),
         core(
-            "update",
+            "patch",
             "secrets",
             Setup::StaleSecret,
             "writing Secret kubeconfig-",
