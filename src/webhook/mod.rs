@@ -141,7 +141,7 @@ pub async fn run(args: WebhookArgs) -> anyhow::Result<()> {
     );
     if args.dev {
         eprintln!(
-            "\nkim webhook (dev) on https://localhost:{port}\n  curl --cacert {ca} -H 'Content-Type: application/json' --data @review.json https://localhost:{port}/validate\n  curl --cacert {ca} https://localhost:{port}/readyz\n  curl http://{metrics}/metrics\n",
+            "\nkim webhook (dev) on https://localhost:{port}\n  curl --cacert {ca} -H 'Content-Type: application/json' --data @samples/admission/kubewarden_kwctl_privileged-pod-admission-review.json https://localhost:{port}/validate\n  curl --cacert {ca} https://localhost:{port}/readyz\n  curl http://{metrics}/metrics\n",
             port = running.addr.port(),
             ca = cert_dir.join(certs::CA_FILE).display(),
             metrics = running.metrics_addr,

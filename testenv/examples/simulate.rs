@@ -355,9 +355,10 @@ async fn run(tmp: &Path) -> Res<()> {
     // ---- provisioning ----
     let api = control.runtimes.clone();
     println!(
-        "{} --- creating {} sample Runtimes ---",
+        "{} --- creating {} sample Runtime{} ---",
         clock.stamp(),
-        runtimes.len()
+        runtimes.len(),
+        if runtimes.len() == 1 { "" } else { "s" }
     );
     let mut names = Vec::new();
     for rt in &runtimes {
