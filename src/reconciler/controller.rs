@@ -76,13 +76,14 @@ fn strip_managed_fields<K: Resource>(object: &mut K) {
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
 /// Shoots per page of the Shoot cache's first list (kube-runtime's default, kept for the
-/// Runtimes and Secrets, is 500). A page is decoded whole, with what the cache then drops
-/// (`managedFields`, conditions, constraints): 500 Shoots of ~19 KiB held at once raised a
-/// cold start's peak above the provisioning's at 10 000 Runtimes (158.4 MiB against 142.9 with
-/// pages of 100, 2026-12-03, BENCHMARKS.md). The small objects keep large pages: 100 per page
-/// for every cache tripled kube-apiserver's CPU in a cold start (each page after the first is
-/// read from etcd).
-const SHOOT_PAGE_SIZE: u32 = 100;
+/// Runtimes and Secrets, is 500). A page's body is held whole while it is decoded: when the
+/// decoding also built what the cache then drops (`managedFields`, conditions, constraints),
+/// 500 Shoots of ~19 KiB at once raised a cold start's peak above the provisioning's at 10 000
+/// Runtimes (158.4 MiB against 142.9 with pages of 100, 2026-12-03, BENCHMARKS.md). Now that
+/// the decoding skips those ([`ShootHead`]), a page costs about its bytes; pages of 250 halve
+/// the round trips of pages of 100 (each page after the first is read from etcd: 100 per page
+/// for every cache tripled kube-apiserver's CPU in a cold start).
+const SHOOT_PAGE_SIZE: u32 = 250;
 
 /// The watch configuration of every cache. Streamed ([`Settings::streaming_lists`]): the first
 /// list arrives as watch events, one object at a time, so no list answer is ever held whole (a

@@ -8,7 +8,7 @@ use crate::api::{
     ANNOTATION_RUNTIME_ID, LastError, LastOperation, OPERATION_RETRY, Runtime, Shoot, ShootStatus,
 };
 use k8s_openapi::NamespaceResourceScope;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::Resource;
 use kube::ResourceExt;
 use kube::api::{Patch, PatchParams};
@@ -66,15 +66,86 @@ const ANNOTATIONS_READ: [&str; 4] = [
 ///
 /// The annotations read are kept as fields (`metadata.annotations` is emptied): a map of four
 /// entries costs a whole B-tree node, about 0.6 KiB per Shoot.
-#[derive(Deserialize, Debug, Clone, PartialEq, Default)]
+///
+/// Decoded from the wire through [`WireShoot`], which names only these fields: a Shoot's
+/// `managedFields`, labels, conditions and constraints (most of its ~19 KiB besides the `spec`)
+/// are skipped by the decoder, never built, so a page of a first list costs its bytes and not
+/// their decoded copies.
+#[derive(Debug, Clone, PartialEq, Default)]
 pub(crate) struct ShootHead {
-    #[serde(default)]
     metadata: ObjectMeta,
-    #[serde(default)]
     status: Option<ShootStatus>,
     /// The values of [`ANNOTATIONS_READ`], in that order (filled by [`ShootHead::slim`]).
-    #[serde(skip)]
     read: [Option<String>; ANNOTATIONS_READ.len()],
+}
+
+/// The fields of a Shoot's metadata a [`ShootHead`] keeps, as they arrive.
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+struct WireMeta {
+    name: Option<String>,
+    namespace: Option<String>,
+    uid: Option<String>,
+    resource_version: Option<String>,
+    generation: Option<i64>,
+    creation_timestamp: Option<Time>,
+    deletion_timestamp: Option<Time>,
+    deletion_grace_period_seconds: Option<i64>,
+    annotations: Option<BTreeMap<String, String>>,
+}
+
+/// The fields of a Shoot's status a [`ShootHead`] keeps, as they arrive.
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+struct WireStatus {
+    last_operation: Option<LastOperation>,
+    last_errors: Vec<LastError>,
+    observed_generation: Option<i64>,
+    seed_name: Option<String>,
+    #[serde(rename = "technicalID")]
+    technical_id: Option<String>,
+}
+
+/// A Shoot as the watch decodes it for a [`ShootHead`]: every other field is skipped unbuilt.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct WireShoot {
+    metadata: WireMeta,
+    status: Option<WireStatus>,
+}
+
+impl<'de> Deserialize<'de> for ShootHead {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<ShootHead, D::Error> {
+        let WireShoot {
+            metadata: m,
+            status,
+        } = WireShoot::deserialize(d)?;
+        let mut head = ShootHead {
+            metadata: ObjectMeta {
+                name: m.name,
+                namespace: m.namespace,
+                uid: m.uid,
+                resource_version: m.resource_version,
+                generation: m.generation,
+                creation_timestamp: m.creation_timestamp,
+                deletion_timestamp: m.deletion_timestamp,
+                deletion_grace_period_seconds: m.deletion_grace_period_seconds,
+                annotations: m.annotations,
+                ..ObjectMeta::default()
+            },
+            status: status.map(|s| ShootStatus {
+                last_operation: s.last_operation,
+                last_errors: s.last_errors,
+                observed_generation: s.observed_generation,
+                seed_name: s.seed_name,
+                technical_id: s.technical_id,
+                extra: Default::default(),
+            }),
+            read: Default::default(),
+        };
+        head.slim();
+        Ok(head)
+    }
 }
 
 impl ShootHead {
@@ -93,10 +164,13 @@ impl ShootHead {
     /// watch delivers.
     pub(crate) fn slim(&mut self) {
         let meta = &mut self.metadata;
+        // Only the fields `WireMeta` names.
         meta.managed_fields = None;
         meta.labels = None;
         meta.owner_references = None;
         meta.finalizers = None;
+        meta.generate_name = None;
+        meta.self_link = None;
         if let Some(mut annotations) = meta.annotations.take() {
             for (value, key) in self.read.iter_mut().zip(ANNOTATIONS_READ) {
                 *value = annotations.remove(key);
@@ -249,8 +323,14 @@ mod tests {
             "metadata": {
                 "name": "s", "namespace": "garden-p", "uid": "u1", "resourceVersion": "7",
                 "generation": 3,
+                "creationTimestamp": "2026-12-02T09:00:00Z",
+                "generateName": "s-",
                 "labels": {"account": "a"},
                 "finalizers": ["gardener"],
+                "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "c",
+                    "uid": "u2"}],
+                "managedFields": [{"manager": "kim", "operation": "Apply",
+                    "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {}}}],
                 "annotations": {
                     ANNOTATION_RUNTIME_ID: "rid",
                     ANNOTATION_OPERATION: "retry",
