@@ -448,7 +448,9 @@ WEBHOOKS = {
 #   runtimes         list+watch: kube-runtime Controller (watcher ListWatch); get: re-read after
 #                    a 409 (reconcile.rs); patch: the finalizer, a JSON patch (reconcile.rs)
 #   runtimes/status  update: replace_status (reconcile.rs, Pass::write)
-#   secrets          get/create/update(replace)/delete: kubeconfig.rs, delete.rs
+#   secrets          list+watch: the metadata cache (controller.rs); get: the kubeconfig for a
+#                    runtime-cluster client (admins.rs); create/patch (a merge patch of kim's
+#                    keys)/delete: kubeconfig.rs, delete.rs
 #   events.k8s.io    create: events.rs Publisher, in the Runtime's namespace (no EventSeries,
 #                    so never a patch)
 #   leases           kube-lease-manager 0.13: get, create (AutoCreate), patch (lock, renew,
@@ -460,7 +462,7 @@ CONTROLLER_RULES = {
     CONTROLLER_NAMESPACE: {
         (RT_GROUP, "runtimes", None): {"get", "list", "watch", "patch"},
         (RT_GROUP, "runtimes/status", None): {"update"},
-        ("", "secrets", None): {"get", "list", "watch", "create", "update", "delete"},
+        ("", "secrets", None): {"get", "list", "watch", "create", "patch", "delete"},
         ("events.k8s.io", "events", None): {"create"},
     },
     LEASE_NAMESPACE: {

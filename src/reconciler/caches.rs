@@ -23,8 +23,8 @@
 //! recorded: the store has it, or something after it.
 //!
 //! What the stores hold is cut to what a reconcile reads: no `managedFields` anywhere; a Shoot
-//! without its `spec` (only the update reads it, with a GET of its own); a Secret as metadata only
-//! (the kubeconfig is read with a GET when a runtime-cluster client has to be built, so 10 000
+//! without its `spec` (only the update reads it, with a GET of its own); a Secret as its head,
+//! a few fields of its metadata (the kubeconfig is read with a GET when a runtime-cluster client has to be built, so 10 000
 //! kubeconfigs are not held in memory).
 
 use kube::Resource;

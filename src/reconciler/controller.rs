@@ -5,7 +5,7 @@
 
 use super::caches::{Filled, OwnWrites};
 use super::context::{Ctx, Settings, Writers};
-use super::kubeconfig::{LABEL_MANAGED_BY, MANAGED_BY, SecretHead};
+use super::kubeconfig::{LABEL_MANAGED_BY, LAST_APPLIED, MANAGED_BY, SecretHead};
 use super::leader;
 use super::reconcile;
 use super::shoots::ShootHead;
@@ -71,9 +71,6 @@ fn strip_managed_fields<K: Resource>(object: &mut K) {
         annotations.remove(LAST_APPLIED);
     }
 }
-
-/// kubectl's annotation holding the last applied configuration.
-const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
 /// Shoots per page of the Shoot cache's first list (kube-runtime's default, kept for the
 /// Runtimes and Secrets, is 500). A page's body is held whole while it is decoded: when the

@@ -46,6 +46,9 @@ pub(crate) const ANNOTATION_LAST_SYNC: &str = "operator.kyma-project.io/last-syn
 pub(crate) const ANNOTATION_EXPIRATION: &str =
     "infrastructuremanager.kyma-project.io/kubeconfig-expiration";
 
+/// kubectl's annotation holding the last applied configuration.
+pub(crate) const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
 /// Annotation with the uid of the Shoot whose kubeconfig the Secret holds: a Shoot deleted and
 /// created again (another cluster under the same name) gets a new kubeconfig at once, not at
 /// the next rotation.
@@ -266,9 +269,10 @@ pub(crate) async fn run(pass: &mut Pass<'_>, shoot: &Shoot) -> Result<(Stored, D
 }
 
 /// Requests a kubeconfig and writes the Secret: created, or, when it exists, changed with a JSON
-/// merge patch (RFC 7386) of kim's three labels, three annotations and the `config` key only —
-/// the labels, annotations, keys, owners and finalizers others put on it stay as they are, with
-/// no read of the Secret first, and the patch cannot conflict. A Secret of that name that the
+/// merge patch (RFC 7386) of kim's three labels, three annotations and the `config` key only
+/// (with `type: Opaque`, and kubectl's last-applied copy removed) — the labels, annotations,
+/// keys, owners and finalizers others put on it stay as they are, with no read of the Secret
+/// first, and the patch cannot conflict. A Secret of that name that the
 /// cache does not hold (without kim's label: written by hand or by another tool) is taken over
 /// the same way. Errors carry a message for the condition that holds no secret material.
 async fn renew(
@@ -348,9 +352,14 @@ async fn renew(
     };
     let patch = || {
         // An annotation whose value is unknown (no expiration answered) is removed (null), not
-        // left stale from the kubeconfig before.
+        // left stale from the kubeconfig before; so is kubectl's copy of an applied Secret,
+        // which may hold an older credential. `type` is immutable: a Secret of another type
+        // (TLS, a ServiceAccount token) is refused with 422, never filled with a kubeconfig.
+        let mut annotations = merged(&annotations);
+        annotations.insert(LAST_APPLIED.to_string(), Value::Null);
         let body = json!({
-            "metadata": {"labels": merged(&labels), "annotations": merged(&annotations)},
+            "metadata": {"labels": merged(&labels), "annotations": annotations},
+            "type": "Opaque",
             "data": {SECRET_KEY: data.clone()},
         });
         async move {

@@ -438,7 +438,7 @@ async fn a_kubeconfig_secret_whose_label_is_removed_gets_kims_labels_back() {
     assert_eq!(
         back.uid().as_deref(),
         Some(written.as_str()),
-        "the same Secret, replaced"
+        "the same Secret, renewed in place"
     );
     assert_eq!(
         kubeconfig_server(&back).as_deref(),

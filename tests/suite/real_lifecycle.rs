@@ -312,7 +312,7 @@ enum Setup {
     Conflict,
     /// A new Runtime and, before it, its kubeconfig Secret without a kubeconfig and without
     /// labels (so outside the controller's label-selected watch of kubeconfig Secrets): the
-    /// controller's create answers 409 AlreadyExists and it renews (replaces) the Secret.
+    /// controller's create answers 409 AlreadyExists and it renews the Secret (a merge patch).
     StaleSecret,
     /// A new Runtime and, before it, its kubeconfig Secret as kim writes one, synced just now:
     /// step 5 keeps it (only its metadata is cached), so step 6 reads it (GET) to build the
